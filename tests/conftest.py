@@ -1,0 +1,31 @@
+"""Shared fixtures: where the released data is (../shared/data beside the clone, or TOOLPAPER_DATA_DIR)."""
+import os
+from pathlib import Path
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def _released() -> Path | None:
+    for cand in [os.environ.get("TOOLPAPER_DATA_DIR"), ROOT.parent / "shared" / "data"]:
+        if cand and (Path(cand) / "seal-tools" / "tool.jsonl").exists():
+            return Path(cand)
+    return None
+
+
+@pytest.fixture(scope="session")
+def released() -> Path:
+    """Folder with the authors' released data; tests needing it are skipped (with the reason) when it is absent."""
+    d = _released()
+    if d is None:
+        pytest.skip("released data not found: put ../shared/data beside the clone or set TOOLPAPER_DATA_DIR")
+    return d
+
+
+@pytest.fixture(scope="session")
+def sample() -> Path:
+    from toolpaper.data import data_dir
+    return data_dir("sample")
