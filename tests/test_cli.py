@@ -56,3 +56,8 @@ def test_reproduce_rejects_unknown_experiment(capsys):
     import pytest
     with pytest.raises(SystemExit):
         main(["reproduce", "--only", "nope"])
+
+
+def test_reproduce_rejects_unknown_parameter(tmp_path):
+    r = subprocess.run([EXE, "reproduce", "--profile", "smoke", "--out", str(tmp_path), "-p", "modle=x"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2 and "no parameter(s) ['modle']" in r.stderr

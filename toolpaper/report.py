@@ -13,7 +13,8 @@ from .data import atomic_write_bytes, atomic_write_text
 
 # %% auto 0
 __all__ = ['PROFILES', 'EXPERIMENTS', 'VERSIONED', 'check_profile', 'profile_data_root', 'df_markdown', 'Report', 'Experiment',
-           'repo_root', 'default_out', 'parse_params', 'package_versions', 'reproduce', 'write_index']
+           'repo_root', 'notebook_parameters', 'default_out', 'parse_params', 'package_versions', 'reproduce',
+           'write_index']
 
 # %% ../nbs/90_report.ipynb
 PROFILES = ("smoke", "cpu", "paper")
@@ -105,6 +106,14 @@ def repo_root(start: str | os.PathLike | None = None) -> Path:
             if (d / "settings.ini").exists() and (d / "nbs" / "experiments").is_dir(): return d
     raise FileNotFoundError("cannot find the toolpaper checkout (settings.ini + nbs/experiments); run from inside the clone")
 
+def notebook_parameters(path: str | os.PathLike) -> dict[str, Any]:
+    "Names and defaults of a notebook's `parameters` cell (an experiment without one cannot be driven by papermill)."
+    import papermill as pm
+    nb = json.loads(Path(path).read_text())
+    if not any("parameters" in c.get("metadata", {}).get("tags", []) for c in nb["cells"]):
+        raise ValueError(f"{path}: no cell tagged 'parameters'")
+    return {k: v["default"] for k, v in pm.inspect_notebook(str(path)).items()}
+
 def default_out(profile: str, root: Path) -> Path:
     "`reports/` for the cpu profile (the committed results), `reports/<profile>/` otherwise."
     return root / "reports" if profile == "cpu" else root / "reports" / profile
@@ -159,13 +168,16 @@ def reproduce(profile: str = "cpu", only: list[str] | None = None, params: dict 
         exp = EXPERIMENTS[name]
         exp_out = out / name
         exp_out.mkdir(parents=True, exist_ok=True)
+        nb_path = root / "nbs" / "experiments" / exp.notebook
         prm = {"profile": profile, "out_dir": str(exp_out.resolve()), **(params or {})}
+        extra = sorted(set(prm) - set(notebook_parameters(nb_path)))
+        if extra: raise ValueError(f"{exp.notebook} has no parameter(s) {extra}; it takes {sorted(notebook_parameters(nb_path))}")
         log(f"[{k}/{len(names)}] {name} ({profile}) -> {exp_out}")
         started, t0 = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), time.perf_counter()
         tmp_nb = exp_out / f".{name}.tmp.ipynb"
         status, error = "ok", None
         try:
-            pm.execute_notebook(str(root / "nbs" / "experiments" / exp.notebook), str(tmp_nb), parameters=prm, kernel_name="python3",
+            pm.execute_notebook(str(nb_path), str(tmp_nb), parameters=prm, kernel_name="python3",
                                 progress_bar=progress, cwd=str(root / "nbs" / "experiments"), report_mode=False)
         except Exception as e:
             status, error = "failed", f"{type(e).__name__}: {str(e)[-2000:]}"; failed.append(name)
