@@ -10,7 +10,7 @@ from . import data as D
 from .report import EXPERIMENTS, PROFILES, df_markdown, parse_params, reproduce
 
 # %% auto 0
-__all__ = ['data_check', 'data_stats', 'data_export', 'build_parser', 'main']
+__all__ = ['data_check', 'data_stats', 'data_export', 'run_eval', 'build_parser', 'main']
 
 # %% ../nbs/99_cli.ipynb
 def data_check(root=None, download: bool = True, out=print) -> bool:
@@ -69,6 +69,17 @@ def data_export(to, root=None, out=print) -> Path:
     return to
 
 # %% ../nbs/99_cli.ipynb
+def run_eval(task: str, pred: str, gold: str, mode: str = "compat", json_out: str | None = None, out=print):
+    from toolpaper.metrics import score
+    preds = [obj for _, obj in D.read_jsonl(pred)]
+    res = score(task, preds, gold, mode)
+    out(f"{task} ({mode}) on {gold}: {len(preds)} predictions")
+    out(res.to_markdown())
+    for n in res.notes: out(f"note: {n}")
+    if json_out: D.atomic_write_text(json_out, json.dumps(res.to_json(), indent=1))
+    return res
+
+# %% ../nbs/99_cli.ipynb
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="toolpaper", description="Reproduce Seal-Tools, alpha-UMi and DEER experiments.")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -79,6 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--data-dir", default=None, help="data folder (default: $TOOLPAPER_DATA_DIR or the user cache; 'sample' for the packaged sample)")
         if a == "check": p.add_argument("--no-download", action="store_true")
         if a == "export": p.add_argument("--to", required=True)
+    e = sub.add_parser("eval", help="score a prediction file")
+    e.add_argument("task", choices=["seal", "deer", "umi"])
+    e.add_argument("--pred", required=True, help="JSONL predictions")
+    e.add_argument("--gold", required=True, help="gold file, or a registered split such as seal-tools:dev")
+    e.add_argument("--mode", choices=["compat", "strict"], default="compat")
+    e.add_argument("--json", default=None, help="write the metrics as JSON here")
     r = sub.add_parser("reproduce", help="run the registered experiment notebooks with papermill")
     r.add_argument("--profile", choices=PROFILES, default="cpu")
     r.add_argument("--only", action="append", choices=list(EXPERIMENTS), help="run only this experiment (repeatable)")
@@ -94,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.action == "check": return 0 if data_check(args.data_dir, download=not args.no_download) else 1
             if args.action == "stats": data_stats(args.data_dir); return 0
             if args.action == "export": data_export(args.to, args.data_dir); return 0
+        if args.cmd == "eval":
+            run_eval(args.task, args.pred, args.gold, args.mode, args.json); return 0
         if args.cmd == "reproduce":
             reproduce(args.profile, args.only, parse_params(args.param), args.out, progress=not args.no_progress)
             return 0

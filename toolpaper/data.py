@@ -504,7 +504,7 @@ def read_deer_baseline(path, split: str | None = None) -> list[DecisionSample]:
         if raw.is_call and not raw.api_label: raise DataError(path, "a call sample without api_label", index=i, field="api_label")
         cands = [Tool(name=t.name, description=t.description, parameters=_baseline_params(t.parameters)) for t in raw.api_list]
         out.append(DecisionSample(id=str(i), query=raw.query, branch="Call" if raw.is_call else "NoCall", candidates=cands,
-                                  gold_apis=raw.api_label if raw.is_call else [], split=split))
+                                  gold_apis=raw.api_label if raw.is_call else [], split=split, source="labels"))
     return out
 
 # %% ../nbs/01_data.ipynb

@@ -266,7 +266,7 @@ def baseline_action(text: str, candidates: list[str] | None = None) -> str | Non
 def deer_item(output: Any, gold: DecisionSample, mode: str) -> tuple[DeerCounts, list[str]]:
     c, why = DeerCounts(), []
     text = output if isinstance(output, str) else ""
-    if gold.gold_apis and not gold.gold_call_text:          # a baseline-file sample
+    if gold.source == "labels":                              # a baseline-file sample
         act = baseline_action(text, [t.name for t in gold.candidates])
         if gold.branch == "NoCall":
             c.nocall, c.nocall_ok = 1, int(act == "NoCallAPI")

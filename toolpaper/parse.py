@@ -4,7 +4,7 @@
 
 # %% ../nbs/04_parse.ipynb 3
 from __future__ import annotations
-import ast, json, re
+import ast, json, re, warnings
 from typing import Any, Literal
 from pydantic import BaseModel, Field
 from .schema import Call, parse_call_expr, planner_decision
@@ -73,7 +73,11 @@ def balanced_spans(s: str, opens: str = "[{", limit: int = 64) -> list[str]:
 
 def load_literal(s: str) -> Any:
     "Read JSON or a Python literal (no code is evaluated); raises ValueError when neither reads."
-    s = s.strip()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # odd escapes in model text are not our warnings to show
+        return _load_literal(s.strip())
+
+def _load_literal(s: str) -> Any:
     for attempt in (s, _TRAILING_COMMA.sub(r"\1", s)):
         try: return json.loads(attempt)
         except (json.JSONDecodeError, RecursionError): pass

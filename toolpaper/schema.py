@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_schema.ipynb 4
 from __future__ import annotations
-import ast, json, re
+import ast, json, re, warnings
 from collections.abc import Iterable, Mapping
 from types import UnionType
 from typing import Any, Literal, NamedTuple, Union, get_args, get_origin
@@ -291,6 +291,11 @@ def split_call_args(body: str) -> list[tuple[str | None, Any]]:
 def parse_call_expr(text: str, param_names: list[str] | None = None) -> Call | None:
     "Read `Name(k=v, ...)` into a `Call`; positional values take names from `param_names` (else `arg0`, `arg1`, ...)."
     if not isinstance(text, str): return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _parse_call_expr(text, param_names)
+
+def _parse_call_expr(text: str, param_names: list[str] | None) -> Call | None:
     m = _CALL_HEAD.match(text)
     if not m: return None
     end = text.rstrip().rfind(")")
@@ -320,6 +325,7 @@ class DecisionSample(Record):
     gold_call_text: str | None = None
     gold_apis: list[str] = Field(default_factory=list)
     split: str | None = None
+    source: Literal["chain", "labels"] = "chain"   # "labels": from a DEER baseline file (label names, no chain)
 
     @model_validator(mode="after")
     def _consistent(self):
