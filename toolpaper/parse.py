@@ -111,7 +111,7 @@ def _to_calls(items: Any, lenient: bool = False) -> list[Call] | None:
 
 def _seal_strict(text: str) -> SealOutput:
     cands = [m.group(1) for m in _FENCE.finditer(text)] + [text]
-    seen = set()
+    seen, empty = set(), False
     for c in cands:
         for span in [c] + balanced_spans(c):
             if span in seen: continue
@@ -120,6 +120,8 @@ def _seal_strict(text: str) -> SealOutput:
             except ValueError: continue
             calls = _to_calls(obj)
             if calls: return SealOutput(format_ok=True, calls=calls, raw=obj if isinstance(obj, list) else [obj])
+            empty = empty or obj == []
+    if empty: return SealOutput(format_ok=True, calls=[], raw=[])      # an explicit empty list: "no call is needed"
     return SealOutput(format_ok=False, error="no call list found")
 
 def parse_seal(text: Any, mode: Mode = "compat") -> SealOutput:

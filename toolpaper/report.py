@@ -95,6 +95,7 @@ class Experiment:
 
 EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
     Experiment("dataset_stats", "00_dataset_stats.ipynb", "Dataset statistics (Seal-Tools Table 1, Figure 6; DEER Table 2)"),
+    Experiment("metric_audit", "01_metric_audit.ipynb", "Metric audit: compat vs strict on gold answers and perturbations"),
 ]}
 
 def repo_root(start: str | os.PathLike | None = None) -> Path:
