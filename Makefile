@@ -16,7 +16,7 @@ export HF_DATASETS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export PYTHONHASHSEED ?= 0
 
-.PHONY: install test reports export clean-nbs check-sync lint
+.PHONY: install test reports bench export clean-nbs
 
 install: $(STAMP)
 
@@ -34,6 +34,9 @@ test: $(STAMP)
 
 reports: $(STAMP)
 	$(BIN)/toolpaper reproduce --profile $(PROFILE)
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bm25_speed.py
 
 export: $(STAMP)
 	$(BIN)/nbdev_export

@@ -96,6 +96,8 @@ class Experiment:
 EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
     Experiment("dataset_stats", "00_dataset_stats.ipynb", "Dataset statistics (Seal-Tools Table 1, Figure 6; DEER Table 2)"),
     Experiment("metric_audit", "01_metric_audit.ipynb", "Metric audit: compat vs strict on gold answers and perturbations"),
+    Experiment("retrieval", "02_retrieval.ipynb", "Tool retrieval: BM25 vs DPR (Seal-Tools Figure 10)"),
+    Experiment("deer_sampling", "03_deer_sampling.ipynb", "DEER tool clusters, candidate sampling and rebuilt decision data"),
 ]}
 
 def repo_root(start: str | os.PathLike | None = None) -> Path:

@@ -18,7 +18,8 @@ from .schema import Instance, Tool
 # %% auto 0
 __all__ = ['STOPWORDS', 'TOKENIZERS', 'tool_text', 'tokenize_authors', 'tokenize_words', 'rank_scores', 'BM25Index', 'Retriever',
            'BM25Retriever', 'dense_text', 'DenseRetriever', 'retrieval_metrics', 'gold_sets', 'evaluate_retriever',
-           'DPRConfig', 'finetune_dpr', 'CandidateList', 'candidate_lists']
+           'DPRConfig', 'finetune_dpr', 'CandidateList', 'candidate_lists', 'train_dpr_retriever', 'compare_retrievers',
+           'summary_table', 'kind_table', 'plot_topk']
 
 # %% ../nbs/07_retrieval.ipynb
 def tool_text(t: Tool, with_name: bool = False, params: str = "required") -> str:
@@ -222,7 +223,9 @@ def finetune_dpr(model, tools: list[Tool], instances: list[Instance], cfg: DPRCo
                 logits = q @ d.T / cfg.temperature
                 mask = torch.zeros_like(logits, dtype=torch.bool)
                 for r, (_, g) in enumerate(batch): mask[r, [pos[p] for p in g]] = True
-                loss = (torch.logsumexp(logits, 1) - torch.logsumexp(logits.masked_fill(~mask, -1e9), 1)).mean()
+                neg = torch.logsumexp(logits.masked_fill(mask, -1e9), 1, keepdim=True).expand_as(logits)
+                per_pos = torch.logaddexp(logits, neg) - logits        # -log softmax of one gold tool against the negatives only
+                loss = per_pos[mask].mean()
             loss.backward(); opt.step(); opt.zero_grad()
             hist.append({"epoch": ep, "step": step, "loss": float(loss)}); step += 1
             if log and step % 10 == 0: log(f"step {step} loss {float(loss):.4f}")
@@ -258,3 +261,53 @@ def candidate_lists(instances: list[Instance], ranked: np.ndarray, tools: list[T
         if shuffle: random.Random(f"{seed}:{inst.id}").shuffle(names)
         out.append(CandidateList(inst.id, names, injected, shuffle, gold_only))
     return out
+
+# %% ../nbs/07_retrieval.ipynb
+def train_dpr_retriever(tools: list[Tool], train: list[Instance], cfg: DPRConfig, name: str | None = None, base: str = "all-minilm-l6-v2"):
+    "Fine-tune a fresh copy of the base encoder with `cfg` and wrap it as a fitted `DenseRetriever`; returns (retriever, loss history)."
+    from toolpaper.models import load_embedder
+    enc = load_embedder(base, device="cpu")
+    hist = finetune_dpr(enc, tools, train, cfg)
+    ret = DenseRetriever(enc, name=name or f"DPR ({cfg.loss})", cache=False).fit(tools)
+    return ret, hist
+
+def compare_retrievers(retrievers: list[Retriever], splits: dict[str, list[Instance]], ks=range(1, 11)) -> pd.DataFrame:
+    "Long table: retriever × split × query kind × K with every metric."
+    out = []
+    for r in retrievers:
+        for split, insts in splits.items():
+            df = evaluate_retriever(r, insts, ks); df.insert(0, "retriever", r.name); df.insert(1, "split", split); out.append(df)
+    return pd.concat(out, ignore_index=True)
+
+def summary_table(long: pd.DataFrame, ks=(1, 5, 10)) -> pd.DataFrame:
+    "One row per retriever and split: all-gold accuracy at `ks`, recall@5, nDCG@5, MRR@10, for all queries."
+    a = long[long.queries == "all"]
+    rows = []
+    for (r, sp), g in a.groupby(["retriever", "split"], sort=False):
+        g = g.set_index("K")
+        row = {"retriever": r, "split": sp, "queries": int(g["n"].iloc[0])}
+        row.update({f"all-gold@{k}": g.loc[k, "all-gold acc"] for k in ks})
+        row.update({"recall@5": g.loc[5, "recall"], "nDCG@5": g.loc[5, "nDCG"], "MRR@10": g.loc[5, "MRR@10"]})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+def kind_table(long: pd.DataFrame, k: int = 5) -> pd.DataFrame:
+    "all-gold accuracy and recall at `k` for single- vs multiple-tool queries."
+    a = long[(long.K == k) & (long.queries != "all")]
+    return a.pivot_table(index=["retriever", "split"], columns="queries", values=["all-gold acc", "recall"], sort=False).reset_index().pipe(
+        lambda d: d.set_axis([" ".join(str(x) for x in c if x).strip() if isinstance(c, tuple) else c for c in d.columns], axis=1))
+
+def plot_topk(long: pd.DataFrame, metric: str = "all-gold acc"):
+    "Figure 10 analogue: `metric` against K for every retriever, one panel per split."
+    import matplotlib; matplotlib.use("Agg")
+    import matplotlib.pyplot as plt, seaborn as sns
+    a = long[long.queries == "all"]
+    splits = list(dict.fromkeys(a.split))
+    fig, axes = plt.subplots(1, len(splits), figsize=(5.2 * len(splits), 3.6), sharey=True, squeeze=False)
+    for ax, sp in zip(axes[0], splits):
+        sns.lineplot(data=a[a.split == sp], x="K", y=metric, hue="retriever", marker="o", ax=ax)
+        ax.set_title(sp); ax.set_xticks(range(1, 11)); ax.grid(alpha=.3)
+        if ax is not axes[0][-1]: ax.get_legend().remove()
+    axes[0][-1].legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return fig

@@ -14,7 +14,8 @@ from .schema import Call, DecisionSample, Tool
 
 # %% auto 0
 __all__ = ['STRATEGIES', 'MIXTURE', 'ToolClusters', 'embed_tools', 'cluster_tools', 'sample_pool', 'tool_split', 'DecisionData',
-           'build_decision_data', 'render_pool', 'render_chain', 'to_messages', 'to_released_format']
+           'build_decision_data', 'render_pool', 'render_chain', 'to_messages', 'to_released_format',
+           'save_decision_data', 'plot_pools', 'decision_table']
 
 # %% ../nbs/08_sampling.ipynb
 @dataclass
@@ -169,7 +170,7 @@ def build_decision_data(tools: list[Tool], released_valid: list[DecisionSample] 
             "examples_excluded_as_eval_queries": sum(e.query in banned for t in tools for e in t.examples), "call_ratio": call_ratio,
             "strategy": strategy, "mixture": mixture, "k": k, "clusters": clusters.m, "seed": seed,
             "nosearch_train": len(ns_train), "nosearch_heldout": len(heldout),
-            "strategy_counts": dict(Counter(s.split.split(":")[1] for s in train + valid + test if s.branch != "NoSearch"))}
+            "strategy_counts": dict(Counter(s.split.split(":")[1] for s in train + valid + test if s.branch != "NoSearch" and ":" in (s.split or "")))}
     return DecisionData(train, valid, test, heldout, info)
 
 # %% ../nbs/08_sampling.ipynb
@@ -192,3 +193,41 @@ def to_messages(s: DecisionSample, system: str | None = None) -> list[dict]:
 def to_released_format(samples: list[DecisionSample]) -> list[dict]:
     "Samples in the released valid/test JSON layout (`conversations` = human query, gpt chain)."
     return [{"conversations": [{"from": "human", "value": s.query}, {"from": "gpt", "value": render_chain(s)}]} for s in samples]
+
+# %% ../nbs/08_sampling.ipynb
+def save_decision_data(dd: DecisionData, folder) -> dict[str, str]:
+    "Write train/valid/test/heldout_nosearch JSON files and info.json; returns {file: sha256}."
+    from pathlib import Path
+    from toolpaper.data import atomic_write_text, sha256
+    folder = Path(folder); out = {}
+    for split in ("train", "valid", "test", "heldout_nosearch"):
+        p = atomic_write_text(folder / f"{split}.json", json.dumps(to_released_format(getattr(dd, split)), ensure_ascii=False, indent=0))
+        out[p.name] = sha256(p)
+    atomic_write_text(folder / "info.json", json.dumps(dd.info, indent=1, sort_keys=True))
+    return out
+
+def plot_pools(clusters: ToolClusters, gold: int, k: int = 5, seed: int = 0, call: bool = True):
+    "2-D PCA map of the tools by cluster with one sampled pool per strategy (DEER Figure 4 analogue)."
+    import matplotlib; matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from sklearn.decomposition import PCA
+    xy = PCA(n_components=2, random_state=seed).fit_transform(clusters.embeddings)
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4.2), sharex=True, sharey=True)
+    for ax, strat in zip(axes, ("random", "inter", "intra")):
+        pool, _ = sample_pool(clusters, gold, k, strat, call, np.random.default_rng(seed))
+        ax.scatter(xy[:, 0], xy[:, 1], c=clusters.labels, cmap="tab20", s=6, alpha=.35)
+        ax.scatter(xy[pool, 0], xy[pool, 1], facecolors="none", edgecolors="black", s=70, linewidths=1.3, label="sampled pool")
+        ax.scatter(xy[gold, 0], xy[gold, 1], marker="*", c="red", s=180, label=f"gold: {clusters.names[gold]}")
+        ax.set_title(f"{strat}-class" if strat != "random" else "random"); ax.set_xticks([]); ax.set_yticks([])
+    axes[0].legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    return fig
+
+def decision_table(dd: DecisionData) -> pd.DataFrame:
+    "Our rebuilt splits beside DEER Table 2 (quoted)."
+    from toolpaper.stats import PAPER_DEER_TABLE2
+    df = dd.counts()
+    paper_split = {"train": "train", "valid": "valid", "test": "test"}
+    for col in ("NoSearch", "NoCall", "Call", "total"):
+        df[f"paper {col}"] = [PAPER_DEER_TABLE2[paper_split[s]][col] for s in df.split]
+    return df.astype({c: "Int64" for c in df.columns if c != "split"})
