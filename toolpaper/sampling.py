@@ -207,11 +207,11 @@ def save_decision_data(dd: DecisionData, folder) -> dict[str, str]:
     return out
 
 def plot_pools(clusters: ToolClusters, gold: int, k: int = 5, seed: int = 0, call: bool = True):
-    "2-D PCA map of the tools by cluster with one sampled pool per strategy (DEER Figure 4 analogue)."
+    "2-D t-SNE map of the tools by cluster with one sampled pool per strategy (DEER Figure 4 analogue)."
     import matplotlib; matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from sklearn.decomposition import PCA
-    xy = PCA(n_components=2, random_state=seed).fit_transform(clusters.embeddings)
+    from sklearn.manifold import TSNE
+    xy = TSNE(n_components=2, init="pca", random_state=seed, perplexity=min(30, len(clusters.names) - 1)).fit_transform(clusters.embeddings)
     fig, axes = plt.subplots(1, 3, figsize=(13, 4.2), sharex=True, sharey=True)
     for ax, strat in zip(axes, ("random", "inter", "intra")):
         pool, _ = sample_pool(clusters, gold, k, strat, call, np.random.default_rng(seed))
