@@ -124,6 +124,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     p = Path(path); p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
+        mask = os.umask(0); os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)                 # mkstemp creates 0600; give the file the usual permissions
         with os.fdopen(fd, "wb") as f: f.write(data); f.flush(); os.fsync(f.fileno())
         os.replace(tmp, p)
     except BaseException:
