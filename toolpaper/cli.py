@@ -96,6 +96,22 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--gold", required=True, help="gold file, or a registered split such as seal-tools:dev")
     e.add_argument("--mode", choices=["compat", "strict"], default="compat")
     e.add_argument("--json", default=None, help="write the metrics as JSON here")
+    t = sub.add_parser("train", help="fine-tune a model on a JSONL file of prompt examples (works under accelerate launch)")
+    t.add_argument("--examples", required=True, help="JSONL of {id, messages, spans} (toolpaper.prompts.write_examples)")
+    t.add_argument("--model", default="smollm2-135m-instruct", help="registered name, Hugging Face id or folder")
+    t.add_argument("--out", required=True)
+    t.add_argument("--adapter", default=None, help="start from this LoRA adapter")
+    t.add_argument("--full", action="store_true", help="full fine-tuning instead of LoRA")
+    t.add_argument("--epochs", type=float, default=1.0)
+    t.add_argument("--max-steps", type=int, default=-1)
+    t.add_argument("--lr", type=float, default=2e-4)
+    t.add_argument("--batch-size", type=int, default=8)
+    t.add_argument("--grad-accum", type=int, default=1)
+    t.add_argument("--max-length", type=int, default=1024)
+    t.add_argument("--save-steps", type=int, default=None)
+    t.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
+    t.add_argument("--deepspeed", default=None, help="DeepSpeed config (e.g. toolpaper/configs/deepspeed_zero3.json)")
+    t.add_argument("--seed", type=int, default=0)
     r = sub.add_parser("reproduce", help="run the registered experiment notebooks with papermill")
     r.add_argument("--profile", choices=PROFILES, default="cpu")
     r.add_argument("--only", action="append", choices=list(EXPERIMENTS), help="run only this experiment (repeatable)")
@@ -111,6 +127,14 @@ def main(argv: list[str] | None = None) -> int:
             if args.action == "check": return 0 if data_check(args.data_dir, download=not args.no_download) else 1
             if args.action == "stats": data_stats(args.data_dir); return 0
             if args.action == "export": data_export(args.to, args.data_dir); return 0
+        if args.cmd == "train":
+            from toolpaper.prompts import read_examples
+            from toolpaper.train import SFTConfig, finetune
+            cfg = SFTConfig(args.out, epochs=args.epochs, max_steps=args.max_steps, lr=args.lr, batch_size=args.batch_size, grad_accum=args.grad_accum,
+                            max_length=args.max_length, lora=not args.full, save_steps=args.save_steps, deepspeed=args.deepspeed, seed=args.seed)
+            info = finetune(args.model, read_examples(args.examples), cfg, adapter=args.adapter, resume=args.resume)
+            print(json.dumps({k: info[k] for k in ("train_seconds", "tokens", "trainable_params")}))
+            return 0
         if args.cmd == "eval":
             run_eval(args.task, args.pred, args.gold, args.mode, args.json); return 0
         if args.cmd == "reproduce":
