@@ -213,4 +213,6 @@ def write_index(out: str | os.PathLike) -> Path:
             if it["kind"] == "table": lines.append(f"- table [{it['key']}]({d.name}/{it['key']}.md) ([csv]({d.name}/{it['key']}.csv)): {it['caption']}")
             elif it["kind"] == "figure": lines.append(f"- figure [{it['key']}]({d.name}/{it['key']}.png): {it['caption']}")
         lines.append("")
+    if (out / "benchmarks" / "README.md").exists():
+        lines += ["## [Benchmarks](benchmarks/README.md)", "", "Speed measurements written by the scripts in `benchmarks/` (not by `reproduce`).", ""]
     return atomic_write_text(out / "README.md", "\n".join(lines))
