@@ -1,0 +1,104 @@
+"""LLM clients against a stub OpenAI-compatible server on 127.0.0.1 that injects faults."""
+import http.server, json, threading, time
+from pathlib import Path
+import pytest
+from toolpaper.llm import CachedChat, CacheMiss, LLMError, OpenAIChat
+
+
+class Stub(http.server.BaseHTTPRequestHandler):
+    """Answers /v1/chat/completions; the user message picks the fault script: 'ok', '429', '500', 'slow',
+    'truncated', 'nonjson' fail once then succeed; 'always500' and 'bad400' never succeed."""
+    seen: dict = {}
+    lock = threading.Lock()
+
+    def log_message(self, *a): pass
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        word = body["messages"][-1]["content"]
+        with self.lock:
+            n = self.seen[word] = self.seen.get(word, 0) + 1
+        fault = word.split("-")[0]
+        first = n == 1
+        if fault == "always500" or (fault == "500" and first): return self._send(500, b'{"error": {"message": "boom"}}')
+        if fault == "429" and first: return self._send(429, b'{"error": {"message": "slow down"}}', {"retry-after": "0"})
+        if fault == "bad400": return self._send(400, b'{"error": {"message": "bad request"}}')
+        if fault == "slow" and first: time.sleep(1.5)
+        ok = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+              "choices": [{"index": 0, "message": {"role": "assistant", "content": f"answer to {word}"}, "finish_reason": "stop"}],
+              "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}}
+        raw = json.dumps(ok).encode()
+        if fault == "truncated" and first: raw = raw[: len(raw) // 2]
+        if fault == "nonjson" and first: raw = b"<html>gateway hiccup</html>"
+        self._send(200, raw)
+
+    def _send(self, code, raw, headers=None):
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        for k, v in (headers or {}).items(): self.send_header(k, v)
+        self.end_headers(); self.wfile.write(raw)
+
+
+@pytest.fixture()
+def server():
+    Stub.seen = {}
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Stub)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}/v1"
+    srv.shutdown(); srv.server_close()
+
+
+def client(url, **kw):
+    return OpenAIChat("stub-model", base_url=url, timeout=1.0, max_retries=3, backoff=0.01, jitter=0.5, max_wait=0.05, seed=0,
+                      prices=(1.0, 2.0), **kw)
+
+
+def test_faults_are_retried_and_counted(server, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
+    c = client(server)
+    words = ["ok-1", "429-1", "500-1", "slow-1", "truncated-1", "nonjson-1", "ok-2", "always500-1", "bad400-1"]
+    res = c.complete_many([[{"role": "user", "content": w}] for w in words], concurrency=3, max_tokens=5)
+    good = {w: r.text for w, r in zip(words, res) if not isinstance(r, LLMError)}
+    bad = [w for w, r in zip(words, res) if isinstance(r, LLMError)]
+    assert bad == ["always500-1", "bad400-1"]
+    assert good == {w: f"answer to {w}" for w in words if w not in bad}
+    u = c.usage
+    # one retry each for 429, 500, slow (time-out), truncated, nonjson; 3 for always500; none for bad400
+    assert u.retries == 5 + 3
+    assert u.requests == len(words) + u.retries
+    assert u.failures == 2
+    assert (u.prompt_tokens, u.completion_tokens) == (7 * 7, 3 * 7)
+    assert u.cost_usd == pytest.approx((49 * 1.0 + 21 * 2.0) / 1e6)
+
+
+def test_backoff_grows_and_is_capped(server):
+    c = OpenAIChat("m", base_url=server, backoff=1.0, jitter=0.5, max_wait=8.0, seed=1)
+    waits = [c.wait(a) for a in range(6)]
+    assert all(1.0 * 2 ** a <= w <= min(8.0, 2 ** a) * 1.5 for a, w in enumerate(waits[:3]))
+    assert all(8.0 <= w <= 12.0 for w in waits[3:])
+
+
+def test_record_then_replay_is_exact_and_keeps_no_key(server, monkeypatch, tmp_path):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
+    rec = CachedChat(client(server), tmp_path / "cache.jsonl")
+    convs = [[{"role": "user", "content": w}] for w in ["ok-a", "500-b", "ok-c"]]
+    first = [r.text for r in rec.complete_many(convs, concurrency=2, max_tokens=5)]
+    rep = CachedChat(None, tmp_path / "cache.jsonl", mode="replay", model="stub-model")
+    again = [r.text for r in rep.complete_many(convs, concurrency=2, max_tokens=5)]
+    assert first == again and rep.usage.cache_hits == 3
+    with pytest.raises(CacheMiss):
+        rep.complete([{"role": "user", "content": "never-seen"}], max_tokens=5)
+    with pytest.raises(CacheMiss):                                       # other parameters, other key
+        rep.complete(convs[0], max_tokens=6)
+    assert "sk-test-secret" not in (tmp_path / "cache.jsonl").read_text()
+
+
+def test_cache_tolerates_a_line_cut_by_a_crash(tmp_path):
+    p = tmp_path / "c.jsonl"
+    p.write_text(json.dumps({"key": "k1", "model": "m", "text": "t"}) + "\n" + '{"key": "k2", "mod')
+    c = CachedChat(None, p, mode="replay", model="m")
+    assert set(c.entries) == {"k1"}
+    p.write_text('{"key": "k2", "mod\n' + json.dumps({"key": "k1", "model": "m", "text": "t"}) + "\n")
+    with pytest.raises(ValueError, match="c.jsonl:1: unreadable cache line"):
+        CachedChat(None, p, mode="replay", model="m")
