@@ -152,7 +152,7 @@ def test_empty_file(tmp_path):
     (tmp_path / "dev.jsonl").write_text("\n  \n")
     expect(lambda: D.read_seal_instances(tmp_path / "dev.jsonl"), "dev.jsonl", "file is empty")
     (tmp_path / "valid.json").write_text("[]")
-    expect(lambda: D._read_chains(tmp_path / "valid.json", "valid"), "valid.json", "list of records is empty")
+    expect(lambda: D.read_deer_chains(tmp_path / "valid.json", "valid"), "valid.json", "list of records is empty")
 
 
 def test_non_utf8_bytes(tmp_path):
@@ -166,14 +166,14 @@ def test_unknown_chain_marker(tmp_path):
     rows = json.loads((SAMPLE_DEER / "valid.json").read_text())
     rows[4]["conversations"][1]["value"] = rows[4]["conversations"][1]["value"].replace("#CallAPI#", "#MaybeCallAPI#")
     (tmp_path / "valid.json").write_text(json.dumps(rows))
-    expect(lambda: D._read_chains(tmp_path / "valid.json", "valid"), "valid.json[record 4]", "conversations[1].value", "unknown marker #MaybeCallAPI#")
+    expect(lambda: D.read_deer_chains(tmp_path / "valid.json", "valid"), "valid.json[record 4]", "conversations[1].value", "unknown marker #MaybeCallAPI#")
 
 
 def test_chain_marker_order(tmp_path):
     rows = json.loads((SAMPLE_DEER / "valid.json").read_text())
     rows[0]["conversations"][1]["value"] = "#Begin# hmm #CallAPI# weather_now(city='x') #End#"
     (tmp_path / "valid.json").write_text(json.dumps(rows))
-    expect(lambda: D._read_chains(tmp_path / "valid.json", "valid"), "valid.json[record 0]", "none of the three branches")
+    expect(lambda: D.read_deer_chains(tmp_path / "valid.json", "valid"), "valid.json[record 0]", "none of the three branches")
 
 
 def test_umi_turn_order(tmp_path):

@@ -152,12 +152,13 @@ def test_decision_data_real(deer_clusters, released, tmp_path):
     assert not {s.query for s in dd.train if s.branch == "NoSearch"} & {s.query for s in dd.heldout_nosearch}
     calls = [s for s in dd.train if s.branch != "NoSearch"]
     assert abs(sum(s.branch == "Call" for s in calls) / len(calls) - 0.6) < 0.03
-    assert all(s.gold_call_text and any(c.name == s.gold_call_text.split("(")[0] or True for c in s.candidates) for s in calls if s.branch == "Call")
+    source = lambda s: s.id[len("train-"):].rsplit("-", 1)[0]           # ids are train-<tool>-<example number>
+    assert all([c.name for c in s.candidates].count(source(s)) == (1 if s.branch == "Call" else 0) for s in calls)
+    assert all(s.gold_call_text for s in calls if s.branch == "Call")
     h1 = S.save_decision_data(dd, tmp_path / "a")
     h2 = S.save_decision_data(S.build_decision_data(tools, valid, test, clusters=cl, seed=0), tmp_path / "b")
     h3 = S.save_decision_data(S.build_decision_data(tools, valid, test, clusters=cl, seed=1), tmp_path / "c")
     assert h1 == h2 and h1["train.json"] != h3["train.json"]
-    back = load("tooldeer:valid", tmp_path / "x") if False else None
-    from toolpaper.data import _read_chains
-    rows = _read_chains(tmp_path / "a" / "train.json", "train")
+    from toolpaper.data import read_deer_chains
+    rows = read_deer_chains(tmp_path / "a" / "train.json", "train")
     assert [r.branch for r in rows] == [s.branch for s in dd.train]

@@ -19,9 +19,9 @@ __all__ = ['DATASETS', 'ERRATA', 'CHAIN_MARKERS', 'CHAIN_ORDERS', 'UMI_ROLES', '
            'read_json', 'read_json_list', 'validate', 'SealParamRaw', 'SealToolRaw', 'SealCallRaw', 'SealInstanceRaw',
            'seal_tool', 'read_seal_tools', 'read_seal_instances', 'read_seal_fields', 'FinetuneRecord', 'DprRecord',
            'read_seal_finetune', 'read_seal_dpr', 'DeerToolRaw', 'parse_signature', 'deer_tool', 'read_deer_tools',
-           'ChainError', 'split_chain', 'parse_pool', 'parse_chain', 'read_deer_baseline', 'umi_tool', 'read_umi_steps',
-           'split_path', 'load', 'load_seal_tools', 'load_seal_split', 'load_deer_tools', 'load_deer_split',
-           'to_dataset']
+           'ChainError', 'split_chain', 'parse_pool', 'parse_chain', 'read_deer_chains', 'read_deer_baseline',
+           'umi_tool', 'read_umi_steps', 'split_path', 'load', 'load_seal_tools', 'load_seal_split', 'load_deer_tools',
+           'load_deer_split', 'to_dataset']
 
 # %% ../nbs/01_data.ipynb
 class DataError(ValueError):
@@ -464,7 +464,7 @@ def parse_chain(text: str) -> dict:
     except Exception as e: raise ChainError(f"unreadable candidate pool ({type(e).__name__}: {e})") from None
     return {"branch": CHAIN_ORDERS[order], "candidates": pool, "call_text": seg.get("CallAPI")}
 
-def _read_chains(path, split: str) -> list[DecisionSample]:
+def read_deer_chains(path, split: str) -> list[DecisionSample]:
     out = []
     for i, obj in enumerate(read_json_list(path)):
         raw = validate(_ConvRaw, obj, path, index=i)
@@ -566,7 +566,7 @@ SPLITS: dict[str, tuple[str, str, Callable]] = {
     **{f"seal-tools:dpr/{s}": ("seal-tools", f"DPR_Training/{s}_split.json", read_seal_dpr)
        for s in ("dev", "test_in_domain", "test_out_domain")},
     "tooldeer:tools": ("tooldeer", "tool.json", read_deer_tools),
-    **{f"tooldeer:{s}": ("tooldeer", f"{s}.json", (lambda s: lambda p: _read_chains(p, s))(s)) for s in ("valid", "test")},
+    **{f"tooldeer:{s}": ("tooldeer", f"{s}.json", (lambda s: lambda p: read_deer_chains(p, s))(s)) for s in ("valid", "test")},
     **{f"tooldeer:baselines/{s}": ("tooldeer", f"baselines/{s}.json", (lambda s: lambda p: read_deer_baseline(p, s))(s))
        for s in ("tool_bench", "tool_corpus")},
 }

@@ -458,7 +458,7 @@ def resolve_references(task: str, references) -> list:
         if task == "seal": return D.read_seal_instances(p)
         if task == "umi": return D.read_umi_steps(p)
         first = D.read_json_list(p)[0]
-        return D.read_deer_baseline(p) if isinstance(first, dict) and "api_label" in first else D._read_chains(p, p.stem)
+        return D.read_deer_baseline(p) if isinstance(first, dict) and "api_label" in first else D.read_deer_chains(p, p.stem)
     return list(references)
 
 def score(task: str, predictions: list[dict], references, mode: str = "compat") -> ScoreResult:

@@ -134,7 +134,7 @@ def build_decision_data(tools: list[Tool], released_valid: list[DecisionSample] 
     banned = {s.query for s in released_valid + released_test}
     by_name = {t.name: t for t in tools}
 
-    def make(tool: Tool, ex_no: int, ex, allowed: list[int], split: str) -> DecisionSample:
+    def make(tool: Tool, ex_no: int, ex, split: str) -> DecisionSample:
         h = int(hashlib.sha256(f"{seed}|{tool.name}|{ex_no}".encode()).hexdigest()[:12], 16)
         rng = np.random.default_rng(h)
         call = bool(rng.random() < call_ratio)
@@ -150,8 +150,8 @@ def build_decision_data(tools: list[Tool], released_valid: list[DecisionSample] 
         exs = [e for e in t.examples if e.query not in banned]
         if max_examples_per_tool: exs = exs[:max_examples_per_tool]
         for n, e in enumerate(exs):
-            if t.name in unseen_set: test.append(make(t, n, e, [], "test"))
-            else: seen_pool.append(make(t, n, e, [], "train"))
+            if t.name in unseen_set: test.append(make(t, n, e, "test"))
+            else: seen_pool.append(make(t, n, e, "train"))
     rng = random.Random(seed)
     ns = [s for s in released_valid if s.branch == "NoSearch"]
     ns_order = list(range(len(ns))); rng.shuffle(ns_order)
