@@ -100,6 +100,8 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
     Experiment("metric_audit", "01_metric_audit.ipynb", "Metric audit: compat vs strict on gold answers and perturbations"),
     Experiment("retrieval", "02_retrieval.ipynb", "Tool retrieval: BM25 vs DPR (Seal-Tools Figure 10)"),
     Experiment("deer_sampling", "03_deer_sampling.ipynb", "DEER tool clusters, candidate sampling and rebuilt decision data"),
+    Experiment("seal_tools", "04_seal_tools.ipynb", "Seal-Tools: zero-shot vs fine-tuned tool calling (Tables 2-5, Figure 8)"),
+    Experiment("deer", "05_deer.ipynb", "DEER: decision-aware fine-tuning, unseen tools, sampling strategies, retention (Tables 1, 3, 4, Figure 5)"),
 ]}
 
 def repo_root(start: str | os.PathLike | None = None) -> Path:
