@@ -4,12 +4,17 @@
 
 # %% ../nbs/13_generate.ipynb 3
 from __future__ import annotations
-import json, os, time
+import json, os, random, re, time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
+import pandas as pd
 
 # %% auto 0
-__all__ = ['StageFile', 'run_stage']
+__all__ = ['PROMPT_VERSION', 'TOOL_TYPES', 'TOOL_TEMPLATE', 'SENSITIVE', 'StageFile', 'run_stage', 'read_reply', 'prompt_fields',
+           'prompt_subfields', 'prompt_tools', 'prompt_backfill', 'prompt_single', 'prompt_combo', 'prompt_multi',
+           'prompt_deer_examples', 'prompt_deer_filter', 'check_tool', 'check_calls', 'sensitive_values',
+           'SealGenConfig', 'GenResult', 'dedup_tools', 'generate_seal', 'DeerGenConfig', 'generate_deer', 'OracleChat']
 
 # %% ../nbs/13_generate.ipynb
 class StageFile:
@@ -55,3 +60,504 @@ def run_stage(path, items: Iterable[tuple[str, Any]], fn: Callable[[Any], dict],
             out = on_error(item, e)
         st.append(key, **out)
     return st
+
+# %% ../nbs/13_generate.ipynb
+def read_reply(text: str, kind: type = list) -> Any:
+    "The first bracketed literal of type `kind` in `text`, or None."
+    from toolpaper.parse import balanced_spans, load_literal
+    if not isinstance(text, str): return None
+    for span in balanced_spans(text, "[{" if kind is object else ("[" if kind is list else "{")):
+        try: v = load_literal(span)
+        except ValueError: continue
+        if kind is object or isinstance(v, kind): return v
+    return None
+
+# %% ../nbs/13_generate.ipynb
+PROMPT_VERSION = "toolpaper-selfinstruct-1"
+TOOL_TYPES = ("str", "int", "float", "bool")
+
+def _msg(text: str) -> list[dict]: return [{"role": "user", "content": text}]
+
+def prompt_fields(n: int) -> list[dict]:
+    return _msg(f"Name {n} broad areas of everyday or professional life in which people use software services (for example health or travel). "
+                "Answer with a Python list of short strings and nothing else.")
+
+def prompt_subfields(field: str, n: int) -> list[dict]:
+    return _msg(f"The area is '{field}'. Name {n} narrower topics inside it, each specific enough that a handful of web APIs could serve it. "
+                "Answer with a Python list of short strings and nothing else.")
+
+TOOL_TEMPLATE = ('{"api_name": "getThing", "api_description": "What the API does, in one sentence", '
+                 '"parameters": {"name": {"type": "str", "description": "What the value means (e.g., an example value)"}}, '
+                 '"required": ["name"], "responses": {"result": {"type": "str", "description": "What comes back"}}}')
+
+def prompt_tools(field: str, subfield: str, n: int, avoid: Sequence[str] = ()) -> list[dict]:
+    av = f" Do not reuse these names: {', '.join(avoid)}." if avoid else ""
+    return _msg(f"Invent {n} different web APIs for the topic '{subfield}' (area: {field}). Describe each one as a JSON object shaped like\n{TOOL_TEMPLATE}\n"
+                f"Types must be one of {', '.join(TOOL_TYPES)}. Every parameter description ends with an example value in parentheses, "
+                f"written as (e.g., VALUE). `required` lists only names that are in `parameters`.{av} Answer with a JSON list of the {n} objects only.")
+
+def prompt_backfill(tools: Sequence[dict]) -> list[dict]:
+    body = json.dumps([{"api_name": t["api_name"], "parameters": {k: v.get("description", "") for k, v in t["parameters"].items()}} for t in tools], ensure_ascii=False)
+    return _msg("Some parameter descriptions below lack an example value. For every tool give one realistic example value per parameter. "
+                'Answer with a JSON object {"<api_name>": {"<parameter>": "<example>"}} only.\n' + body)
+
+def prompt_single(tool: dict, fixed: dict) -> list[dict]:
+    fx = (" Use exactly these values: " + json.dumps(fixed, ensure_ascii=False) + ".") if fixed else ""
+    return _msg("Here is an API:\n" + json.dumps(tool, ensure_ascii=False) + "\nWrite a natural request a user might make that this API answers with one call, "
+                "and the call's parameter values. Fill all required parameters; every value must appear word for word in the request." + fx +
+                ' Answer with a JSON object {"query": "...", "parameters": {...}} only.')
+
+def prompt_combo(candidates: Sequence[dict], max_tools: int) -> list[dict]:
+    names = json.dumps([{"api_name": t["api_name"], "api_description": t["api_description"]} for t in candidates], ensure_ascii=False)
+    return _msg(f"Here are some APIs:\n{names}\nPick 2 to {max_tools} of them that one user request could need together, in the order they "
+                "would be called (a later API may use an earlier API's result). Answer with a JSON list of api_name strings only.")
+
+def prompt_multi(tools: Sequence[dict], plan: list[dict], fixed: dict) -> list[dict]:
+    fx = (" Use exactly these values where the parameter appears: " + json.dumps(fixed, ensure_ascii=False) + ".") if fixed else ""
+    return _msg("APIs:\n" + json.dumps(list(tools), ensure_ascii=False) + "\nCall plan with empty parameter values:\n" + json.dumps(plan, ensure_ascii=False) +
+                "\nFill every parameter value. A value is either literal text that you also write in the request, or the response id of an EARLIER "
+                "call (such as API_call_0) when it should come from that call's result. Then write the user's request that this plan answers." + fx +
+                ' Answer with a JSON object {"query": "...", "calling": [{"api": "...", "parameters": {...}}]} only.')
+
+def prompt_deer_examples(tool: dict, n: int = 10) -> list[dict]:
+    return _msg("API name: " + tool["api_name"] + "\nWhat it does: " + tool.get("description_for_human", "") +
+                "\nDetails: " + tool.get("description_for_model", "")[:1500] +
+                f"\nWrite its Python-style signature, such as {tool['api_name']}(city: str, days: int = 1), and {n} different user queries "
+                f"this API answers, each with the call, such as {tool['api_name']}(city='Paris'). Argument values must come from the query. "
+                'Answer with a JSON object {"api_function": "...", "examples": [{"query": "...", "call": "..."}]} only.')
+
+def prompt_deer_filter(tool: dict, examples: Sequence[dict]) -> list[dict]:
+    rows = "\n".join(f"{i}. query: {e['query']}\n   call: {e['call']}" for i, e in enumerate(examples))
+    return _msg(f"API: {tool['api_function']} — {tool.get('description_for_human', '')}\nQuery–call pairs:\n{rows}\n"
+                "List the numbers of the pairs that are unreasonable: the call does not serve the query, or an argument value is not given "
+                "by the query. Answer with a JSON list of numbers only ([] when all pairs are fine).")
+
+# %% ../nbs/13_generate.ipynb
+def check_tool(d: Any, field: str, subfield: str) -> tuple[dict | None, list[str], list[str]]:
+    "(normalised tool dict or None, problems, parameters without an example)."
+    from pydantic import ValidationError
+    from toolpaper.data import SealToolRaw
+    from toolpaper.schema import description_examples
+    if not isinstance(d, dict): return None, ["not an object"], []
+    t = {"api_name": d.get("api_name"), "api_description": d.get("api_description"), "field": f"{field}/{subfield}",
+         "parameters": d.get("parameters"), "required": d.get("required", []), "responses": d.get("responses", {})}
+    try: SealToolRaw.model_validate(t)
+    except ValidationError as e: return None, [f"schema: {err['loc']}: {err['msg']}" for err in e.errors()[:3]], []
+    probs = [f"type of {k}: {v['type']!r}" for k, v in {**t["parameters"], **t["responses"]}.items() if v["type"] not in TOOL_TYPES]
+    if not t["api_name"].isidentifier(): probs.append(f"name {t['api_name']!r} is not an identifier")
+    if not t["parameters"]: probs.append("no parameters")
+    no_ex = [k for k, v in t["parameters"].items() if not description_examples(v["description"])]
+    return (None if probs else t), probs, no_ex
+
+_TYPES = {"str": lambda v: isinstance(v, str), "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+          "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "bool": lambda v: isinstance(v, bool)}
+
+def check_calls(calls: Sequence[dict], query: str, tools: dict[str, dict]) -> list[str]:
+    "Problems of a generated call list (empty: valid)."
+    from toolpaper.schema import Call, RefError, check_refs
+    from toolpaper.schema import REF_RE
+    probs, q = [], " ".join(str(query).split()).casefold()
+    for i, c in enumerate(calls):
+        t = tools.get(c.get("api"))
+        if t is None: probs.append(f"call {i}: unknown tool {c.get('api')!r}"); continue
+        args = c.get("parameters") or {}
+        if not isinstance(args, dict): probs.append(f"call {i}: parameters is not an object"); continue
+        probs += [f"call {i}: unknown parameter {k!r}" for k in args if k not in t["parameters"]]
+        probs += [f"call {i}: required {k!r} missing" for k in t["required"] if k not in args]
+        for k, v in args.items():
+            if k not in t["parameters"]: continue
+            if isinstance(v, str) and REF_RE.fullmatch(v.strip()): continue
+            if not _TYPES[t["parameters"][k]["type"]](v): probs.append(f"call {i}: {k}={v!r} is not {t['parameters'][k]['type']}")
+            elif not isinstance(v, bool) and " ".join(str(v).split()).casefold() not in q: probs.append(f"call {i}: value {v!r} not in the query")
+    if not probs:
+        try: check_refs([Call(api=c["api"], arguments=c.get("parameters") or {}, responses=c["responses"]) for c in calls])
+        except RefError as e: probs.append(f"reference: {e}")
+    return probs
+
+# %% ../nbs/13_generate.ipynb
+SENSITIVE = [(re.compile(r"e[-_]?mail", re.I), lambda r: f"user{r.randint(100, 999)}@example.com"),
+             (re.compile(r"phone|mobile|tel(ephone)?(_|$)", re.I), lambda r: f"+1-555-01{r.randint(10, 99)}"),
+             (re.compile(r"pass(word|wd)|pin(_|$)", re.I), lambda r: "".join(r.choice("abcdefghjkmnpqrstuvwxyz23456789") for _ in range(10))),
+             (re.compile(r"card(_?number)?$|credit", re.I), lambda r: f"4000 0000 0000 {r.randint(1000, 9999)}"),
+             (re.compile(r"ssn|id_?card|passport|national_?id", re.I), lambda r: f"X{r.randint(10 ** 7, 10 ** 8 - 1)}")]
+
+def sensitive_values(tool: dict, key: str, seed: int = 0) -> dict[str, str]:
+    "Rule-generated values for the sensitive string parameters of `tool` (empty when none)."
+    out = {}
+    for name, p in tool["parameters"].items():
+        if p.get("type") != "str": continue
+        for pat, make in SENSITIVE:
+            if pat.search(name): out[name] = make(random.Random(f"{seed}|{key}|{tool['api_name']}|{name}")); break
+    return out
+
+# %% ../nbs/13_generate.ipynb
+@dataclass
+class SealGenConfig:
+    fields: list[str] | None = None       # seed fields (None: ask the model for n_fields)
+    n_fields: int = 3
+    subfields_per_field: int = 3
+    tools_per_subfield: int = 4
+    n_single: int = 10
+    n_multi: int = 6
+    combo_candidates: int = 6
+    max_combo: int = 3
+    dedup_threshold: float = 0.9
+    backfill_batch: int = 4
+    max_tokens: int = 1024
+    temperature: float = 0.0
+    concurrency: int = 4
+    chunk: int = 16                       # requests answered and recorded together (a crash loses at most one chunk)
+    seed: int = 0
+
+@dataclass
+class GenResult:
+    out: Path
+    yields: pd.DataFrame
+    per_subfield: pd.DataFrame
+    usage: dict
+    seconds: float
+    files: dict
+
+def _iso(ts) -> str | None:
+    import datetime as dt
+    return dt.datetime.fromtimestamp(int(ts), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if ts else None
+
+def _ask(client, stage: StageFile, jobs: list[tuple[str, list[dict], Any]], cfg, parse: Callable, what: str) -> None:
+    "Send the not-yet-recorded jobs (key, messages, context) in one batch; record text, parse result, provenance, or the failure."
+    from toolpaper.llm import LLMError
+    todo = list({j[0]: j for j in jobs if j[0] not in stage}.values())
+    for i in range(0, len(todo), max(1, cfg.chunk)):                  # record each chunk as soon as it is answered
+        part = todo[i:i + max(1, cfg.chunk)]
+        res = client.complete_many([m for _, m, _ in part], concurrency=cfg.concurrency, max_tokens=cfg.max_tokens, temperature=cfg.temperature)
+        for (key, _, ctx), r in zip(part, res):
+            if isinstance(r, LLMError):
+                stage.append(key, ok=False, error=str(r)[:300], stage=what); continue
+            stage.append(key, ok=True, text=r.text, parsed=parse(r.text, ctx), stage=what, model=r.model, created=r.created,
+                         prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens)
+
+def _prov(rec: dict, stage: str) -> dict:
+    return {"model": rec.get("model"), "prompt_version": PROMPT_VERSION, "generated_at": _iso(rec.get("created")), "stage": stage}
+
+def dedup_tools(tools: list[dict], threshold: float, embedder=None) -> tuple[list[dict], dict[str, str]]:
+    "Kept tools and {dropped name: reason} (exact name repeat, or embedding cosine >= threshold to a kept tool)."
+    import numpy as np
+    kept, dropped, names = [], {}, {}
+    for t in tools:
+        k = t["api_name"].casefold()
+        if k in names: dropped[t["api_name"]] = f"same name as {names[k]}"
+        else: names[k] = t["api_name"]; kept.append(t)
+    if len(kept) > 1 and threshold < 1:
+        from toolpaper.models import load_embedder
+        emb = (embedder or load_embedder(device="cpu")).encode([f"{t['api_name']}: {t['api_description']}" for t in kept], normalize_embeddings=True)
+        keep_idx = []
+        for i in range(len(kept)):
+            sims = [float(np.dot(emb[i], emb[j])) for j in keep_idx]
+            if sims and max(sims) >= threshold:
+                dropped[kept[i]["api_name"]] = f"similar to {kept[keep_idx[int(np.argmax(sims))]]['api_name']} ({max(sims):.2f})"
+            else: keep_idx.append(i)
+        kept = [kept[i] for i in keep_idx]
+    return kept, dropped
+
+def _with_examples(t: dict, examples: dict) -> dict:
+    from toolpaper.schema import description_examples
+    t = json.loads(json.dumps(t))
+    for k, p in t["parameters"].items():
+        ex = examples.get(k) if isinstance(examples, dict) else None
+        if not description_examples(p["description"]) and ex not in (None, ""):
+            p["description"] = p["description"].rstrip().rstrip(".") + f" (e.g., {ex})"
+    return t
+
+def _plan(tools: list[dict], start: int = 0) -> list[dict]:
+    plan, n = [], start
+    for t in tools:
+        resp = [f"API_call_{n + i}" for i in range(max(1, len(t["responses"])))]
+        n += len(resp)
+        plan.append({"api": t["api_name"], "parameters": {k: "" for k in t["parameters"] if k in t["required"]} or
+                     {next(iter(t["parameters"])): ""}, "responses": resp})
+    return plan
+
+# %% ../nbs/13_generate.ipynb
+def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(), embedder=None, progress: bool = False) -> GenResult:
+    "Run (or resume) the Seal-Tools self-instruct pipeline into `out` (see above)."
+    from toolpaper.data import atomic_write_text
+    from toolpaper.schema import description_examples
+    out = Path(out); sd = out / "stages"
+    t0 = time.perf_counter()
+    u0 = dict(client.usage.as_dict())
+    Y = {}
+    # fields
+    if cfg.fields: fields = list(cfg.fields); Y["fields"] = dict(requested=len(fields), parsed=len(fields), valid=len(fields), kept=len(fields))
+    else:
+        st = StageFile(sd / "fields.jsonl")
+        _ask(client, st, [("fields", prompt_fields(cfg.n_fields), None)], cfg, lambda t, _: read_reply(t, list), "fields")
+        got = st.records["fields"].get("parsed") or []
+        fields = list(dict.fromkeys(str(x).strip() for x in got if isinstance(x, str) and str(x).strip()))[: cfg.n_fields]
+        Y["fields"] = dict(requested=cfg.n_fields, parsed=len(got), valid=len(fields), kept=len(fields))
+    # subfields
+    st = StageFile(sd / "subfields.jsonl")
+    _ask(client, st, [(f, prompt_subfields(f, cfg.subfields_per_field), f) for f in fields], cfg, lambda t, _: read_reply(t, list), "subfields")
+    subs, parsed = [], 0
+    for f in fields:
+        got = st.records[f].get("parsed") or []
+        parsed += len(got)
+        clean = list(dict.fromkeys(str(x).strip().replace("/", "-") for x in got if isinstance(x, str) and str(x).strip()))[: cfg.subfields_per_field]
+        subs += [(f, s) for s in clean]
+    Y["subfields"] = dict(requested=len(fields) * cfg.subfields_per_field, parsed=parsed, valid=len(subs), kept=len(subs))
+    # tools
+    st = StageFile(sd / "tools.jsonl")
+    _ask(client, st, [(f"{f}/{s}", prompt_tools(f, s, cfg.tools_per_subfield), (f, s)) for f, s in subs], cfg,
+         lambda t, _: read_reply(t, list), "tools")
+    cand, backfill, trace, prov = [], [], [], {}
+    n_parsed = n_valid = 0
+    for f, s in subs:
+        rec = st.records[f"{f}/{s}"]
+        got = [x for x in (rec.get("parsed") or []) if isinstance(x, dict)][: cfg.tools_per_subfield]
+        n_parsed += len(got); ok_here = 0
+        for d in got:
+            t, probs, no_ex = check_tool(d, f, s)
+            if t is None: continue
+            n_valid += 1; ok_here += 1
+            prov[t["api_name"]] = _prov(rec, "tools")
+            (backfill if no_ex else cand).append(t)
+        trace.append({"field": f, "subfield": s, "requested": cfg.tools_per_subfield, "parsed": len(got), "valid": ok_here})
+    Y["tools"] = dict(requested=len(subs) * cfg.tools_per_subfield, parsed=n_parsed, valid=n_valid, kept=None)
+    # back-fill missing examples, in batches
+    st = StageFile(sd / "backfill.jsonl")
+    batches = [backfill[i:i + cfg.backfill_batch] for i in range(0, len(backfill), cfg.backfill_batch)]
+    _ask(client, st, [("|".join(t["api_name"] for t in b), prompt_backfill(b), None) for b in batches], cfg,
+         lambda t, _: read_reply(t, dict), "backfill")
+    fixed = 0
+    for b in batches:
+        got = st.records["|".join(t["api_name"] for t in b)].get("parsed") or {}
+        for t in b:
+            t2 = _with_examples(t, got.get(t["api_name"], {}) if isinstance(got, dict) else {})
+            if all(description_examples(p["description"]) for p in t2["parameters"].values()): cand.append(t2); fixed += 1
+    Y["backfill"] = dict(requested=len(backfill), parsed=len(backfill), valid=fixed, kept=fixed)
+    cand.sort(key=lambda t: [i for i, (f, s) in enumerate(subs) if t["field"] == f"{f}/{s}"][0])
+    kept, dropped = dedup_tools(cand, cfg.dedup_threshold, embedder)
+    Y["tools"]["kept"] = len(kept)
+    Y["dedup"] = dict(requested=len(cand), parsed=len(cand), valid=len(cand), kept=len(kept))
+    kept_names = {t["api_name"] for t in kept}
+    for row in trace: row["kept"] = sum(t["field"] == f"{row['field']}/{row['subfield']}" for t in kept)
+    by_name = {t["api_name"]: t for t in kept}
+    # single-tool instances
+    rng = random.Random(f"{cfg.seed}:single")
+    picks = [kept[i % len(kept)] for i in rng.sample(range(max(len(kept), cfg.n_single)), cfg.n_single)] if kept else []
+    st = StageFile(sd / "single.jsonl")
+    jobs = []
+    for i, t in enumerate(picks):
+        fx = sensitive_values(t, f"single-{i}", cfg.seed)
+        jobs.append((f"single-{i}:{t['api_name']}", prompt_single(t, fx), None))
+    _ask(client, st, jobs, cfg, lambda t, _: read_reply(t, dict), "single")
+    instances, iprov, n_parsed, rejects = [], {}, 0, []
+    for (key, _, _), t in zip(jobs, picks):
+        rec = st.records[key]; d = rec.get("parsed")
+        if not (isinstance(d, dict) and isinstance(d.get("query"), str) and isinstance(d.get("parameters"), dict)): continue
+        n_parsed += 1
+        calls = [{"api": t["api_name"], "parameters": d["parameters"], "responses": _plan([t])[0]["responses"]}]
+        probs = check_calls(calls, d["query"], by_name)
+        if probs: rejects.append({"key": key, "problems": probs}); continue
+        iid = f"generated-single-{len(instances)}"
+        instances.append({"id": iid, "query": d["query"], "calling": calls}); iprov[iid] = _prov(rec, "single")
+    Y["single"] = dict(requested=len(jobs), parsed=n_parsed, valid=sum(1 for x in instances), kept=None)
+    # multiple-tool instances: step 1, choose a combination from a sampled candidate list
+    st1, st2 = StageFile(sd / "combos.jsonl"), StageFile(sd / "multi.jsonl")
+    jobs1, cands = [], []
+    for i in range(cfg.n_multi if len(kept) >= 2 else 0):
+        r = random.Random(f"{cfg.seed}:combo:{i}")
+        anchor = kept[r.randrange(len(kept))]
+        pool = [t for t in kept if t["field"].split("/")[0] == anchor["field"].split("/")[0]]
+        if len(pool) < min(cfg.combo_candidates, len(kept)): pool = list(kept)
+        c = r.sample(pool, min(cfg.combo_candidates, len(pool)))
+        cands.append(c); jobs1.append((f"combo-{i}:" + ",".join(t["api_name"] for t in c), prompt_combo(c, cfg.max_combo), None))
+    _ask(client, st1, jobs1, cfg, lambda t, _: read_reply(t, list), "combos")
+    jobs2, plans, n_combo = [], [], 0
+    for (key, _, _), c in zip(jobs1, cands):
+        names = [x for x in (st1.records[key].get("parsed") or []) if isinstance(x, str)]
+        allowed = {t["api_name"] for t in c}
+        names = list(dict.fromkeys(n for n in names if n in allowed))[: cfg.max_combo]
+        if len(names) < 2: continue
+        n_combo += 1
+        ts = [by_name[n] for n in names]
+        plan = _plan(ts)
+        fx = {}
+        for j, t in enumerate(ts): fx.update(sensitive_values(t, f"{key}-{j}", cfg.seed))
+        jobs2.append((key + "|" + ",".join(names), prompt_multi(ts, plan, fx), None)); plans.append(plan)
+    Y["combos"] = dict(requested=len(jobs1), parsed=sum(1 for k, _, _ in jobs1 if isinstance(st1.records[k].get("parsed"), list)), valid=n_combo, kept=n_combo)
+    _ask(client, st2, jobs2, cfg, lambda t, _: read_reply(t, dict), "multi")
+    n_parsed = n_multi = 0
+    for (key, _, _), plan in zip(jobs2, plans):
+        rec = st2.records[key]; d = rec.get("parsed")
+        if not (isinstance(d, dict) and isinstance(d.get("query"), str) and isinstance(d.get("calling"), list)): continue
+        n_parsed += 1
+        filled = [c for c in d["calling"] if isinstance(c, dict)]
+        if len(filled) != len(plan) or any(c.get("api") != p["api"] for c, p in zip(filled, plan)):
+            rejects.append({"key": key, "problems": ["the filled calls do not follow the plan"]}); continue
+        calls = [{"api": p["api"], "parameters": c.get("parameters") if isinstance(c.get("parameters"), dict) else {}, "responses": p["responses"]}
+                 for c, p in zip(filled, plan)]
+        probs = check_calls(calls, d["query"], by_name)
+        if probs: rejects.append({"key": key, "problems": probs}); continue
+        iid = f"generated-multiple-{n_multi}"; n_multi += 1
+        instances.append({"id": iid, "query": d["query"], "calling": calls}); iprov[iid] = _prov(rec, "multi")
+    Y["multi"] = dict(requested=len(jobs2), parsed=n_parsed, valid=n_multi, kept=None)
+    # write the dataset
+    from toolpaper.schema import Call, Instance
+    nested = sum(Instance(id=x["id"], query=x["query"], calls=[Call(api=c["api"], arguments=c["parameters"], responses=c["responses"]) for c in x["calling"]]).nested
+                 for x in instances)
+    Y["nested"] = dict(requested=None, parsed=None, valid=nested, kept=nested)
+    ds = out / "seal-tools"
+    files = {"tools": atomic_write_text(ds / "tool.jsonl", "".join(json.dumps(t, ensure_ascii=False) + "\n" for t in kept)),
+             "instances": atomic_write_text(ds / "generated.jsonl", "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in instances)),
+             "provenance": atomic_write_text(ds / "provenance.jsonl", "".join(
+                 json.dumps({"kind": k, "id": i, **p}, ensure_ascii=False) + "\n"
+                 for k, items in (("tool", [(t["api_name"], prov[t["api_name"]]) for t in kept]), ("instance", [(x["id"], iprov[x["id"]]) for x in instances]))
+                 for i, p in items))}
+    usage = {k: v - u0.get(k, 0) for k, v in client.usage.as_dict().items()}
+    yields = pd.DataFrame([{"stage": k, **v} for k, v in Y.items()])
+    secs = time.perf_counter() - t0
+    files["yield"] = atomic_write_text(out / "yield.json", json.dumps({"prompt_version": PROMPT_VERSION, "stages": Y, "per_subfield": trace,
+                                                                      "dropped_as_duplicates": dropped, "rejected_instances": rejects}, indent=1, ensure_ascii=False))
+    files["usage"] = atomic_write_text(out / "usage.json", json.dumps({**usage, "seconds": round(secs, 2)}, indent=1))
+    return GenResult(out, yields, pd.DataFrame(trace), usage, secs, {k: str(v) for k, v in files.items()})
+
+# %% ../nbs/13_generate.ipynb
+@dataclass
+class DeerGenConfig:
+    examples_per_tool: int = 10
+    filter: bool = True
+    max_tokens: int = 1024
+    temperature: float = 0.0
+    concurrency: int = 4
+    chunk: int = 16
+
+def _check_deer_pair(e: Any, name: str, params) -> str | None:
+    from toolpaper.schema import parse_call_expr
+    if not (isinstance(e, dict) and isinstance(e.get("query"), str) and isinstance(e.get("call"), str)): return "not a query/call pair"
+    c = parse_call_expr(e["call"], [p.name for p in params])
+    if c is None or c.api != name: return "call does not read as a call of this tool"
+    known = {p.name for p in params}
+    if set(c.arguments) - known: return f"unknown arguments {sorted(set(c.arguments) - known)}"
+    if any(p.required and p.name not in c.arguments for p in params): return "required argument missing"
+    return None
+
+def generate_deer(client, seeds: Sequence[dict], out: str | Path, cfg: DeerGenConfig = DeerGenConfig()) -> GenResult:
+    "Run (or resume) the DEER query-call generation for `seeds` into `out` (see above)."
+    from toolpaper.data import atomic_write_text, parse_signature
+    out = Path(out); sd = out / "stages"
+    t0 = time.perf_counter(); u0 = dict(client.usage.as_dict())
+    st1, st2 = StageFile(sd / "deer_examples.jsonl"), StageFile(sd / "deer_filter.jsonl")
+    seeds = [s for s in seeds if isinstance(s, dict) and isinstance(s.get("api_name"), str)]
+    _ask(client, st1, [(s["api_name"], prompt_deer_examples(s, cfg.examples_per_tool), None) for s in seeds], cfg, lambda t, _: read_reply(t, dict), "deer_examples")
+    Y = {"signatures": dict(requested=len(seeds), parsed=0, valid=0, kept=None), "pairs": dict(requested=len(seeds) * cfg.examples_per_tool, parsed=0, valid=0, kept=None)}
+    staged, trace = [], []
+    for s in seeds:
+        rec = st1.records[s["api_name"]]; d = rec.get("parsed")
+        if not isinstance(d, dict) or not isinstance(d.get("api_function"), str): continue
+        Y["signatures"]["parsed"] += 1
+        sig = d["api_function"].strip()
+        params = parse_signature(sig)
+        if not sig.startswith(s["api_name"] + "(") or (not params and "()" not in sig): continue
+        Y["signatures"]["valid"] += 1
+        exs = [e for e in (d.get("examples") or [])][: cfg.examples_per_tool]
+        Y["pairs"]["parsed"] += sum(isinstance(e, dict) for e in exs)
+        good = [e for e in exs if _check_deer_pair(e, s["api_name"], params) is None]
+        Y["pairs"]["valid"] += len(good)
+        if good: staged.append((s, sig, [{"query": e["query"], "call": e["call"]} for e in good], rec))
+    if cfg.filter:
+        _ask(client, st2, [(s["api_name"], prompt_deer_filter({**s, "api_function": sig}, exs), None) for s, sig, exs, _ in staged], cfg,
+             lambda t, _: read_reply(t, list), "deer_filter")
+    tools, prov = [], []
+    for s, sig, exs, rec in staged:
+        drop = set()
+        if cfg.filter:
+            got = st2.records[s["api_name"]].get("parsed")
+            drop = {int(x) for x in got if isinstance(x, (int, float)) and not isinstance(x, bool)} if isinstance(got, list) else set()
+        keep = [e for i, e in enumerate(exs) if i not in drop]
+        trace.append({"tool": s["api_name"], "valid pairs": len(exs), "kept pairs": len(keep)})
+        if not keep: continue
+        tools.append({"api_name": s["api_name"], "description_for_human": s.get("description_for_human", ""),
+                      "description_for_model": s.get("description_for_model", ""), "api_function": sig, "example": keep})
+        prov.append({"kind": "tool", "id": s["api_name"], **_prov(rec, "deer_examples")})
+    Y["pairs"]["kept"] = sum(len(t["example"]) for t in tools)
+    Y["tools"] = dict(requested=len(seeds), parsed=None, valid=len(staged), kept=len(tools))
+    secs = time.perf_counter() - t0
+    usage = {k: v - u0.get(k, 0) for k, v in client.usage.as_dict().items()}
+    files = {"tools": atomic_write_text(out / "tooldeer" / "tool.json", json.dumps(tools, indent=1, ensure_ascii=False) + "\n"),
+             "provenance": atomic_write_text(out / "tooldeer" / "provenance.jsonl", "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in prov)),
+             "yield": atomic_write_text(out / "deer_yield.json", json.dumps({"prompt_version": PROMPT_VERSION, "stages": Y, "per_tool": trace}, indent=1)),
+             "usage": atomic_write_text(out / "deer_usage.json", json.dumps({**usage, "seconds": round(secs, 2)}, indent=1))}
+    return GenResult(out, pd.DataFrame([{"stage": k, **v} for k, v in Y.items()]), pd.DataFrame(trace), usage, secs, {k: str(v) for k, v in files.items()})
+
+# %% ../nbs/13_generate.ipynb
+class OracleChat:
+    "A ChatClient-compatible stand-in that answers the pipeline prompts from `seal_tools` / `deer_tools` (see above)."
+    def __init__(self, seal_tools: Sequence = (), deer_tools: Sequence = (), model: str = "oracle"):
+        from toolpaper.llm import Usage
+        self.model, self.usage = model, Usage()
+        self.seal = [t.to_seal_dict() if hasattr(t, "to_seal_dict") else t for t in seal_tools]
+        self.deer = {t.name: t for t in deer_tools}
+
+    @staticmethod
+    def _between(text: str, a: str, b: str) -> str:
+        i = text.index(a) + len(a)
+        return text[i: text.index(b, i)]
+
+    def _example(self, name: str, p: dict) -> Any:
+        from toolpaper.schema import description_examples
+        ex = description_examples(p.get("description", ""))
+        v = ex[0] if ex else f"{name.replace('_', ' ')} one"
+        return {"int": 3, "float": 2.5, "bool": True}.get(p.get("type"), v)
+
+    def answer(self, text: str) -> str:
+        if text.startswith("Name ") and "broad areas" in text:
+            return repr(list(dict.fromkeys(t["field"].split("/")[0] for t in self.seal)))
+        if text.startswith("The area is "):
+            f = self._between(text, "The area is '", "'")
+            return repr(list(dict.fromkeys(t["field"].split("/", 1)[1] for t in self.seal if t["field"].startswith(f + "/"))))
+        if text.startswith("Invent "):
+            n = int(text.split()[1]); s = self._between(text, "for the topic '", "'"); f = self._between(text, "(area: ", ")")
+            return json.dumps([{k: v for k, v in t.items() if k != "field"} for t in self.seal if t["field"] == f"{f}/{s}"][:n])
+        if text.startswith("Some parameter descriptions"):
+            tools = json.loads(text[text.index("\n") + 1:])
+            return json.dumps({t["api_name"]: {k: str(self._example(k, {"description": d})) for k, d in t["parameters"].items()} for t in tools})
+        if text.startswith("Here is an API:"):
+            t = json.loads(self._between(text, "Here is an API:\n", "\nWrite"))
+            fixed = json.loads(self._between(text, "Use exactly these values: ", ". Answer")) if "Use exactly these values" in text else {}
+            args = {k: fixed.get(k, self._example(k, p)) for k, p in t["parameters"].items() if k in t["required"]} or \
+                   {k: self._example(k, p) for k, p in list(t["parameters"].items())[:1]}
+            q = f"Please {t['api_description'].rstrip('.').lower()}: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in args.items() if not isinstance(v, bool)) + "."
+            return json.dumps({"query": q, "parameters": args})
+        if text.startswith("Here are some APIs:"):
+            names = [t["api_name"] for t in json.loads(self._between(text, "Here are some APIs:\n", "\nPick"))]
+            return json.dumps(names[:2])
+        if text.startswith("APIs:\n"):
+            tools = {t["api_name"]: t for t in json.loads(self._between(text, "APIs:\n", "\nCall plan"))}
+            plan = json.loads(self._between(text, "Call plan with empty parameter values:\n", "\nFill"))
+            fixed = json.loads(self._between(text, "appears: ", ". Answer")) if "where the parameter appears" in text else {}
+            calls, parts, prev = [], [], None
+            for c in plan:
+                t = tools[c["api"]]; args = {}
+                for k in c["parameters"]:
+                    if prev and t["parameters"][k]["type"] == "str" and k not in fixed and not args: args[k] = prev
+                    else: args[k] = fixed.get(k, self._example(k, t["parameters"][k]))
+                calls.append({"api": c["api"], "parameters": args}); prev = c["responses"][0]
+                parts.append(t["api_description"].rstrip(".").lower() + " (" + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in args.items()
+                                                                                    if not isinstance(v, bool) and not str(v).startswith("API_call_")) + ")")
+            return json.dumps({"query": "First " + ", then ".join(parts) + ".", "calling": calls})
+        if text.startswith("API name: "):
+            name = text[len("API name: "): text.index("\n")]
+            t = self.deer.get(name)
+            if t is None: return "I do not know this API."
+            return json.dumps({"api_function": t.signature, "examples": [{"query": e.query, "call": e.call_text} for e in t.examples]})
+        if text.startswith("API: ") and "Query–call pairs" in text: return "[]"
+        return "Sorry, I cannot help with that."
+
+    def complete(self, messages, **params):
+        from toolpaper.llm import Completion
+        text = self.answer(messages[-1]["content"])
+        pt, ct = sum(len(m["content"].split()) for m in messages), len(text.split())
+        self.usage.add(requests=1, prompt_tokens=pt, completion_tokens=ct)
+        return Completion(text, self.model, pt, ct, created=1_700_000_000)
+
+    def complete_many(self, conversations, concurrency: int = 1, return_errors: bool = True, **params):
+        return [self.complete(m, **params) for m in conversations]

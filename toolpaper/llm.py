@@ -22,6 +22,7 @@ class Completion:
     completion_tokens: int = 0
     cached: bool = False
     finish_reason: str | None = None
+    created: int | None = None      # unix time the answer was produced (the server's `created`; kept by the cache)
 
 @dataclass
 class Usage:
@@ -98,7 +99,8 @@ class OpenAIChat(ChatClient):
                 pt, ct = (r.usage.prompt_tokens, r.usage.completion_tokens) if r.usage else (0, 0)
                 cost = (pt * self.prices[0] + ct * self.prices[1]) / 1e6 if self.prices else 0.0
                 self.usage.add(prompt_tokens=pt, completion_tokens=ct, cost_usd=cost)
-                return Completion(ch.message.content or "", r.model or self.model, pt, ct, False, ch.finish_reason)
+                return Completion(ch.message.content or "", r.model or self.model, pt, ct, False, ch.finish_reason,
+                                  int(r.created) if getattr(r, "created", None) else int(time.time()))
             except Exception as e:
                 last = e
                 if not _retryable(e) or attempt == self.max_retries: break
@@ -124,7 +126,7 @@ class LocalChat(ChatClient):
             pt = len(self.gen.tok(render(self.gen.tok, conv), add_special_tokens=False)["input_ids"])
             ct = len(self.gen.tok(t, add_special_tokens=False)["input_ids"])
             self.usage.add(requests=1, prompt_tokens=pt, completion_tokens=ct)
-            out.append(Completion(t, self.model, pt, ct))
+            out.append(Completion(t, self.model, pt, ct, created=int(time.time())))
         return out
 
     def complete(self, messages, **params) -> Completion: return self.complete_many([messages], **params)[0]
@@ -153,11 +155,13 @@ class CachedChat(ChatClient):
         hit = self.entries.get(key)
         if hit is not None:
             self.usage.add(cache_hits=1)
-            return Completion(hit["text"], hit["model"], hit.get("prompt_tokens", 0), hit.get("completion_tokens", 0), True, hit.get("finish_reason"))
+            return Completion(hit["text"], hit["model"], hit.get("prompt_tokens", 0), hit.get("completion_tokens", 0), True, hit.get("finish_reason"),
+                              hit.get("created"))
         if self.mode == "replay": raise CacheMiss(f"request {key[:12]} is not in {self.path}")
         c = self.inner.complete(messages, **params)
         rec = {"key": key, "model": c.model, "messages": list(messages), "params": params, "text": c.text,
-               "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens, "finish_reason": c.finish_reason}
+               "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens, "finish_reason": c.finish_reason,
+               "created": c.created}
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.path, "a", encoding="utf-8") as f:

@@ -104,8 +104,8 @@ class SealExpConfig:
     settings: tuple = ("base:bm25", "base:dense", "base:gold", "ft:bm25", "ft:dense", "ft:gold")
     epochs: float = 1.0
     lr: float = 1e-3
-    batch_size: int = 4
-    grad_accum: int = 1
+    batch_size: int = 1                     # x grad_accum = effective batch; 1 keeps CPU memory low (~1,500-token prompts)
+    grad_accum: int = 4
     max_length: int = 1536
     lora: bool = True                       # False: full fine-tuning (paper profile)
     lora_r: int = 16
