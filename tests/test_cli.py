@@ -50,6 +50,13 @@ def test_reproduce_smoke(tmp_path):
     index = (out / "README.md").read_text()
     assert "seal_table1" in index and "deer_table2" in index
     assert "| instances " in (out / "dataset_stats" / "seal_table1.md").read_text()
+    from toolpaper.report import EXPERIMENTS
+    assert {k: v["status"] for k, v in man["experiments"].items()} == {k: "ok" for k in EXPERIMENTS}
+    for exp, item in [("seal_tools", "seal_table2_overall.csv"), ("seal_tools", "seal_fig8_errors.png"), ("deer", "deer_table1.csv"),
+                      ("deer", "deer_fig5_strategies.png"), ("deer", "deer_table4_retention.csv"), ("generation_yield", "generation_yield_seal.csv"),
+                      ("alpha_umi", "umi_table1.csv"), ("alpha_umi", "umi_fig4_scaling.png"), ("alpha_umi", "umi_fig5_span_loss.png"),
+                      ("alpha_umi", "umi_table3_cost.csv")]:
+        assert (out / exp / item).stat().st_size > 100, (exp, item)
 
 
 def test_reproduce_rejects_unknown_experiment(capsys):

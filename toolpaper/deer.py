@@ -15,7 +15,7 @@ from .prompts import DEER_STOPS, DEER_SYSTEM, PromptExample, deer_prompt
 
 # %% auto 0
 __all__ = ['PAPER_TRAIN_MIX', 'PAPER_VALID_MIX', 'PAPER_DEER', 'TABLE1_COLS', 'TABLE3_SETS', 'TABLE4_COLS', 'stratified',
-           'pool_text', 'deer_generate', 'demonstrations', 'DeerExpConfig', 'mixture_of', 'DeerRun',
+           'pool_text', 'deer_generate', 'compact_chain', 'demonstrations', 'DeerExpConfig', 'mixture_of', 'DeerRun',
            'run_deer_experiment', 'table1', 'table3', 'table4', 'plot_strategies', 'plot_span_losses']
 
 # %% ../nbs/15_deer.ipynb
@@ -57,30 +57,39 @@ def deer_generate(gen, samples: Sequence[DecisionSample], system: str = DEER_SYS
     return out
 
 # %% ../nbs/15_deer.ipynb
-def demonstrations(pool: Sequence[DecisionSample], n: int, trial: int = 0) -> list[tuple[str, str]]:
-    "`n` (query, chain) demonstrations cycling through the branches, seeded by `trial`."
+def compact_chain(chain: str) -> str:
+    "A chain whose pool keeps only its header line (the candidate names), dropping each tool's description and signature."
+    if "#SearchAPI#" not in chain: return chain
+    head, rest = chain.split("#SearchAPI#", 1)
+    cut = min(rest.find(m) for m in ("#CallAPI#", "#NoCallAPI#") if m in rest) if any(m in rest for m in ("#CallAPI#", "#NoCallAPI#")) else len(rest)
+    header = rest.split("\n", 1)[0].split(", and the introduction")[0]
+    return head + "#SearchAPI#" + header + ". " + rest[cut:]
+
+def demonstrations(pool: Sequence[DecisionSample], n: int, trial: int = 0, compact: bool = False) -> list[tuple[str, str]]:
+    "`n` (query, chain) demonstrations cycling through the branches, seeded by `trial`; `compact` shortens their pools to the names."
     from toolpaper.sampling import render_chain
     rng = random.Random(f"demos:{trial}")
     by = {b: [s for s in pool if s.branch == b] for b in ("NoSearch", "NoCall", "Call")}
     order = [b for b in ("NoSearch", "NoCall", "Call") if by[b]]
     if n and not order: raise ValueError("no samples to draw demonstrations from")
     picks = [rng.choice(by[order[i % len(order)]]) for i in range(n)]
-    return [(s.query, render_chain(s)) for s in picks]
+    return [(s.query, compact_chain(render_chain(s)) if compact else render_chain(s)) for s in picks]
 
 # %% ../nbs/15_deer.ipynb
 @dataclass
 class DeerExpConfig:
     model: str = "smollm2-135m-instruct"
-    train_n: int | None = 48           # training samples per fine-tuned model (None: all)
+    train_n: int | None = 40           # training samples per fine-tuned model (None: all)
     train_mix: dict | None = None      # branch shares of the training subset (None: PAPER_TRAIN_MIX)
-    valid_n: int | None = 24           # Table 1 samples (held-out NoSearch + released valid NoCall/Call)
-    test_n: int | None = 24            # Table 3 samples of test.json
-    baseline_n: int | None = 24        # samples per ToolBench / ToolCorpus set
-    retention_n: int | None = 24       # held-out NoSearch queries for Table 4
+    valid_n: int | None = 20           # Table 1 samples (held-out NoSearch + released valid NoCall/Call)
+    test_n: int | None = 20            # Table 3 samples of test.json
+    baseline_n: int | None = 20        # samples per ToolBench / ToolCorpus set
+    retention_n: int | None = 20       # held-out NoSearch queries for Table 4
     strategies: tuple = ("mixture", "random", "intra", "inter")
     ratios: tuple = ((2, 1, 2), (1, 1, 1))   # random : intra : inter mixtures (the first is the main model)
     shots: tuple = (2, 4, 6)
     shot_trials: int = 1
+    compact_demos: bool = True         # demonstrations show only the candidate names of their pools (shorter prompts on CPU)
     k: int = 5
     clusters: int = 30
     call_ratio: float = 0.6
@@ -187,7 +196,7 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
     save("base-answers", "retention", ret_q, refs)
     for n in cfg.shots:
         for trial in range(cfg.shot_trials):
-            demos = demonstrations(dd.train, n, trial)
+            demos = demonstrations(dd.train, n, trial, compact=cfg.compact_demos)
             evaluate(base, f"base {n}-shot" + (f" (trial {trial})" if cfg.shot_trials > 1 else ""), evals, demos)
     timings["base_eval_s"] = time.perf_counter() - t1
     del base

@@ -103,6 +103,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
     Experiment("seal_tools", "04_seal_tools.ipynb", "Seal-Tools: zero-shot vs fine-tuned tool calling (Tables 2-5, Figure 8)"),
     Experiment("deer", "05_deer.ipynb", "DEER: decision-aware fine-tuning, unseen tools, sampling strategies, retention (Tables 1, 3, 4, Figure 5)"),
     Experiment("generation_yield", "06_generation_yield.ipynb", "Self-instruct generation yield (Seal-Tools pipeline, Figure 9 analogue; DEER pairs)"),
+    Experiment("alpha_umi", "07_alpha_umi.ipynb", "alpha-UMi: GLPFT vs Single-LLM and baselines (Table 1, Figures 4-5, Table 3)"),
 ]}
 
 def repo_root(start: str | os.PathLike | None = None) -> Path:
