@@ -209,8 +209,7 @@ def train_methods(model: str, trajs: Sequence[Trajectory], out: str | Path, cfg:
     runs: dict[str, dict] = {}
     def ft(name, examples, lr, epochs, start=None):
         if name not in runs:
-            sft = SFTConfig(str(out / name), epochs=epochs, lr=lr, batch_size=cfg.batch_size, grad_accum=cfg.grad_accum, max_length=cfg.max_length,
-                            lora=cfg.lora, lora_r=cfg.lora_r, lora_alpha=2 * cfg.lora_r, max_steps=cfg.max_steps, logging_steps=1, seed=cfg.seed)
+            sft = SFTConfig.from_experiment(out / name, cfg, epochs=epochs, lr=lr)
             base, adapter = (model, start) if cfg.lora else (start or model, None)    # full fine-tuning continues from the saved folder
             runs[name] = finetune(base, examples, sft, adapter=adapter, span_labels=SPAN_LABELS)
             runs[name]["folder"] = str(out / name)

@@ -147,9 +147,8 @@ def _variants(cfg: DeerExpConfig) -> dict[str, tuple[str, dict | None]]:
     return out
 
 def _metric_row(outs, samples, model, evalset, mode) -> dict:
-    from toolpaper.metrics import deer_scores
+    from toolpaper.metrics import deer_scores, pct
     m = deer_scores(outs, list(samples), mode)["metrics"]
-    pct = lambda v: None if v is None else round(100 * v, 1)
     return {"model": model, "eval": evalset, "mode": mode, "n": len(samples),
             **{c: pct(m[k]) for c, k in zip(TABLE1_COLS, ["p_nosearch", "p_search", "p_ds", "p_nocall", "p_call", "p_dc"])}}
 
@@ -161,7 +160,7 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
     from toolpaper.sampling import build_decision_data, cluster_tools
     from toolpaper.train import SFTConfig, finetune
     from toolpaper.infer import LocalGenerator
-    from toolpaper.metrics import retention_scores
+    from toolpaper.metrics import pct, retention_scores
     from toolpaper.data import atomic_write_text
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter(); timings = {}
@@ -208,9 +207,7 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
                        "pools by strategy": dict(Counter(s.split.split(":")[1] for s in train if s.split and ":" in s.split and s.branch != "NoSearch"))})
         ex = [deer_prompt(s) for s in train]
         out = work / f"adapter_{name.replace(' ', '_').replace(':', '-')}"
-        sft = SFTConfig(str(out), epochs=cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size, max_length=cfg.max_length, lora_r=cfg.lora_r,
-                        lora_alpha=2 * cfg.lora_r, max_steps=cfg.max_steps, logging_steps=1, seed=cfg.seed)
-        infos[name] = finetune(cfg.model, ex, sft, span_labels=["decision", "call"])
+        infos[name] = finetune(cfg.model, ex, SFTConfig.from_experiment(out, cfg), span_labels=["decision", "call"])
         t1 = time.perf_counter()
         gen = LocalGenerator(cfg.model, adapter=str(out), batch_size=cfg.gen_batch_size)
         evaluate(gen, name, {**evals, **(base_sets if name == main else {})})
@@ -218,8 +215,7 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
             hyps = gen.generate(ret_convs, max_new_tokens=cfg.answer_tokens, progress=progress)
             save(name, "retention", ret_q, hyps)
             r = retention_scores(hyps, refs)
-            ret_rows.append({"model": name, "n": len(ret_q), "BLEU": round(100 * r["bleu"], 1), "ROUGE-1": round(100 * r["rouge_1"], 1),
-                             "ROUGE-2": round(100 * r["rouge_2"], 1), "ROUGE-L": round(100 * r["rouge_l"], 1)})
+            ret_rows.append({"model": name, "n": len(ret_q), **{c: pct(r[k]) for c, k in zip(TABLE4_COLS, ("bleu", "rouge_1", "rouge_2", "rouge_l"))}})
         timings[f"{name}_train_s"] = infos[name]["train_seconds"]; timings[f"{name}_eval_s"] = time.perf_counter() - t1
     timings["total_s"] = time.perf_counter() - t0
     sizes = {k: dict(Counter(s.branch for s in v)) for k, v in {**evals, **base_sets}.items()} | {"retention": {"NoSearch": len(ret_q)}}

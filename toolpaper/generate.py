@@ -9,9 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 import pandas as pd
+from .llm import ChatClient, Completion
+from .schema import PARAM_TYPES, fits_type
 
 # %% auto 0
-__all__ = ['PROMPT_VERSION', 'TOOL_TYPES', 'TOOL_TEMPLATE', 'SENSITIVE', 'StageFile', 'run_stage', 'read_reply', 'prompt_fields',
+__all__ = ['PROMPT_VERSION', 'TOOL_TEMPLATE', 'SENSITIVE', 'StageFile', 'run_stage', 'read_reply', 'prompt_fields',
            'prompt_subfields', 'prompt_tools', 'prompt_backfill', 'prompt_single', 'prompt_combo', 'prompt_multi',
            'prompt_deer_examples', 'prompt_deer_filter', 'check_tool', 'check_calls', 'sensitive_values',
            'SealGenConfig', 'GenResult', 'dedup_tools', 'generate_seal', 'DeerGenConfig', 'generate_deer', 'OracleChat']
@@ -74,7 +76,6 @@ def read_reply(text: str, kind: type = list) -> Any:
 
 # %% ../nbs/13_generate.ipynb
 PROMPT_VERSION = "toolpaper-selfinstruct-1"
-TOOL_TYPES = ("str", "int", "float", "bool")
 
 def _msg(text: str) -> list[dict]: return [{"role": "user", "content": text}]
 
@@ -93,7 +94,7 @@ TOOL_TEMPLATE = ('{"api_name": "getThing", "api_description": "What the API does
 def prompt_tools(field: str, subfield: str, n: int, avoid: Sequence[str] = ()) -> list[dict]:
     av = f" Do not reuse these names: {', '.join(avoid)}." if avoid else ""
     return _msg(f"Invent {n} different web APIs for the topic '{subfield}' (area: {field}). Describe each one as a JSON object shaped like\n{TOOL_TEMPLATE}\n"
-                f"Types must be one of {', '.join(TOOL_TYPES)}. Every parameter description ends with an example value in parentheses, "
+                f"Types must be one of {', '.join(PARAM_TYPES)}. Every parameter description ends with an example value in parentheses, "
                 f"written as (e.g., VALUE). `required` lists only names that are in `parameters`.{av} Answer with a JSON list of the {n} objects only.")
 
 def prompt_backfill(tools: Sequence[dict]) -> list[dict]:
@@ -143,14 +144,11 @@ def check_tool(d: Any, field: str, subfield: str) -> tuple[dict | None, list[str
          "parameters": d.get("parameters"), "required": d.get("required", []), "responses": d.get("responses", {})}
     try: SealToolRaw.model_validate(t)
     except ValidationError as e: return None, [f"schema: {err['loc']}: {err['msg']}" for err in e.errors()[:3]], []
-    probs = [f"type of {k}: {v['type']!r}" for k, v in {**t["parameters"], **t["responses"]}.items() if v["type"] not in TOOL_TYPES]
+    probs = [f"type of {k}: {v['type']!r}" for k, v in {**t["parameters"], **t["responses"]}.items() if v["type"] not in PARAM_TYPES]
     if not t["api_name"].isidentifier(): probs.append(f"name {t['api_name']!r} is not an identifier")
     if not t["parameters"]: probs.append("no parameters")
     no_ex = [k for k, v in t["parameters"].items() if not description_examples(v["description"])]
     return (None if probs else t), probs, no_ex
-
-_TYPES = {"str": lambda v: isinstance(v, str), "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
-          "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "bool": lambda v: isinstance(v, bool)}
 
 def check_calls(calls: Sequence[dict], query: str, tools: dict[str, dict]) -> list[str]:
     "Problems of a generated call list (empty: valid)."
@@ -167,7 +165,7 @@ def check_calls(calls: Sequence[dict], query: str, tools: dict[str, dict]) -> li
         for k, v in args.items():
             if k not in t["parameters"]: continue
             if isinstance(v, str) and REF_RE.fullmatch(v.strip()): continue
-            if not _TYPES[t["parameters"][k]["type"]](v): probs.append(f"call {i}: {k}={v!r} is not {t['parameters'][k]['type']}")
+            if not fits_type(v, t["parameters"][k]["type"], "exact"): probs.append(f"call {i}: {k}={v!r} is not {t['parameters'][k]['type']}")
             elif not isinstance(v, bool) and " ".join(str(v).split()).casefold() not in q: probs.append(f"call {i}: value {v!r} not in the query")
     if not probs:
         try: check_refs([Call(api=c["api"], arguments=c.get("parameters") or {}, responses=c["responses"]) for c in calls])
@@ -489,11 +487,11 @@ def generate_deer(client, seeds: Sequence[dict], out: str | Path, cfg: DeerGenCo
     return GenResult(out, pd.DataFrame([{"stage": k, **v} for k, v in Y.items()]), pd.DataFrame(trace), usage, secs, {k: str(v) for k, v in files.items()})
 
 # %% ../nbs/13_generate.ipynb
-class OracleChat:
-    "A ChatClient-compatible stand-in that answers the pipeline prompts from `seal_tools` / `deer_tools` (see above)."
+class OracleChat(ChatClient):
+    "A `ChatClient` that answers the pipeline prompts from `seal_tools` / `deer_tools` (see above); `complete_many` and usage come from the base."
     def __init__(self, seal_tools: Sequence = (), deer_tools: Sequence = (), model: str = "oracle"):
-        from toolpaper.llm import Usage
-        self.model, self.usage = model, Usage()
+        super().__init__()
+        self.model = model
         self.seal = [t.to_seal_dict() if hasattr(t, "to_seal_dict") else t for t in seal_tools]
         self.deer = {t.name: t for t in deer_tools}
 
@@ -552,12 +550,8 @@ class OracleChat:
         if text.startswith("API: ") and "Query–call pairs" in text: return "[]"
         return "Sorry, I cannot help with that."
 
-    def complete(self, messages, **params):
-        from toolpaper.llm import Completion
+    def complete(self, messages, **params) -> Completion:
         text = self.answer(messages[-1]["content"])
         pt, ct = sum(len(m["content"].split()) for m in messages), len(text.split())
         self.usage.add(requests=1, prompt_tokens=pt, completion_tokens=ct)
         return Completion(text, self.model, pt, ct, created=1_700_000_000)
-
-    def complete_many(self, conversations, concurrency: int = 1, return_errors: bool = True, **params):
-        return [self.complete(m, **params) for m in conversations]

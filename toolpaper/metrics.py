@@ -14,13 +14,13 @@ import pandas as pd
 from pydantic import BaseModel, Field
 from scipy.optimize import linear_sum_assignment
 from .parse import PLAN_LABELS, UmiStep, parse_caller, parse_deer, parse_seal, parse_umi, _check_mode
-from .schema import REF_RE, Call, DecisionSample, Instance, Tool, Trajectory, planner_decision
+from .schema import REF_RE, Call, DecisionSample, Instance, Tool, Trajectory, canonical_type, fits_type, planner_decision
 
 # %% auto 0
 __all__ = ['values_equal', 'SealCounts', 'prf', 'seal_summary', 'seal_compat_counts', 'match_calls', 'seal_strict_counts',
            'seal_scores', 'seal_gold_answer', 'seal_error_taxonomy', 'DeerCounts', 'deer_summary', 'baseline_action',
            'deer_item', 'deer_scores', 'umi_gold_steps', 'arg_f1', 'rouge_l', 'umi_scores', 'retention_scores',
-           'ScoreResult', 'resolve_references', 'score']
+           'ScoreResult', 'resolve_references', 'score', 'pct']
 
 # %% ../nbs/05_metrics.ipynb
 def _num(v):
@@ -188,9 +188,6 @@ def seal_gold_answer(inst: Instance) -> str:
     return repr([{"api": c.api, "parameters": c.arguments, "responses": c.responses} for c in inst.calls])
 
 # %% ../nbs/05_metrics.ipynb
-_TYPE_CHECK = {"int": lambda v: _num(v) is not None and float(_num(v)).is_integer(), "float": lambda v: _num(v) is not None,
-               "bool": lambda v: _boolish(v) is not None, "str": lambda v: isinstance(v, (str, int, float)) and not isinstance(v, bool)}
-
 def seal_error_taxonomy(outputs: list[Any], golds: list[Instance], tools: dict[str, Tool] | None = None,
                         candidates: dict[str, list[str]] | None = None) -> pd.DataFrame:
     "Counts and shares of tool and parameter errors (see above)."
@@ -226,7 +223,7 @@ def seal_error_taxonomy(outputs: list[Any], golds: list[Instance], tools: dict[s
                     cnt[("parameter", "added, in query" if isinstance(v, (str, int, float)) and _fold(str(v)) in q else "added, not in query")] += 1
                 elif not values_equal(_canon(v, pprod, to_gold, "p"), _canon(gc.arguments[k], gprod, None, "g")):
                     par = schema.param(k) if schema else None
-                    bad_type = par is not None and par.type in _TYPE_CHECK and not _is_ref(v) and not _TYPE_CHECK[par.type](v)
+                    bad_type = par is not None and canonical_type(par.type) is not None and not _is_ref(v) and not fits_type(v, par.type, "text")
                     cnt[("parameter", "wrong type/format" if bad_type else "wrong value")] += 1
     cats = [("format", "format error"), ("tool", "missing gold tool"), ("tool", "hallucinated tool"), ("tool", "wrong tool"), ("tool", "extra call"),
             ("parameter", "required parameter missing"), ("parameter", "optional parameter missing"), ("parameter", "added, not in query"),
@@ -480,3 +477,8 @@ def score(task: str, predictions: list[dict], references, mode: str = "compat") 
         res = umi_scores(per, golds, mode)
     else: raise ValueError(f"unknown task {task!r}; choose seal, deer or umi")
     return ScoreResult(task=task, mode=mode, notes=notes, **res)
+
+# %% ../nbs/05_metrics.ipynb
+def pct(v: float | None, digits: int = 1) -> float | None:
+    "A rate in [0, 1] as a percentage rounded to `digits` decimals; None stays None."
+    return None if v is None else round(100 * v, digits)

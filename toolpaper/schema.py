@@ -11,10 +11,11 @@ from typing import Any, Literal, NamedTuple, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # %% auto 0
-__all__ = ['REF_RE', 'Branch', 'BRANCHES', 'Role', 'Record', 'Param', 'ResponseField', 'description_examples', 'Call',
-           'ToolExample', 'Tool', 'Ref', 'RefError', 'find_refs', 'producers', 'check_refs', 'dependencies',
-           'topo_order', 'substitute', 'Instance', 'split_call_args', 'parse_call_expr', 'DecisionSample',
-           'planner_decision', 'Turn', 'Trajectory', 'check_turn_order']
+__all__ = ['REF_RE', 'Branch', 'BRANCHES', 'Role', 'PARAM_TYPES', 'TYPE_ALIASES', 'TYPE_LEVELS', 'Record', 'Param',
+           'ResponseField', 'description_examples', 'Call', 'ToolExample', 'Tool', 'Ref', 'RefError', 'find_refs',
+           'producers', 'check_refs', 'dependencies', 'topo_order', 'substitute', 'Instance', 'split_call_args',
+           'parse_call_expr', 'DecisionSample', 'planner_decision', 'Turn', 'Trajectory', 'check_turn_order',
+           'canonical_type', 'fits_type']
 
 # %% ../nbs/00_schema.ipynb
 class Record(BaseModel):
@@ -379,3 +380,35 @@ def check_turn_order(turns: list[Turn]) -> None:
             raise ValueError(f"turns[{i}]: a summarizer turn must follow a planner turn ending 'Next: conclusion'")
         if t.role == "planner" and planner_decision(t.content) == "caller" and i + 1 < len(turns) and turns[i + 1].role != "caller":
             raise ValueError(f"turns[{i + 1}]: a planner that chose the caller must be followed by a caller turn")
+
+# %% ../nbs/00_schema.ipynb
+PARAM_TYPES = ("str", "int", "float", "bool")
+TYPE_ALIASES = {"string": "str", "text": "str", "number": "float", "integer": "int", "boolean": "bool", "double": "float"}
+TYPE_LEVELS = ("exact", "value", "text")
+
+def canonical_type(t: str | None) -> str | None:
+    "One of `PARAM_TYPES` for a declared type (aliases mapped; `'int, optional'` read as `int`), else None."
+    t = (t or "").strip().lower().split(",")[0].split()[0] if t and t.strip() else ""
+    t = TYPE_ALIASES.get(t, t)
+    return t if t in PARAM_TYPES else None
+
+def _as_number(v: Any, parse_text: bool) -> float | None:
+    if isinstance(v, bool): return None
+    if isinstance(v, (int, float)): return float(v)
+    if parse_text and isinstance(v, str) and v.strip():
+        try: return float(v.strip().replace(",", ""))
+        except ValueError: return None
+    return None
+
+def fits_type(value: Any, t: str | None, level: str = "value") -> bool:
+    "Does `value` fit the declared type `t` at strictness `level` (see above)?"
+    if level not in TYPE_LEVELS: raise ValueError(f"level {level!r}: choose one of {TYPE_LEVELS}")
+    t = canonical_type(t)
+    if t is None: return True
+    if t == "bool":
+        return isinstance(value, bool) or (level == "text" and isinstance(value, str) and value.strip().lower() in ("true", "false"))
+    if t == "str": return isinstance(value, str) if level == "exact" else isinstance(value, (str, int, float)) and not isinstance(value, bool)
+    if level == "exact":
+        return not isinstance(value, bool) and isinstance(value, int if t == "int" else (int, float))
+    x = _as_number(value, parse_text=level == "text")
+    return x is not None and (t == "float" or x.is_integer())

@@ -51,19 +51,18 @@ def seal_examples(instances: Sequence[Instance], cands: Sequence[Sequence[Tool]]
 # %% ../nbs/14_sealtools.ipynb
 METRIC_COLS = ["Format ACC", "Tool P", "Tool R", "Tool F1", "Param P", "Param R", "Param F1"]
 
-def _pct(v): return None if v is None else round(100 * v, 2)
 
 def score_setting(outputs: Sequence[str], golds: Sequence[Instance], setting: str) -> pd.DataFrame:
     "Long table: setting × mode × subset (all / single / multiple / nested) with n and the paper's metrics (percent)."
-    from toolpaper.metrics import seal_scores
+    from toolpaper.metrics import pct, seal_scores
     rows = []
     for mode in ("compat", "strict"):
         s = seal_scores(list(outputs), list(golds), mode)
         for sub, m in [("all", s["metrics"])] + list(s["subsets"].items()):
-            rows.append({"setting": setting, "mode": mode, "subset": sub, "n": m["n"], "Format ACC": _pct(m["format_acc"]),
-                         "Tool P": _pct(m["tool"]["p"]), "Tool R": _pct(m["tool"]["r"]), "Tool F1": _pct(m["tool"]["f1"]),
-                         "Param P": _pct(m["param"]["p"]), "Param R": _pct(m["param"]["r"]), "Param F1": _pct(m["param"]["f1"]),
-                         "Exact": _pct(m.get("exact_match"))})
+            rows.append({"setting": setting, "mode": mode, "subset": sub, "n": m["n"], "Format ACC": pct(m["format_acc"], 2),
+                         "Tool P": pct(m["tool"]["p"], 2), "Tool R": pct(m["tool"]["r"], 2), "Tool F1": pct(m["tool"]["f1"], 2),
+                         "Param P": pct(m["param"]["p"], 2), "Param R": pct(m["param"]["r"], 2), "Param F1": pct(m["param"]["f1"], 2),
+                         "Exact": pct(m.get("exact_match"), 2)})
     return pd.DataFrame(rows)
 
 # %% ../nbs/14_sealtools.ipynb
@@ -173,10 +172,7 @@ def run_seal_experiment(tools: list[Tool], train: list[Instance], tests: dict[st
     info, adapter = None, work / "adapter"
     if any(s.startswith("ft:") for s in cfg.settings):
         ex = train_examples(train_sub, tools, rets, cfg)
-        sft = SFTConfig(str(adapter), epochs=cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size, grad_accum=cfg.grad_accum,
-                        max_length=cfg.max_length, lora=cfg.lora, lora_r=cfg.lora_r, lora_alpha=2 * cfg.lora_r, max_steps=cfg.max_steps,
-                        logging_steps=1, seed=cfg.seed)
-        info = finetune(cfg.model, ex, sft)
+        info = finetune(cfg.model, ex, SFTConfig.from_experiment(adapter, cfg))
         info["examples"] = len(ex)
         timings["train_s"] = info["train_seconds"]
     gens: dict[str, LocalGenerator] = {}

@@ -7,11 +7,10 @@ from __future__ import annotations
 import hashlib, inspect, json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
-from .schema import Param, ResponseField, Tool
+from .schema import Param, ResponseField, Tool, canonical_type, fits_type
 
 # %% auto 0
-__all__ = ['TYPE_ALIASES', 'Observation', 'canonical_type', 'type_ok', 'coerce_args', 'simulated_value', 'tool_from_function',
-           'ToolEnv']
+__all__ = ['Observation', 'type_ok', 'coerce_args', 'simulated_value', 'tool_from_function', 'ToolEnv']
 
 # %% ../nbs/16_tools.ipynb
 @dataclass
@@ -24,21 +23,9 @@ class Observation:
         "The observation as the agent sees it."
         return json.dumps(self.content, ensure_ascii=False) if self.ok else json.dumps({"error": self.error}, ensure_ascii=False)
 
-TYPE_ALIASES = {"string": "str", "text": "str", "number": "float", "integer": "int", "boolean": "bool", "double": "float"}
-
-def canonical_type(t: str | None) -> str | None:
-    t = (t or "").strip().lower().split(",")[0].split()[0] if t and t.strip() else ""
-    t = TYPE_ALIASES.get(t, t)
-    return t if t in ("str", "int", "float", "bool") else None
-
 def type_ok(value: Any, t: str | None) -> bool:
-    t = canonical_type(t)
-    if t is None: return True
-    if t == "bool": return isinstance(value, bool)
-    if isinstance(value, bool): return False
-    if t == "int": return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-    if t == "float": return isinstance(value, (int, float))
-    return isinstance(value, (str, int, float))
+    "The simulator's argument check: `fits_type` at the `value` level."
+    return fits_type(value, t, "value")
 
 def coerce_args(tool: Tool, args: dict) -> dict:
     "Arguments with numeric / boolean strings turned into the parameter's declared type when they read cleanly (other values unchanged)."

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import json, math, os
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Sequence
 import torch
@@ -98,6 +98,14 @@ class SFTConfig:
     gradient_checkpointing: bool = False
     deepspeed: str | None = None       # path to a DeepSpeed config (paper profile)
     report_to: str = "none"
+
+    @classmethod
+    def from_experiment(cls, output_dir: str | os.PathLike, exp, **over) -> "SFTConfig":
+        "Settings for one run of an experiment: the fields of `exp` that `SFTConfig` also has, LoRA alpha = 2·r, the loss logged every step; `over` wins."
+        names = {f.name for f in fields(cls)} - {"output_dir"}
+        kw = {k: getattr(exp, k) for k in names if hasattr(exp, k)}
+        kw.update(lora_alpha=2 * kw.get("lora_r", cls.lora_r), logging_steps=1)
+        return cls(str(output_dir), **{**kw, **over})
 
 def training_args(cfg: SFTConfig) -> TrainingArguments:
     bf16 = cfg.bf16 if cfg.bf16 is not None else (torch.cuda.is_available() and torch.cuda.is_bf16_supported())

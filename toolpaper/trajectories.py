@@ -7,8 +7,8 @@ from __future__ import annotations
 import json, random
 from dataclasses import dataclass
 from typing import Any, Sequence
-from .schema import Call, Instance, Tool, Trajectory, Turn, REF_RE, substitute, topo_order
-from .tools import ToolEnv, canonical_type, coerce_args
+from .schema import Call, Instance, Tool, Trajectory, Turn, REF_RE, canonical_type, substitute, topo_order
+from .tools import ToolEnv, coerce_args
 from .prompts import PromptExample
 
 # %% auto 0
