@@ -13,7 +13,7 @@ from .llm import ChatClient, Completion
 from .schema import PARAM_TYPES, fits_type
 
 # %% auto 0
-__all__ = ['PROMPT_VERSION', 'TOOL_TEMPLATE', 'SENSITIVE', 'StageFile', 'run_stage', 'read_reply', 'prompt_fields',
+__all__ = ['PROMPT_VERSION', 'TOOL_TEMPLATE', 'SENSITIVE', 'StageFile', 'run_stage', 'read_reply', 'read_names', 'prompt_fields',
            'prompt_subfields', 'prompt_tools', 'prompt_backfill', 'prompt_single', 'prompt_combo', 'prompt_multi',
            'prompt_deer_examples', 'prompt_deer_filter', 'check_tool', 'check_calls', 'sensitive_values',
            'SealGenConfig', 'GenResult', 'dedup_tools', 'generate_seal', 'DeerGenConfig', 'generate_deer', 'OracleChat']
@@ -73,6 +73,21 @@ def read_reply(text: str, kind: type = list) -> Any:
         except ValueError: continue
         if kind is object or isinstance(v, kind): return v
     return None
+
+# %% ../nbs/13_generate.ipynb
+_ITEM = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+(.+?)\s*$")
+
+def read_names(text: str) -> list | None:
+    "A bracketed list (see `read_reply`), else the items of a numbered / bulleted list, or None."
+    v = read_reply(text, list)
+    if v is not None or not isinstance(text, str): return v
+    out = []
+    for line in text.splitlines():
+        m = _ITEM.match(line)
+        if not m: continue
+        item = re.split(r"\s*:|\s[-–—]\s", m.group(1).replace("**", "").replace("__", ""), maxsplit=1)[0].strip(" *_`'\".")
+        if item and len(item.split()) <= 8: out.append(item)
+    return out or None
 
 # %% ../nbs/13_generate.ipynb
 PROMPT_VERSION = "toolpaper-selfinstruct-1"
@@ -287,13 +302,13 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(),
     if cfg.fields: fields = list(cfg.fields); Y["fields"] = dict(requested=len(fields), parsed=len(fields), valid=len(fields), kept=len(fields))
     else:
         st = StageFile(sd / "fields.jsonl")
-        _ask(client, st, [("fields", prompt_fields(cfg.n_fields), None)], cfg, lambda t, _: read_reply(t, list), "fields")
+        _ask(client, st, [("fields", prompt_fields(cfg.n_fields), None)], cfg, lambda t, _: read_names(t), "fields")
         got = st.records["fields"].get("parsed") or []
         fields = list(dict.fromkeys(str(x).strip() for x in got if isinstance(x, str) and str(x).strip()))[: cfg.n_fields]
         Y["fields"] = dict(requested=cfg.n_fields, parsed=len(got), valid=len(fields), kept=len(fields))
     # subfields
     st = StageFile(sd / "subfields.jsonl")
-    _ask(client, st, [(f, prompt_subfields(f, cfg.subfields_per_field), f) for f in fields], cfg, lambda t, _: read_reply(t, list), "subfields")
+    _ask(client, st, [(f, prompt_subfields(f, cfg.subfields_per_field), f) for f in fields], cfg, lambda t, _: read_names(t), "subfields")
     subs, parsed = [], 0
     for f in fields:
         got = st.records[f].get("parsed") or []
