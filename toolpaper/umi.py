@@ -23,9 +23,9 @@ def _cpu_glpft() -> GLPFTConfig:
 @dataclass
 class UmiExpConfig:
     model: str = "smollm2-135m-instruct"       # registered name, HF id or local folder
-    train_n: int | None = 12                    # training trajectories of the main comparison (None: all)
-    test_n: int | None = 6                      # held-out trajectories (None: all)
-    scaling: tuple | None = (4, 8, 12)          # training-set sizes of Figure 4 (None: a quarter, a half and all of train_n)
+    train_n: int | None = 8                     # training trajectories of the main comparison (None: all)
+    test_n: int | None = 4                      # held-out trajectories (None: all)
+    scaling: tuple | None = (2, 4, 8)           # training-set sizes of Figure 4 (None: a quarter, a half and all of train_n)
     glpft: GLPFTConfig = field(default_factory=_cpu_glpft)
     max_new_tokens: tuple = (48, 48, 64)        # planner, caller, summarizer
     give_up_frac: float = 0.1
