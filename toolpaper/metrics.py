@@ -14,7 +14,7 @@ import pandas as pd
 from pydantic import BaseModel, Field
 from scipy.optimize import linear_sum_assignment
 from .parse import PLAN_LABELS, UmiStep, parse_caller, parse_deer, parse_seal, parse_umi, _check_mode
-from .schema import REF_RE, Call, DecisionSample, Instance, Tool, Trajectory, canonical_type, fits_type, planner_decision
+from .schema import REF_RE, Call, DecisionSample, Instance, Tool, Trajectory, as_number, canonical_type, fits_type, planner_decision
 
 # %% auto 0
 __all__ = ['values_equal', 'SealCounts', 'prf', 'seal_summary', 'seal_compat_counts', 'match_calls', 'seal_strict_counts',
@@ -23,14 +23,6 @@ __all__ = ['values_equal', 'SealCounts', 'prf', 'seal_summary', 'seal_compat_cou
            'ScoreResult', 'resolve_references', 'score', 'pct']
 
 # %% ../nbs/05_metrics.ipynb
-def _num(v):
-    if isinstance(v, bool): return None
-    if isinstance(v, (int, float)): return float(v)
-    if isinstance(v, str):
-        try: return float(v.strip().replace(",", "")) if v.strip() else None
-        except ValueError: return None
-    return None
-
 def _boolish(v):
     if isinstance(v, bool): return v
     if isinstance(v, str) and v.strip().lower() in ("true", "false"): return v.strip().lower() == "true"
@@ -43,7 +35,7 @@ def values_equal(a: Any, b: Any) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         x, y = _boolish(a), _boolish(b)
         return x is not None and x == y
-    na, nb = _num(a), _num(b)
+    na, nb = as_number(a), as_number(b)
     if na is not None and nb is not None: return math.isclose(na, nb, rel_tol=1e-9, abs_tol=1e-12) or (na != na and nb != nb)
     if isinstance(a, str) and isinstance(b, str): return _fold(a) == _fold(b)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):

@@ -15,7 +15,7 @@ __all__ = ['REF_RE', 'Branch', 'BRANCHES', 'Role', 'PARAM_TYPES', 'TYPE_ALIASES'
            'ResponseField', 'description_examples', 'Call', 'ToolExample', 'Tool', 'Ref', 'RefError', 'find_refs',
            'producers', 'check_refs', 'dependencies', 'topo_order', 'substitute', 'Instance', 'split_call_args',
            'parse_call_expr', 'DecisionSample', 'planner_decision', 'Turn', 'Trajectory', 'check_turn_order',
-           'canonical_type', 'fits_type']
+           'canonical_type', 'as_number', 'fits_type']
 
 # %% ../nbs/00_schema.ipynb
 class Record(BaseModel):
@@ -392,7 +392,8 @@ def canonical_type(t: str | None) -> str | None:
     t = TYPE_ALIASES.get(t, t)
     return t if t in PARAM_TYPES else None
 
-def _as_number(v: Any, parse_text: bool) -> float | None:
+def as_number(v: Any, parse_text: bool = True) -> float | None:
+    "`v` as a float: ints and floats always, numeric strings (`' 1,200 '`) when `parse_text`; booleans and anything else give None."
     if isinstance(v, bool): return None
     if isinstance(v, (int, float)): return float(v)
     if parse_text and isinstance(v, str) and v.strip():
@@ -410,5 +411,5 @@ def fits_type(value: Any, t: str | None, level: str = "value") -> bool:
     if t == "str": return isinstance(value, str) if level == "exact" else isinstance(value, (str, int, float)) and not isinstance(value, bool)
     if level == "exact":
         return not isinstance(value, bool) and isinstance(value, int if t == "int" else (int, float))
-    x = _as_number(value, parse_text=level == "text")
+    x = as_number(value, parse_text=level == "text")
     return x is not None and (t == "float" or x.is_integer())
