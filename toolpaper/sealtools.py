@@ -19,13 +19,18 @@ __all__ = ['METRIC_COLS', 'PAPER_SEAL', 'SETTING_NAMES', 'subsample', 'candidate
 
 # %% ../nbs/14_sealtools.ipynb
 def subsample(instances: Sequence[Instance], n: int | None, seed: int = 0, min_nested: int = 0) -> list[Instance]:
-    "A seeded subset of `n` instances with at least `min_nested` nested ones (when the split has them); `None` keeps all."
+    "A seeded subset of `n` instances: `min_nested` nested ones first, the rest stratified by kind (single / multiple); `None` keeps all."
     if n is None or n >= len(instances): return list(instances)
     rng = random.Random(seed)
     nested = [i for i, x in enumerate(instances) if x.nested]
     take = set(rng.sample(nested, min(min_nested, len(nested), n)))
     rest = [i for i in range(len(instances)) if i not in take]
-    take |= set(rng.sample(rest, n - len(take)))
+    single = [i for i in rest if instances[i].kind == "single"]
+    multi = [i for i in rest if instances[i].kind != "single"]
+    k = n - len(take)
+    n_single = min(len(single), round(k * len(single) / len(rest)))
+    n_single = max(n_single, k - len(multi))
+    take |= set(rng.sample(single, n_single)) | set(rng.sample(multi, k - n_single))
     return [instances[i] for i in sorted(take)]
 
 # %% ../nbs/14_sealtools.ipynb
@@ -92,9 +97,9 @@ def paper_rows(table: str) -> pd.DataFrame:
 @dataclass
 class SealExpConfig:
     model: str = "smollm2-135m-instruct"   # registered name, HF id or local folder
-    train_n: int | None = 48                # dev instances used for fine-tuning (None: all)
-    test_n: int | None = 16                 # instances per test split (None: all)
-    min_nested: int = 4                     # nested instances forced into each test subset
+    train_n: int | None = 32                # dev instances used for fine-tuning (None: all)
+    test_n: int | None = 12                 # instances per test split (None: all)
+    min_nested: int = 3                     # nested instances forced into each test subset
     k: int = 5                              # candidate tools per prompt
     dense_model: str = "all-minilm-l6-v2"
     dpr_epochs: float = 0                   # > 0: fine-tune the dense encoder DPR-style on the training instances first
