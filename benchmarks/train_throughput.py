@@ -67,10 +67,11 @@ def run(model: str, exs, naive: bool, steps: int, batch: int, max_length: int, l
 
 
 def gen_speed(model: str, exs, n: int = 4, new_tokens: int = 32):
-    from toolpaper.infer import LocalGenerator
-    g = LocalGenerator(model, device="cpu", batch_size=n)
-    g.generate([e.messages for e in exs[:n]], max_new_tokens=new_tokens)
-    return {"generated_tokens": g.generated_tokens, "seconds": g.seconds, "tokens_per_s": g.generated_tokens / g.seconds}
+    from toolpaper.client import LocalClient
+    g = LocalClient(model, device="cpu", batch_size=n)
+    g.generate([e.messages for e in exs[:n]], max_tokens=new_tokens)
+    u = g.usage
+    return {"generated_tokens": u.completion_tokens, "seconds": u.seconds, "tokens_per_s": u.completion_tokens / u.seconds}
 
 
 def main():

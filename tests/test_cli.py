@@ -12,7 +12,9 @@ def test_data_check_on_released(released):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "all files verified" in r.stdout
     assert "seal-tools:dev: 700 records" in r.stdout and "tooldeer:tools: 977 records" in r.stdout
-    assert r.stdout.count("OK ") == 16
+    from toolpaper.data import DATASETS
+    assert r.stdout.count("OK ") == sum(len(spec.files) for spec in DATASETS.values()) == 21
+    assert "alpha-umi:toolbench/test_out_domain: 400 records" in r.stdout
 
 
 def test_data_check_reports_missing(tmp_path):

@@ -53,7 +53,38 @@ def test_deer_counts(released):
 def test_registry_matches_shared_sha256sums(released):
     sums = dict(line.split()[::-1] for line in (released / "SHA256SUMS").read_text().splitlines() if line.strip())
     reg = {f"./{name}/{f.path}": f.sha256 for name, spec in D.DATASETS.items() for f in spec.files}
-    assert reg == sums
+    assert {k: sums.get(k) for k in reg} == reg
+    assert all(k.startswith("./gsm8k/") for k in set(sums) - set(reg))       # GSM8K is registered with the math agent (issue 18)
+
+
+def test_alpha_umi_released_dialogues_load_as_released(released):
+    from toolpaper.metrics import umi_gold_steps
+    with pytest.warns(UserWarning, match=r"out_of_domain.json\[record 273\]: conversations\[\d+\]: an observation must follow a caller turn; kept as released"):
+        trajs = D.load("alpha-umi:toolbench/test_out_domain", released)
+    assert len(trajs) == 400 and sum(len(umi_gold_steps(t)) for t in trajs) == 1547
+    with pytest.raises(D.DataError, match=r"record 273\]: conversations\[\d+\]"):
+        D.read_umi_steps(released / "alpha-umi" / "toolbench" / "test" / "out_of_domain.json")     # strict: the check for toolpaper's own files
+    counts = {r: len(D.load(f"alpha-umi:toolbench/train_{r}", released)) for r in ("backbone", "planner", "caller", "summarizer")}
+    assert counts == {"backbone": 79, "planner": 79, "caller": 59, "summarizer": 14}
+
+
+def test_eval_umi_on_the_released_file_scores_its_gold_echo(released, tmp_path):
+    import warnings
+    from toolpaper.cli import main
+    from toolpaper.metrics import umi_gold_steps
+    path = released / "alpha-umi" / "toolbench" / "test" / "out_of_domain.json"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trajs = D.read_umi_steps(path, strict=False)
+    recs = []
+    for k, t in enumerate(trajs):
+        for s, st in enumerate(umi_gold_steps(t)):
+            caller = f"Action: {st.action}\nAction Input: {st.action_input}" if st.plan == "call" else None
+            recs.append({"id": f"{k}:{s}", "planner": st.planner, "caller": caller, "summarizer": st.answer})
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert main(["eval", "umi", "--pred", str(tmp_path / "p.jsonl"), "--gold", str(path), "--json", str(tmp_path / "m.json")]) == 0
+    m = json.loads((tmp_path / "m.json").read_text())
+    assert m["plan_acc"] == 1.0 and m["act_em"] == 1.0 and m["n_steps"] == 1547
 
 
 def test_every_split_exports_to_datasets(released):

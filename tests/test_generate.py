@@ -36,7 +36,7 @@ def test_sigkill_restart_loses_and_duplicates_nothing(tmp_path):
 
 from toolpaper.data import load, read_deer_tools, read_seal_instances, read_seal_tools
 from toolpaper.generate import DeerGenConfig, OracleChat, SealGenConfig, generate_deer, generate_seal
-from toolpaper.llm import CachedChat
+from toolpaper.client import RecordReplay
 
 CFG = dict(n_fields=3, subfields_per_field=2, tools_per_subfield=3, n_single=8, n_multi=4, dedup_threshold=0.95)
 SEAL_FILES = ["seal-tools/tool.jsonl", "seal-tools/generated.jsonl", "seal-tools/provenance.jsonl", "yield.json"]
@@ -59,10 +59,10 @@ def run_both(client, out):
 
 def test_recorded_cache_replays_the_whole_pipeline_byte_for_byte(tmp_path):
     cache = tmp_path / "cache.jsonl"
-    rec = CachedChat(oracle(), cache, mode="record")
+    rec = RecordReplay(oracle(), cache, mode="record")
     run_both(rec, tmp_path / "recorded")
     assert rec.usage.requests > 20                       # (a prompt asked twice is a cache hit already while recording)
-    rep = CachedChat(None, cache, mode="replay", model=rec.model)
+    rep = RecordReplay(None, cache, mode="replay", model=rec.model)
     run_both(rep, tmp_path / "replayed")
     assert rep.usage.requests == 0 and rep.usage.cache_hits == rec.usage.requests + rec.usage.cache_hits
     for f in SEAL_FILES + DEER_FILES:
@@ -78,14 +78,14 @@ import os, signal, sys, threading, time
 from toolpaper.data import load
 from toolpaper.generate import OracleChat, SealGenConfig, generate_seal
 class Slow(OracleChat):
-    def complete(self, messages, **kw):
-        time.sleep(0.2)
-        return super().complete(messages, **kw)
+    def _complete(self, items, progress=False):
+        time.sleep(0.2 * len(items))
+        return super()._complete(items, progress)
 c = Slow(load("seal-tools:tools", "sample"), load("tooldeer:tools", "sample"))
 if float(sys.argv[2]) > 0:                      # SIGKILL ourselves this many seconds after start-up: any moment of the run
     threading.Timer(float(sys.argv[2]), lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
 generate_seal(c, sys.argv[1], SealGenConfig(n_fields=3, subfields_per_field=2, tools_per_subfield=3, n_single=8, n_multi=4,
-                                            dedup_threshold=1.0, concurrency=1, chunk=2))   # name de-duplication only: no encoder to load
+                                            dedup_threshold=1.0, chunk=2))   # name de-duplication only: no encoder to load
 os._exit(0)
 '''
 
@@ -111,7 +111,7 @@ def test_pipeline_killed_and_restarted_gives_the_uninterrupted_output(tmp_path):
 # --- faults from an OpenAI-compatible server ------------------------------------------------------------------
 
 import hashlib, http.server, threading
-from toolpaper.llm import OpenAIChat
+from toolpaper.client import OpenAIClient
 
 FAULTS = ["429", "500", "slow", "truncated", "nonjson"]
 
@@ -162,7 +162,7 @@ def test_pipeline_over_a_faulty_server_counts_retries_and_rejections(tmp_path, m
     srv.handle_error = lambda *a: None                 # the client hanging up on a slow reply is part of the script
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
-        c = OpenAIChat("stub", base_url=f"http://127.0.0.1:{srv.server_address[1]}/v1", timeout=1.0, max_retries=2, backoff=0.01,
+        c = OpenAIClient("stub", base_url=f"http://127.0.0.1:{srv.server_address[1]}/v1", timeout=1.0, max_retries=2, backoff=0.01,
                        jitter=0.1, max_wait=0.02, seed=0, prices=(1.0, 1.0))
         res = generate_seal(c, tmp_path / "faulty", SealGenConfig(**CFG))
         generate_seal(OracleChat(load("seal-tools:tools", "sample")), tmp_path / "clean", SealGenConfig(**CFG))

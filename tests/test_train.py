@@ -61,12 +61,12 @@ def test_shipped_configs_parse():
 
 
 def test_generation_stops_and_keeps_order():
-    from toolpaper.infer import LocalGenerator
-    gen = LocalGenerator("tiny-random-llama", batch_size=3)
+    from toolpaper.client import LocalClient
+    gen = LocalClient("tiny-random-llama", batch_size=3)
     convs = [[{"role": "user", "content": q}] for q in ["a", "a longer prompt about tools", "b c d"]]
-    outs = gen.generate(convs, max_new_tokens=8)
-    assert outs == [gen.generate([c], max_new_tokens=8)[0] for c in convs]
-    assert gen.generated_tokens > 0
+    outs = gen.generate(convs, max_tokens=8)
+    assert outs == [gen.generate([c], max_tokens=8)[0] for c in convs]
+    assert gen.usage.completion_tokens > 0
 
 
 def test_cli_train_under_accelerate_launch(tmp_path):

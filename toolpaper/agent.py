@@ -25,21 +25,21 @@ def _finish_plan(text: str) -> str:
     return text + "." if any(text.endswith(s) for s in PLAN_STOPS) else text
 
 class UmiAgent:
-    "Planner, caller and summarizer, each a `toolpaper.infer.Generator` (the same object may play several roles)."
+    "Planner, caller and summarizer, each a `toolpaper.client.Client` (the same object may play several roles)."
     def __init__(self, planner, caller, summarizer, max_new_tokens: tuple[int, int, int] = (96, 96, 128)):
         self.planner, self.caller, self.summarizer, self.max_new_tokens = planner, caller, summarizer, max_new_tokens
 
     def decide(self, tools: Sequence[Sequence[Tool]], histories: Sequence[list[Turn]]) -> list[tuple[str, str | None]]:
         thoughts = [_finish_plan(t) for t in self.planner.generate([planner_messages(ts, h) for ts, h in zip(tools, histories)],
-                                                                   max_new_tokens=self.max_new_tokens[0], stop=PLAN_STOPS)]
+                                                                   max_tokens=self.max_new_tokens[0], stop=PLAN_STOPS, include_stop=True)]
         need = [i for i, t in enumerate(thoughts) if planner_decision(t) == "caller"]
-        acts = self.caller.generate([caller_messages(tools[i], histories[i], thoughts[i]) for i in need], max_new_tokens=self.max_new_tokens[1]) if need else []
+        acts = self.caller.generate([caller_messages(tools[i], histories[i], thoughts[i]) for i in need], max_tokens=self.max_new_tokens[1]) if need else []
         out = [(t, None) for t in thoughts]
         for i, a in zip(need, acts): out[i] = (thoughts[i], a.strip())
         return out
 
     def answer(self, histories: Sequence[list[Turn]]) -> list[str]:
-        return [a.strip() for a in self.summarizer.generate([summarizer_messages(h) for h in histories], max_new_tokens=self.max_new_tokens[2])]
+        return [a.strip() for a in self.summarizer.generate([summarizer_messages(h) for h in histories], max_tokens=self.max_new_tokens[2])]
 
 _SPLIT = re.compile(r"(Next:\s*(?:caller|conclusion|give\s*up)\s*\.?)", re.I)
 
@@ -57,7 +57,7 @@ class SingleAgent:
 
     def decide(self, tools, histories):
         from toolpaper.trajectories import history_text
-        outs = self.model.generate([backbone_messages(ts, h) for ts, h in zip(tools, histories)], max_new_tokens=self.max_new_tokens)
+        outs = self.model.generate([backbone_messages(ts, h) for ts, h in zip(tools, histories)], max_tokens=self.max_new_tokens)
         res = []
         for h, o in zip(histories, outs):
             thought, rest = split_backbone(o)
@@ -240,12 +240,12 @@ def train_methods(model: str, trajs: Sequence[Trajectory], out: str | Path, cfg:
 def make_agent(method: str, trained: dict, base: str, batch_size: int = 8, cache: dict | None = None,
                max_new_tokens: tuple[int, int, int] = (96, 96, 128)):
     "The agent of a trained method: `SingleAgent` for 'single', `UmiAgent` (one generator per distinct model folder) otherwise."
-    from toolpaper.infer import LocalGenerator
+    from toolpaper.client import LocalClient
     cache = cache if cache is not None else {}
     def gen(folder):
         if folder not in cache:     # a LoRA folder goes over the base model; a full fine-tune folder is a model of its own
             lora = Path(folder, "adapter_config.json").exists()
-            cache[folder] = LocalGenerator(base, adapter=folder, batch_size=batch_size) if lora else LocalGenerator(folder, batch_size=batch_size)
+            cache[folder] = LocalClient(base, adapter=folder, batch_size=batch_size) if lora else LocalClient(folder, batch_size=batch_size)
         return cache[folder]
     mods = trained[method]["models"]
     if method == "single": return SingleAgent(gen(mods["planner"]), max_new_tokens[0] + max_new_tokens[1])

@@ -20,8 +20,8 @@ __all__ = ['DATASETS', 'ERRATA', 'CHAIN_MARKERS', 'CHAIN_ORDERS', 'UMI_ROLES', '
            'seal_tool', 'read_seal_tools', 'read_seal_instances', 'read_seal_fields', 'FinetuneRecord', 'DprRecord',
            'read_seal_finetune', 'read_seal_dpr', 'DeerToolRaw', 'parse_signature', 'deer_tool', 'read_deer_tools',
            'ChainError', 'split_chain', 'parse_pool', 'parse_chain', 'read_deer_chains', 'read_deer_baseline',
-           'umi_tool', 'read_umi_steps', 'split_path', 'load', 'load_seal_tools', 'load_seal_split', 'load_deer_tools',
-           'load_deer_split', 'to_dataset']
+           'umi_tool', 'read_umi_steps', 'UmiRoleExample', 'read_umi_role_file', 'split_path', 'load',
+           'load_seal_tools', 'load_seal_split', 'load_deer_tools', 'load_deer_split', 'to_dataset']
 
 # %% ../nbs/01_data.ipynb
 class DataError(ValueError):
@@ -78,6 +78,16 @@ DATASETS: dict[str, DatasetSpec] = {
         RemoteFile("test.json", "data/processed/test.json", "48ee49ff5c431c597058d3d6294f79a51cfd3c74f0d50ce4e66934789f94548f"),
         RemoteFile("baselines/tool_bench.json", "baselines/data/tool_bench.json", "ed663f752b7e0d4977f685d93547becfc5f26c88f2306a5004114ab8913f70f2"),
         RemoteFile("baselines/tool_corpus.json", "baselines/data/tool_corpus.json", "e5c7ff9ab0040861b9f957e8cb903584e3d25cb27749c8d830d08758cd3e1cad"),
+    )),
+    # no LICENSE file upstream; the dialogues derive from ToolBench (Apache-2.0)
+    "alpha-umi": DatasetSpec("alpha-umi", "X-PLUG/Multi-LLM-Agent", "f9eeef7ad2a37eaf345d3682dc1ab89d0641136c", "ToolBench-derived (Apache-2.0)", (
+        RemoteFile("toolbench/test/out_of_domain.json", "GLPFT/dataset/toolbench/test/out_of_domain.json",
+                   "658eafde00be83883b9aff3d02136d910b6cf9ce7eca9f32044a1618ead61f7a"),
+        *(RemoteFile(f"toolbench/train-example/train_{r}.json", f"GLPFT/dataset/toolbench/train-example/train_{r}.json", h) for r, h in [
+            ("backbone", "eeccef1ccf9eb0062c07b97fe2e3a750fef65e50c466b6ccd0fbe1a7f0090f8a"),
+            ("caller", "117893491d6f555cbd4e761898fe637885c794c24a841077f365f73057d8d091"),
+            ("planner", "3789490d911d0b2d5f82d9cb6483067a77b6432dd548e6388bbde32eba238b16"),
+            ("summarizer", "5b4d7b242dee8926945686cd5aa57cec7b0d9d7378d9565c73f25273c4b0a502")]),
     )),
 }
 
@@ -535,8 +545,10 @@ def umi_tool(raw: _UmiToolRaw) -> Tool:
         params.append(Param(name=k, type=typ.strip() or "str", description=desc.strip()))
     return Tool(name=raw.Name, description=raw.function, parameters=params)
 
-def read_umi_steps(path) -> list[Trajectory]:
-    "Trajectories from an alpha-UMi / ToolBench step-format JSON list."
+def read_umi_steps(path, strict: bool = True) -> list[Trajectory]:
+    "Trajectories from an alpha-UMi / ToolBench step-format JSON list; `strict=False` keeps turns out of role order (with a warning)."
+    import warnings
+    from toolpaper.schema import check_turn_order
     out = []
     for i, obj in enumerate(read_json_list(path)):
         raw = validate(_UmiRaw, obj, path, index=i)
@@ -546,13 +558,47 @@ def read_umi_steps(path) -> list[Trajectory]:
                 raise DataError(path, f"unknown role {t.from_!r} (expected one of {sorted(UMI_ROLES)})", index=i, field=f"conversations[{j}].from")
             turns.append(Turn(role=UMI_ROLES[t.from_], content=t.value))
         try:
-            traj = Trajectory(id=str(raw.id if raw.id is not None else i), instruction=raw.instruction,
-                              tools=[umi_tool(t) for t in raw.tools], turns=turns)
+            tools = [umi_tool(t) for t in raw.tools]
+            tid = str(raw.id if raw.id is not None else i)
+            if not strict:
+                try: check_turn_order(turns)
+                except ValueError as e:
+                    fld, _, rest = str(e).partition(": ")
+                    warnings.warn(f"{path}[record {i}]: {fld.replace('turns', 'conversations')}: {rest}; kept as released", stacklevel=2)
+                    out.append(Trajectory.model_construct(id=tid, instruction=raw.instruction, tools=tools, turns=turns)); continue
+            traj = Trajectory(id=tid, instruction=raw.instruction, tools=tools, turns=turns)
         except ValidationError as e:
             msg = e.errors()[0]["msg"].removeprefix("Value error, ")
             fld, _, rest = msg.partition(": ")
             raise DataError(path, rest or msg, index=i, field=fld.replace("turns", "conversations") if rest else None) from None
         out.append(traj)
+    return out
+
+# %% ../nbs/01_data.ipynb
+class UmiRoleExample(Record):
+    "One record of an alpha-UMi role training file: tools, history turns, the model input and its target."
+    tools: list[Tool]
+    history: list[Turn]
+    input: str
+    target: str
+
+class _UmiRoleRaw(_Strict):
+    tools: list[_UmiToolRaw]
+    history: list[_UmiTurnRaw]
+    input: StrictStr
+    target: StrictStr
+
+def read_umi_role_file(path) -> list[UmiRoleExample]:
+    "Records of an alpha-UMi role training file (as released)."
+    out = []
+    for i, obj in enumerate(read_json_list(path)):
+        raw = validate(_UmiRoleRaw, obj, path, index=i)
+        hist = []
+        for j, t in enumerate(raw.history):
+            if t.from_ not in UMI_ROLES:
+                raise DataError(path, f"unknown role {t.from_!r} (expected one of {sorted(UMI_ROLES)})", index=i, field=f"history[{j}].from")
+            hist.append(Turn(role=UMI_ROLES[t.from_], content=t.value))
+        out.append(UmiRoleExample(tools=[umi_tool(t) for t in raw.tools], history=hist, input=raw.input, target=raw.target))
     return out
 
 # %% ../nbs/01_data.ipynb
@@ -566,6 +612,9 @@ SPLITS: dict[str, tuple[str, str, Callable]] = {
     **{f"seal-tools:dpr/{s}": ("seal-tools", f"DPR_Training/{s}_split.json", read_seal_dpr)
        for s in ("dev", "test_in_domain", "test_out_domain")},
     "tooldeer:tools": ("tooldeer", "tool.json", read_deer_tools),
+    "alpha-umi:toolbench/test_out_domain": ("alpha-umi", "toolbench/test/out_of_domain.json", lambda p: read_umi_steps(p, strict=False)),
+    **{f"alpha-umi:toolbench/train_{r}": ("alpha-umi", f"toolbench/train-example/train_{r}.json", read_umi_role_file)
+       for r in ("backbone", "planner", "caller", "summarizer")},
     **{f"tooldeer:{s}": ("tooldeer", f"{s}.json", (lambda s: lambda p: read_deer_chains(p, s))(s)) for s in ("valid", "test")},
     **{f"tooldeer:baselines/{s}": ("tooldeer", f"baselines/{s}.json", (lambda s: lambda p: read_deer_baseline(p, s))(s))
        for s in ("tool_bench", "tool_corpus")},
@@ -577,7 +626,8 @@ def split_path(name: str, root=None, download: bool | None = None, verify: bool 
     if name in SAMPLE_ONLY:
         ds, rel, _ = SAMPLE_ONLY[name]
         p = data_dir(root) / ds / rel
-        if not p.exists(): raise DataMissingError(f"{name}: {p} not found (the ToolBench-derived alpha-UMi data is not public; pass your own file to read_umi_steps)")
+        if not p.exists(): raise DataMissingError(f"{name}: {p} not found (this name is the packaged sample only: use --data-dir sample / root='sample'; "
+                                                  "the released dialogues are 'alpha-umi:toolbench/test_out_domain')")
         return p
     if name not in SPLITS: raise KeyError(f"unknown dataset split {name!r}; known: {sorted(SPLITS) + sorted(SAMPLE_ONLY)}")
     ds, rel, _ = SPLITS[name]

@@ -46,13 +46,13 @@ def deer_generate(gen, samples: Sequence[DecisionSample], system: str = DEER_SYS
                   max_new_tokens: int = 96, progress: bool = False) -> list[str]:
     "Outputs of the two-round teacher-forced protocol (see above)."
     msgs = [deer_prompt(s, chain="", system=system, demos=demos).messages for s in samples]
-    first = gen.generate(msgs, max_new_tokens=max_new_tokens, stop=DEER_STOPS, progress=progress)
+    first = gen.generate(msgs, max_tokens=max_new_tokens, stop=DEER_STOPS, include_stop=True, progress=progress)
     again = [i for i, o in enumerate(first) if o.rstrip().endswith("#SearchAPI#") and samples[i].candidates]
     out = list(first)
     if again:
         prefixes = [first[i].rstrip() + pool_text(samples[i]) for i in again]
-        second = gen.generate([msgs[i] for i in again], max_new_tokens=max_new_tokens, stop=("#NoCallAPI#", "#APIResponse#", "#End#"),
-                              prefixes=prefixes, progress=progress)
+        second = gen.generate([msgs[i] for i in again], max_tokens=max_new_tokens, stop=("#NoCallAPI#", "#APIResponse#", "#End#"),
+                              include_stop=True, prefixes=prefixes, progress=progress)
         for i, p, o in zip(again, prefixes, second): out[i] = p + o
     return out
 
@@ -159,7 +159,7 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
     "Build, fine-tune and evaluate every variant (see above)."
     from toolpaper.sampling import build_decision_data, cluster_tools
     from toolpaper.train import SFTConfig, finetune
-    from toolpaper.infer import LocalGenerator
+    from toolpaper.client import LocalClient
     from toolpaper.metrics import pct, retention_scores
     from toolpaper.data import atomic_write_text
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
@@ -189,9 +189,9 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
             rows.extend(_metric_row(outs, samples, name, ev, mode) for mode in ("compat", "strict"))
 
     ret_convs = [[{"role": "user", "content": s.query}] for s in ret_q]
-    base = LocalGenerator(cfg.model, batch_size=cfg.gen_batch_size)
+    base = LocalClient(cfg.model, batch_size=cfg.gen_batch_size)
     t1 = time.perf_counter()
-    refs = base.generate(ret_convs, max_new_tokens=cfg.answer_tokens, progress=progress) if ret_q else []
+    refs = base.generate(ret_convs, max_tokens=cfg.answer_tokens, progress=progress) if ret_q else []
     save("base-answers", "retention", ret_q, refs)
     for n in cfg.shots:
         for trial in range(cfg.shot_trials):
@@ -209,10 +209,10 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
         out = work / f"adapter_{name.replace(' ', '_').replace(':', '-')}"
         infos[name] = finetune(cfg.model, ex, SFTConfig.from_experiment(out, cfg), span_labels=["decision", "call"])
         t1 = time.perf_counter()
-        gen = LocalGenerator(cfg.model, adapter=str(out), batch_size=cfg.gen_batch_size)
+        gen = LocalClient(cfg.model, adapter=str(out), batch_size=cfg.gen_batch_size)
         evaluate(gen, name, {**evals, **(base_sets if name == main else {})})
         if ret_q:
-            hyps = gen.generate(ret_convs, max_new_tokens=cfg.answer_tokens, progress=progress)
+            hyps = gen.generate(ret_convs, max_tokens=cfg.answer_tokens, progress=progress)
             save(name, "retention", ret_q, hyps)
             r = retention_scores(hyps, refs)
             ret_rows.append({"model": name, "n": len(ret_q), **{c: pct(r[k]) for c, k in zip(TABLE4_COLS, ("bleu", "rouge_1", "rouge_2", "rouge_l"))}})

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 import pandas as pd
-from .llm import ChatClient, Completion
+from .client import Client, Completion
 from .schema import PARAM_TYPES, fits_type
 
 # %% auto 0
@@ -218,7 +218,6 @@ class SealGenConfig:
     backfill_batch: int = 4
     max_tokens: int = 1024
     temperature: float = 0.0
-    concurrency: int = 4
     chunk: int = 16                       # requests answered and recorded together (a crash loses at most one chunk)
     seed: int = 0
 
@@ -237,11 +236,11 @@ def _iso(ts) -> str | None:
 
 def _ask(client, stage: StageFile, jobs: list[tuple[str, list[dict], Any]], cfg, parse: Callable, what: str) -> None:
     "Send the not-yet-recorded jobs (key, messages, context) in one batch; record text, parse result, provenance, or the failure."
-    from toolpaper.llm import LLMError
+    from toolpaper.client import LLMError
     todo = list({j[0]: j for j in jobs if j[0] not in stage}.values())
     for i in range(0, len(todo), max(1, cfg.chunk)):                  # record each chunk as soon as it is answered
         part = todo[i:i + max(1, cfg.chunk)]
-        res = client.complete_many([m for _, m, _ in part], concurrency=cfg.concurrency, max_tokens=cfg.max_tokens, temperature=cfg.temperature)
+        res = client.complete([m for _, m, _ in part], max_tokens=cfg.max_tokens, temperature=cfg.temperature, errors="return")
         for (key, _, ctx), r in zip(part, res):
             if isinstance(r, LLMError):
                 stage.append(key, ok=False, error=str(r)[:300], stage=what); continue
@@ -440,7 +439,6 @@ class DeerGenConfig:
     filter: bool = True
     max_tokens: int = 1024
     temperature: float = 0.0
-    concurrency: int = 4
     chunk: int = 16
 
 def _check_deer_pair(e: Any, name: str, params) -> str | None:
@@ -502,8 +500,8 @@ def generate_deer(client, seeds: Sequence[dict], out: str | Path, cfg: DeerGenCo
     return GenResult(out, pd.DataFrame([{"stage": k, **v} for k, v in Y.items()]), pd.DataFrame(trace), usage, secs, {k: str(v) for k, v in files.items()})
 
 # %% ../nbs/13_generate.ipynb
-class OracleChat(ChatClient):
-    "A `ChatClient` that answers the pipeline prompts from `seal_tools` / `deer_tools` (see above); `complete_many` and usage come from the base."
+class OracleChat(Client):
+    "A `Client` that answers the pipeline prompts from `seal_tools` / `deer_tools` (see above)."
     def __init__(self, seal_tools: Sequence = (), deer_tools: Sequence = (), model: str = "oracle"):
         super().__init__()
         self.model = model
@@ -565,8 +563,11 @@ class OracleChat(ChatClient):
         if text.startswith("API: ") and "Query–call pairs" in text: return "[]"
         return "Sorry, I cannot help with that."
 
-    def complete(self, messages, **params) -> Completion:
-        text = self.answer(messages[-1]["content"])
-        pt, ct = sum(len(m["content"].split()) for m in messages), len(text.split())
-        self.usage.add(requests=1, prompt_tokens=pt, completion_tokens=ct)
-        return Completion(text, self.model, pt, ct, created=1_700_000_000)
+    def _complete(self, items, progress=False) -> list[Completion]:
+        out = []
+        for messages, _, _ in items:
+            text = self.answer(messages[-1]["content"] if not isinstance(messages, str) else messages)
+            pt, ct = sum(len(m["content"].split()) for m in messages) if not isinstance(messages, str) else len(messages.split()), len(text.split())
+            self.usage.add(requests=1, prompt_tokens=pt, completion_tokens=ct)
+            out.append(Completion(text, self.model, pt, ct, created=1_700_000_000))
+        return out

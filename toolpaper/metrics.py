@@ -20,7 +20,7 @@ from .schema import REF_RE, Call, DecisionSample, Instance, Tool, Trajectory, as
 __all__ = ['values_equal', 'SealCounts', 'prf', 'seal_summary', 'seal_compat_counts', 'match_calls', 'seal_strict_counts',
            'seal_scores', 'seal_gold_answer', 'seal_error_taxonomy', 'DeerCounts', 'deer_summary', 'baseline_action',
            'deer_item', 'deer_scores', 'umi_gold_steps', 'arg_f1', 'rouge_l', 'umi_scores', 'retention_scores',
-           'ScoreResult', 'resolve_references', 'score', 'pct']
+           'bootstrap_ci', 'ScoreResult', 'resolve_references', 'score', 'pct']
 
 # %% ../nbs/05_metrics.ipynb
 def _boolish(v):
@@ -171,7 +171,7 @@ def seal_scores(outputs: list[Any], golds: list[Instance], mode: str = "compat",
         c, why = count(o, g)
         total = total + c
         for s in g.subsets: subs[s] = subs[s] + c
-        items.append({"id": g.id, "subsets": g.subsets, "lost": why})
+        items.append({"id": g.id, "subsets": g.subsets, "lost": why, "counts": dict(c.__dict__)})
     return {"metrics": seal_summary(total, mode), "subsets": {s: seal_summary(v, mode) for s, v in subs.items()},
             "counts": {"all": total.__dict__, **{s: v.__dict__ for s, v in subs.items()}}, "items": items}
 
@@ -294,7 +294,7 @@ def deer_scores(outputs: list[Any], golds: list[DecisionSample], mode: str = "co
     for o, g in zip(outputs, golds):
         c, why = deer_item(o, g, mode)
         total = total + c
-        items.append({"id": g.id, "branch": g.branch, "lost": why})
+        items.append({"id": g.id, "branch": g.branch, "lost": why, "counts": dict(c.__dict__)})
     return {"metrics": deer_summary(total), "subsets": {}, "counts": {"all": total.__dict__}, "items": items}
 
 # %% ../nbs/05_metrics.ipynb
@@ -341,26 +341,26 @@ def umi_scores(predictions: list[Any], golds: list[Trajectory], mode: str = "com
         preds = predictions[k] if k < len(predictions) and isinstance(predictions[k], dict) else {}
         for s, g in enumerate(umi_gold_steps(traj, mode)):
             p = parse_umi(preds.get(s, ""), mode)
-            why = []
+            why, v = [], {"plan": float(p.plan == g.plan)}
             plan.append(float(p.plan == g.plan))
             if p.plan != g.plan: why.append(f"plan {p.plan!r}, gold {g.plan!r}")
             pa = (p.action or "").strip() if mode == "strict" else (p.action if p.action is not None else "none")
             h = float(bool(p.action) and p.action.strip() not in ("", "none") and p.action.strip() not in names)
-            hallu.append(h)
+            hallu.append(h); v["hallu"] = h
             if h: why.append(f"hallucinated action {p.action!r}")
             if g.plan == "call":
                 ga = (g.action or "").strip() if mode == "strict" else g.action
                 em = float(pa == ga)
-                act.append(em); hallu_call.append(h)
+                act.append(em); hallu_call.append(h); v["act"] = em
                 if not em: why.append(f"action {p.action!r}, gold {g.action!r}")
                 f = 0.0 if not em else arg_f1(p.arguments, g.arguments, mode)
                 if f is not None:
-                    args.append(f)
+                    args.append(f); v["arg"] = f
                     if em and f < 1: why.append(f"arguments {p.action_input!r}, gold {g.action_input!r}")
             if g.plan == "finish":
                 r = rouge_l(p.answer if p.plan == "finish" and p.answer else "none", g.answer or "none")
-                rl.append(r)
-            items.append({"id": f"{k}:{s}", "plan": g.plan, "lost": why})
+                rl.append(r); v["rouge_l"] = r
+            items.append({"id": f"{k}:{s}", "dialogue": k, "plan": g.plan, "lost": why, "values": v})
     mean = lambda xs: float(np.mean(xs)) if xs else None
     m = {"n_steps": len(plan), "plan_acc": mean(plan), "act_em": mean(act), "hallu": mean(hallu), "arg_f1": mean(args), "rouge_l": mean(rl)}
     if mode == "strict": m["hallu_call"] = mean(hallu_call)
@@ -382,12 +382,70 @@ def retention_scores(hyps: list[str], refs: list[str]) -> dict:
     return {"bleu": bleu, **{k.replace("-", "_"): float(np.mean(v)) if v else None for k, v in sc.items()}}
 
 # %% ../nbs/05_metrics.ipynb
+def _prf_arrays(correct, pred, gold, mode: str):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if mode == "compat":
+            ok = (correct > 0) & (pred > 0) & (gold > 0)
+            p, r = np.where(ok, correct / np.maximum(pred, 1), np.nan), np.where(ok, correct / np.maximum(gold, 1), np.nan)
+        else:
+            p = np.where(pred > 0, correct / np.maximum(pred, 1), np.where(gold == 0, 1.0, 0.0))
+            r = np.where(gold > 0, correct / np.maximum(gold, 1), np.where(pred == 0, 1.0, 0.0))
+        f = np.where(p + r > 0, 2 * p * r / np.where(p + r > 0, p + r, 1), 0.0)
+        f = np.where(np.isnan(p) | np.isnan(r), np.nan, f)
+    return p, r, f
+
+
+def _ratio_arrays(a, b):
+    with np.errstate(divide="ignore", invalid="ignore"): return np.where(b > 0, a / np.where(b > 0, b, 1), np.nan)
+
+
+def bootstrap_ci(task: str, items: list[dict], mode: str = "compat", n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> dict:
+    "{metric: [low, high]} percentile-bootstrap intervals over instances (dialogues for umi); None where never defined."
+    if not items: return {}
+    rng = np.random.default_rng(seed)
+    if task == "umi":
+        dialogues = sorted({it["dialogue"] for it in items})
+        pos = {d: i for i, d in enumerate(dialogues)}
+        keys = ["plan", "act", "hallu", "arg", "rouge_l"]
+        tot, cnt = np.zeros((len(dialogues), len(keys))), np.zeros((len(dialogues), len(keys)))
+        for it in items:
+            for j, k in enumerate(keys):
+                if k in it["values"]: tot[pos[it["dialogue"]], j] += it["values"][k]; cnt[pos[it["dialogue"]], j] += 1
+        idx = rng.integers(0, len(dialogues), (n_boot, len(dialogues)))
+        T, C = tot[idx].sum(1), cnt[idx].sum(1)
+        stats = {name: _ratio_arrays(T[:, j], C[:, j]) for j, name in enumerate(["plan_acc", "act_em", "hallu", "arg_f1", "rouge_l"])}
+    else:
+        names = list(items[0]["counts"])
+        X = np.array([[it["counts"][k] for k in names] for it in items], dtype=float)
+        S = X[rng.integers(0, len(items), (n_boot, len(items)))].sum(1)
+        c = {k: S[:, j] for j, k in enumerate(names)}
+        if task == "seal":
+            stats = {"format_acc": _ratio_arrays(c["format_ok"], c["n"])}
+            for fam, (cor, pr, go) in {"tool": ("correct_tools", "pred_tools", "gold_tools"), "param": ("correct_params", "pred_params", "gold_params")}.items():
+                p, r, f = _prf_arrays(c[cor], c[pr], c[go], mode)
+                stats.update({f"{fam}.p": p, f"{fam}.r": r, f"{fam}.f1": f})
+            if mode == "strict": stats["exact_match"] = _ratio_arrays(c["exact"], c["n"])
+        elif task == "deer":
+            stats = {"p_nosearch": _ratio_arrays(c["nosearch_ok"], c["nosearch"]), "p_search": _ratio_arrays(c["search_ok"], c["search"]),
+                     "p_ds": _ratio_arrays(c["nosearch_ok"] + c["search_ok"], c["nosearch"] + c["search"]),
+                     "p_nocall": _ratio_arrays(c["nocall_ok"], c["nocall"]), "p_call": _ratio_arrays(c["call_ok"], c["call"]),
+                     "p_dc": _ratio_arrays(c["nocall_ok"] + c["call_ok"], c["nocall"] + c["call"])}
+        else: raise ValueError(f"unknown task {task!r}; choose seal, deer or umi")
+    lo, hi = 100 * (1 - level) / 2, 100 * (1 + level) / 2
+    out = {}
+    for k, v in stats.items():
+        v = v[~np.isnan(v)]
+        out[k] = [float(np.percentile(v, lo)), float(np.percentile(v, hi))] if len(v) else None
+    return out
+
+# %% ../nbs/05_metrics.ipynb
 class ScoreResult(BaseModel):
     task: str
     mode: str
     metrics: dict
     subsets: dict = Field(default_factory=dict)
     counts: dict = Field(default_factory=dict)
+    ci: dict = Field(default_factory=dict)          # metric -> [low, high], 95% bootstrap over instances
     items: list[dict] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
 
@@ -395,6 +453,7 @@ class ScoreResult(BaseModel):
         "The documented JSON: the metric keys, plus `subsets` for seal."
         out = dict(self.metrics)
         if self.task == "seal": out["subsets"] = self.subsets
+        if self.ci: out["ci95"] = self.ci
         if self.notes: out["notes"] = self.notes
         return out
 
@@ -410,9 +469,19 @@ class ScoreResult(BaseModel):
         for s, m in self.subsets.items(): flat(s, m)
         return pd.DataFrame(rows)
 
+    def ci_table(self) -> pd.DataFrame:
+        "One row per metric: value and its 95% bootstrap interval (over all instances)."
+        def get(k):
+            v = self.metrics
+            for part in k.split("."): v = v.get(part) if isinstance(v, dict) else None
+            return v
+        return pd.DataFrame([{"metric": k, "value": get(k), "ci95 low": lohi[0] if lohi else None, "ci95 high": lohi[1] if lohi else None}
+                             for k, lohi in self.ci.items()])
+
     def to_markdown(self) -> str:
         from toolpaper.report import df_markdown
-        return df_markdown(self.table())
+        md = df_markdown(self.table())
+        return md + ("\n\n" + df_markdown(self.ci_table()) if self.ci else "")
 
 def _align(predictions: list[dict], gold_ids: list[str], task: str) -> tuple[list[Any], list[str]]:
     by, notes = {}, []
@@ -445,13 +514,13 @@ def resolve_references(task: str, references) -> list:
         p = Path(ref)
         if not p.exists(): raise FileNotFoundError(f"gold {ref!r} is neither a registered split ({', '.join(sorted(D.SPLITS))}) nor a file")
         if task == "seal": return D.read_seal_instances(p)
-        if task == "umi": return D.read_umi_steps(p)
+        if task == "umi": return D.read_umi_steps(p, strict=False)       # a gold file is read as released
         first = D.read_json_list(p)[0]
         return D.read_deer_baseline(p) if isinstance(first, dict) and "api_label" in first else D.read_deer_chains(p, p.stem)
     return list(references)
 
-def score(task: str, predictions: list[dict], references, mode: str = "compat") -> ScoreResult:
-    "Score predictions of `task` ('seal' | 'deer' | 'umi') against references (records, split name or file)."
+def score(task: str, predictions: list[dict], references, mode: str = "compat", n_boot: int = 1000, seed: int = 0) -> ScoreResult:
+    "Score predictions of `task` ('seal' | 'deer' | 'umi') against references (records, split name or file), with 95% bootstrap intervals."
     _check_mode(mode)
     golds = resolve_references(task, references)
     if task == "seal":
@@ -468,7 +537,8 @@ def score(task: str, predictions: list[dict], references, mode: str = "compat") 
             k, s = map(int, i.split(":")); per[k][s] = o
         res = umi_scores(per, golds, mode)
     else: raise ValueError(f"unknown task {task!r}; choose seal, deer or umi")
-    return ScoreResult(task=task, mode=mode, notes=notes, **res)
+    ci = bootstrap_ci(task, res["items"], mode, n_boot, seed) if n_boot else {}
+    return ScoreResult(task=task, mode=mode, notes=notes, ci=ci, **res)
 
 # %% ../nbs/05_metrics.ipynb
 def pct(v: float | None, digits: int = 1) -> float | None:

@@ -11,11 +11,11 @@ from typing import Any, Literal, NamedTuple, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # %% auto 0
-__all__ = ['REF_RE', 'Branch', 'BRANCHES', 'Role', 'PARAM_TYPES', 'TYPE_ALIASES', 'TYPE_LEVELS', 'Record', 'Param',
+__all__ = ['REF_RE', 'Branch', 'BRANCHES', 'Role', 'PARAM_TYPES', 'TYPE_ALIASES', 'TYPE_LEVELS', 'JSON_TYPES', 'Record', 'Param',
            'ResponseField', 'description_examples', 'Call', 'ToolExample', 'Tool', 'Ref', 'RefError', 'find_refs',
            'producers', 'check_refs', 'dependencies', 'topo_order', 'substitute', 'Instance', 'split_call_args',
            'parse_call_expr', 'DecisionSample', 'planner_decision', 'Turn', 'Trajectory', 'check_turn_order',
-           'canonical_type', 'as_number', 'fits_type']
+           'canonical_type', 'as_number', 'fits_type', 'tool_schema']
 
 # %% ../nbs/00_schema.ipynb
 class Record(BaseModel):
@@ -413,3 +413,16 @@ def fits_type(value: Any, t: str | None, level: str = "value") -> bool:
         return not isinstance(value, bool) and isinstance(value, int if t == "int" else (int, float))
     x = as_number(value, parse_text=level == "text")
     return x is not None and (t == "float" or x.is_integer())
+
+# %% ../nbs/00_schema.ipynb
+JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
+
+def tool_schema(tool: Tool) -> dict:
+    "An OpenAI function schema of `tool`."
+    props = {}
+    for p in tool.parameters:
+        prop = {"type": JSON_TYPES.get(canonical_type(p.type) or "str", "string")}
+        if p.description: prop["description"] = p.description
+        props[p.name] = prop
+    return {"type": "function", "function": {"name": tool.name, "description": tool.description,
+                                             "parameters": {"type": "object", "properties": props, "required": tool.required}}}

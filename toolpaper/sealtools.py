@@ -164,7 +164,7 @@ def run_seal_experiment(tools: list[Tool], train: list[Instance], tests: dict[st
                         work_dir: str | Path, progress: bool = False) -> SealRun:
     "Fine-tune, answer and score every configured setting (see above)."
     from toolpaper.train import SFTConfig, finetune
-    from toolpaper.infer import LocalGenerator
+    from toolpaper.client import LocalClient
     from toolpaper.data import atomic_write_text
     for s in cfg.settings: _setting_parts(s)
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
@@ -180,18 +180,18 @@ def run_seal_experiment(tools: list[Tool], train: list[Instance], tests: dict[st
         info = finetune(cfg.model, ex, SFTConfig.from_experiment(adapter, cfg))
         info["examples"] = len(ex)
         timings["train_s"] = info["train_seconds"]
-    gens: dict[str, LocalGenerator] = {}
+    gens: dict[str, LocalClient] = {}
     outputs, cands, frames = {}, {}, []
     for s in cfg.settings:
         m, c = _setting_parts(s)
-        if m not in gens: gens[m] = LocalGenerator(cfg.model, adapter=str(adapter) if m == "ft" else None, batch_size=cfg.gen_batch_size)
+        if m not in gens: gens[m] = LocalClient(cfg.model, adapter=str(adapter) if m == "ft" else None, batch_size=cfg.gen_batch_size)
         g = gens[m]
         outputs[s], cands[s] = {}, {}
-        t1, tok0 = time.perf_counter(), g.generated_tokens
+        t1, tok0 = time.perf_counter(), g.usage.completion_tokens
         for split, insts in tests.items():
             cl = candidates(insts, tools, None if c == "gold" else rets[c], cfg.k, gold_only=c == "gold", seed=cfg.seed)
             ex = seal_examples(insts, cl)
-            outs = g.generate([e.messages for e in ex], max_new_tokens=cfg.max_new_tokens, progress=progress)
+            outs = g.generate([e.messages for e in ex], max_tokens=cfg.max_new_tokens, progress=progress)
             outputs[s][split], cands[s][split] = outs, [[t.name for t in ts] for ts in cl]
             df = score_setting(outs, insts, s); df.insert(1, "split", split); frames.append(df)
             atomic_write_text(work / f"outputs_{s.replace(':', '_')}_{split}.jsonl", "".join(
@@ -199,7 +199,7 @@ def run_seal_experiment(tools: list[Tool], train: list[Instance], tests: dict[st
         both = [x for v in tests.values() for x in v]
         df = score_setting([o for sp in tests for o in outputs[s][sp]], both, s); df.insert(1, "split", "all test"); frames.append(df)
         timings[f"{s}_generate_s"] = time.perf_counter() - t1
-        timings[f"{s}_generated_tokens"] = g.generated_tokens - tok0
+        timings[f"{s}_generated_tokens"] = g.usage.completion_tokens - tok0
     timings["total_s"] = time.perf_counter() - t0
     scores = pd.concat(frames, ignore_index=True)
     atomic_write_text(work / "scores.csv", scores.to_csv(index=False))

@@ -103,6 +103,7 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
                 cost.append({"method": m, "models": len(set(trained[m]["models"].values())), "storage (MB)": round(trained[m]["storage_bytes"] / 2 ** 20, 1),
                              "train seconds": round(trained[m]["train_seconds"], 1), "train tokens": int(trained[m]["train_tokens"]),
                              "inference seconds / task": round(rt["seconds_per_task"], 2)})
+            for c in cache.values(): c.clear_cache()        # each method's prompts are its own: free the prefix caches
         del cache
         timings[f"n{n}_eval_s"] = time.perf_counter() - t1
     timings["total_s"] = time.perf_counter() - t0

@@ -1,8 +1,8 @@
-"""LLM clients against a stub OpenAI-compatible server on 127.0.0.1 that injects faults."""
+"""The OpenAI-compatible client and record/replay against a stub server on 127.0.0.1 that injects faults."""
 import http.server, json, threading, time
 from pathlib import Path
 import pytest
-from toolpaper.llm import CachedChat, CacheMiss, LLMError, OpenAIChat
+from toolpaper.client import CacheMiss, LLMError, OpenAIClient, RecordReplay
 
 
 class Stub(http.server.BaseHTTPRequestHandler):
@@ -50,7 +50,7 @@ def server():
 
 
 def client(url, **kw):
-    return OpenAIChat("stub-model", base_url=url, timeout=1.0, max_retries=3, backoff=0.01, jitter=0.5, max_wait=0.05, seed=0,
+    return OpenAIClient("stub-model", concurrency=3, base_url=url, timeout=1.0, max_retries=3, backoff=0.01, jitter=0.5, max_wait=0.05, seed=0,
                       prices=(1.0, 2.0), **kw)
 
 
@@ -58,7 +58,7 @@ def test_faults_are_retried_and_counted(server, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
     c = client(server)
     words = ["ok-1", "429-1", "500-1", "slow-1", "truncated-1", "nonjson-1", "ok-2", "always500-1", "bad400-1"]
-    res = c.complete_many([[{"role": "user", "content": w}] for w in words], concurrency=3, max_tokens=5)
+    res = c.complete([[{"role": "user", "content": w}] for w in words], max_tokens=5, errors="return")
     good = {w: r.text for w, r in zip(words, res) if not isinstance(r, LLMError)}
     bad = [w for w, r in zip(words, res) if isinstance(r, LLMError)]
     assert bad == ["always500-1", "bad400-1"]
@@ -73,7 +73,7 @@ def test_faults_are_retried_and_counted(server, monkeypatch):
 
 
 def test_backoff_grows_and_is_capped(server):
-    c = OpenAIChat("m", base_url=server, backoff=1.0, jitter=0.5, max_wait=8.0, seed=1)
+    c = OpenAIClient("m", base_url=server, backoff=1.0, jitter=0.5, max_wait=8.0, seed=1)
     waits = [c.wait(a) for a in range(6)]
     assert all(1.0 * 2 ** a <= w <= min(8.0, 2 ** a) * 1.5 for a, w in enumerate(waits[:3]))
     assert all(8.0 <= w <= 12.0 for w in waits[3:])
@@ -81,24 +81,24 @@ def test_backoff_grows_and_is_capped(server):
 
 def test_record_then_replay_is_exact_and_keeps_no_key(server, monkeypatch, tmp_path):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
-    rec = CachedChat(client(server), tmp_path / "cache.jsonl")
+    rec = RecordReplay(client(server), tmp_path / "cache.jsonl")
     convs = [[{"role": "user", "content": w}] for w in ["ok-a", "500-b", "ok-c"]]
-    first = [r.text for r in rec.complete_many(convs, concurrency=2, max_tokens=5)]
-    rep = CachedChat(None, tmp_path / "cache.jsonl", mode="replay", model="stub-model")
-    again = [r.text for r in rep.complete_many(convs, concurrency=2, max_tokens=5)]
+    first = rec.generate(convs, max_tokens=5)
+    rep = RecordReplay(None, tmp_path / "cache.jsonl", mode="replay", model="stub-model")
+    again = rep.generate(convs, max_tokens=5)
     assert first == again and rep.usage.cache_hits == 3
     with pytest.raises(CacheMiss):
-        rep.complete([{"role": "user", "content": "never-seen"}], max_tokens=5)
+        rep.complete([[{"role": "user", "content": "never-seen"}]], max_tokens=5)
     with pytest.raises(CacheMiss):                                       # other parameters, other key
-        rep.complete(convs[0], max_tokens=6)
+        rep.complete(convs[:1], max_tokens=6)
     assert "sk-test-secret" not in (tmp_path / "cache.jsonl").read_text()
 
 
 def test_cache_tolerates_a_line_cut_by_a_crash(tmp_path):
     p = tmp_path / "c.jsonl"
     p.write_text(json.dumps({"key": "k1", "model": "m", "text": "t"}) + "\n" + '{"key": "k2", "mod')
-    c = CachedChat(None, p, mode="replay", model="m")
+    c = RecordReplay(None, p, mode="replay", model="m")
     assert set(c.entries) == {"k1"}
     p.write_text('{"key": "k2", "mod\n' + json.dumps({"key": "k1", "model": "m", "text": "t"}) + "\n")
-    with pytest.raises(ValueError, match="c.jsonl:1: unreadable cache line"):
-        CachedChat(None, p, mode="replay", model="m")
+    with pytest.raises(ValueError, match="c.jsonl:1: unreadable record line"):
+        RecordReplay(None, p, mode="replay", model="m")

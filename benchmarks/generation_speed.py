@@ -1,0 +1,227 @@
+"""Benchmark: local generation, the reference transformers path against toolpaper's engine, on the same prompts in one run.
+
+Workloads (SmolLM2-135M-Instruct by default, fp32, the threads torch uses here):
+  seal     the cpu-profile Seal-Tools workload: test prompts (8 per test split, stratified, >= 3 nested), BM25 top-5 candidates,
+           at most 160 new tokens; reference = transformers generate, batches of 8 (toolpaper's LocalGenerator until now);
+           toolkit = the engine (fp32, and int8 decoding); seconds per prompt, identical outputs, metric deltas
+  decode   one sequence at a time: decode tokens per second
+  umi      an alpha-UMi real-time run (the base model as planner, caller and summarizer, tasks from Seal-Tools test_in_domain):
+           prompt tokens, tokens prefilled, and the tokens each step adds (what no cache could avoid)
+  deer     DEER few-shot baseline (4 demonstrations, the two-round protocol) on valid samples
+Targets on the 2-core reference machine: seal >= 2x faster than the reference at batch 8 (<= 4.1 s per prompt); decode >= 60 tokens/s
+for one sequence; umi prefilled tokens per step <= the step's new tokens + 5%; deer >= 3x faster.
+Run: .venv/bin/python benchmarks/generation_speed.py [--model smollm2-135m-instruct] [--only seal,decode,umi,deer] [--out reports/benchmarks]
+"""
+import argparse, json, platform, sys, time
+from pathlib import Path
+import numpy as np
+import torch
+
+
+def engines(model: str):
+    from toolpaper.models import load_model
+    from toolpaper.engine import Engine, HFEngine
+    m, tok = load_model(model, device="cpu")
+    return m, tok, {"reference (transformers, batch 8)": lambda: HFEngine(m, tok, batch_size=8),
+                    "toolpaper engine (fp32)": lambda: Engine(m, tok),
+                    "toolpaper engine (int8 decode)": lambda: Engine(m, tok, precision="int8")}
+
+
+def timed(make, reqs):
+    eng = make()
+    t0 = time.perf_counter()
+    outs = eng.generate(reqs)
+    return outs, time.perf_counter() - t0, eng.stats
+
+
+def seal_workload(model, per_split: int = 8, max_new: int = 160):
+    from toolpaper.data import load
+    from toolpaper.engine import Request
+    from toolpaper.metrics import seal_scores
+    from toolpaper.prompts import render
+    from toolpaper.retrieval import BM25Retriever
+    from toolpaper import sealtools as ST
+    m, tok, E = engines(model)
+    tools = load("seal-tools:tools")
+    insts = ST.subsample(load("seal-tools:test_in_domain"), per_split, 0, 3) + ST.subsample(load("seal-tools:test_out_domain"), per_split, 0, 3)
+    ex = ST.seal_examples(insts, ST.candidates(insts, tools, BM25Retriever("words", with_name=True).fit(tools), 5))
+    reqs = [Request(tok(render(tok, e.messages), add_special_tokens=False)["input_ids"], max_new) for e in ex]
+    rows, texts = [], {}
+    for name, make in E.items():
+        outs, secs, st = timed(make, reqs)
+        texts[name] = [o.text for o in outs]
+        sc = {mode: seal_scores(texts[name], insts, mode)["metrics"] for mode in ("compat", "strict")}
+        rows.append({"path": name, "prompts": len(reqs), "prompt tokens": sum(len(r.ids) for r in reqs),
+                     "generated tokens": sum(len(o.tokens) for o in outs), "seconds": round(secs, 1), "s / prompt": round(secs / len(reqs), 2),
+                     **{f"{k} ({mode})": round(100 * (v if k == "Format ACC" else v["f1"] or 0), 1) for mode, s in sc.items()
+                        for k, v in (("Format ACC", s["format_acc"]), ("Tool F1", s["tool"]), ("Param F1", s["param"]))}})
+        print(f"seal  {name:36s} {secs / len(reqs):6.2f} s/prompt", flush=True)
+    ref = next(iter(texts.values()))
+    for r, (name, t) in zip(rows, texts.items()):
+        r["identical outputs"] = f"{sum(a == b for a, b in zip(t, ref))}/{len(ref)}"
+        r["speed-up"] = round(rows[0]["seconds"] / r["seconds"], 2)
+    return rows
+
+
+def decode_workload(model, n: int = 3, max_new: int = 128):
+    from toolpaper.data import load
+    from toolpaper.engine import Engine, HFEngine, Request
+    from toolpaper.prompts import render
+    from toolpaper import sealtools as ST
+    from toolpaper.retrieval import BM25Retriever
+    m, tok, _ = engines(model)
+    tools = load("seal-tools:tools")
+    insts = ST.subsample(load("seal-tools:test_in_domain"), n, 1)
+    ex = ST.seal_examples(insts, ST.candidates(insts, tools, BM25Retriever("words", with_name=True).fit(tools), 5))
+    reqs = [Request(tok(render(tok, e.messages), add_special_tokens=False)["input_ids"], max_new) for e in ex]
+    rows = []
+    for name, make in {"reference (transformers, one sequence)": lambda: HFEngine(m, tok, batch_size=1),
+                       "toolpaper engine (fp32, no drafts)": lambda: Engine(m, tok, slots=1, draft=0),
+                       "toolpaper engine (fp32, prompt-lookup drafts)": lambda: Engine(m, tok, slots=1),
+                       "toolpaper engine (int8 decode, drafts)": lambda: Engine(m, tok, slots=1, precision="int8")}.items():
+        gen = dec = 0.0
+        for r in reqs:
+            eng = make()
+            if isinstance(eng, HFEngine):          # transformers: prefill alone (one new token), then the whole run
+                t0 = time.perf_counter(); eng.generate([Request(r.ids, 1)]); pre = time.perf_counter() - t0
+                t0 = time.perf_counter(); [o] = eng.generate([r]); tot = time.perf_counter() - t0
+                gen += len(o.tokens) - 1; dec += tot - pre
+            else:
+                eng.generate([r]); gen += eng.stats.generated_tokens; dec += eng.stats.decode_seconds
+        rows.append({"path": name, "sequences": len(reqs), "decoded tokens": int(gen), "decode seconds": round(dec, 1),
+                     "tokens / s": round(gen / dec, 1)})
+        print(f"decode {name:44s} {gen / dec:6.1f} tok/s", flush=True)
+    return rows
+
+
+def umi_workload(model, n_tasks: int = 4, max_steps: int = 4):
+    """A real-time alpha-UMi run; every engine call is logged to count the tokens each prompt adds."""
+    from toolpaper.agent import UmiAgent, run_agent
+    from toolpaper.client import LocalClient
+    from toolpaper.data import load
+    from toolpaper.tools import ToolEnv
+    from toolpaper.trajectories import TrajConfig, build_corpus
+    tools = load("seal-tools:tools")
+    trajs = build_corpus(load("seal-tools:test_in_domain")[:40], tools, TrajConfig(give_up_frac=0, recovery_frac=0))[:n_tasks]
+    rows = []
+    for name, kind in [("reference (transformers, batch 8)", "reference"), ("toolpaper engine (fp32)", "auto")]:
+        c = LocalClient(model, engine=kind, batch_size=8)
+        log = []
+        inner = c.engine.generate
+        def logged(reqs, progress=False, inner=inner, log=log):
+            outs = inner(reqs, progress)
+            log.extend((list(r.ids), list(o.tokens)) for r, o in zip(reqs, outs))
+            return outs
+        c.engine.generate = logged
+        agent = UmiAgent(c, c, c, (48, 48, 64))
+        t0 = time.perf_counter()
+        run_agent(agent, [(t.instruction, t.tools) for t in trajs], ToolEnv(tools), max_steps=max_steps)
+        secs = time.perf_counter() - t0
+        seen, new = [], 0
+        for ids, out in log:                    # tokens no earlier prompt + completion of this model starts the same way
+            best = 0
+            for s in seen:
+                k = min(len(s), len(ids))
+                neq = np.flatnonzero(np.asarray(s[:k]) != np.asarray(ids[:k]))
+                best = max(best, int(neq[0]) if len(neq) else k)
+            new += len(ids) - best
+            seen.append(ids + out)
+        st = c.engine.stats
+        rows.append({"path": name, "model calls": len(log), "prompt tokens": sum(len(i) for i, _ in log), "new prompt tokens": new,
+                     "prefilled tokens": st.prefilled_tokens, "prefilled / new": round(st.prefilled_tokens / max(1, new), 3),
+                     "seconds": round(secs, 1)})
+        print(f"umi   {name:36s} prefilled {st.prefilled_tokens} of {sum(len(i) for i, _ in log)} (new {new}), {secs:.0f} s", flush=True)
+    for r in rows: r["speed-up"] = round(rows[0]["seconds"] / r["seconds"], 2)
+    return rows
+
+
+def deer_workload(model, n: int = 16, shots: int = 4):
+    from toolpaper.client import LocalClient
+    from toolpaper.data import load
+    from toolpaper.deer import deer_generate, demonstrations, stratified
+    valid = load("tooldeer:valid")
+    samples = stratified(valid, n, None, 0)
+    pool = [s for s in valid if s not in samples]
+    demos = demonstrations(pool, shots, 0, compact=True)
+    rows, outs = [], {}
+    for name, kind in [("reference (transformers, batch 8)", "reference"), ("toolpaper engine (fp32)", "auto")]:
+        c = LocalClient(model, engine=kind, batch_size=8 if kind == "reference" else 16)
+        t0 = time.perf_counter()
+        outs[name] = deer_generate(c, samples, demos=demos, max_new_tokens=96)
+        secs = time.perf_counter() - t0
+        st = c.engine.stats
+        rows.append({"path": name, "samples": n, "shots": shots, "prompt tokens": st.prompt_tokens, "prefilled tokens": st.prefilled_tokens,
+                     "seconds": round(secs, 1)})
+        print(f"deer  {name:36s} {secs:.0f} s, prefilled {st.prefilled_tokens} of {st.prompt_tokens}", flush=True)
+    ref = next(iter(outs.values()))
+    for r, o in zip(rows, outs.values()):
+        r["identical outputs"] = f"{sum(a == b for a, b in zip(o, ref))}/{len(ref)}"
+        r["speed-up"] = round(rows[0]["seconds"] / r["seconds"], 2)
+    return rows
+
+
+def markdown(res: dict) -> str:
+    from toolpaper.report import df_markdown
+    import pandas as pd
+    L = [f"# Generation speed ({res['model']}, fp32 weights, {res['threads']} threads, {res['machine']})", "",
+         "Produced by `benchmarks/generation_speed.py` in one run: the reference path (transformers `generate`, what toolpaper used "
+         "before the engine) and the toolkit path on the same prompts. Greedy decoding throughout.", ""]
+    titles = {"seal": "Seal-Tools cpu workload (16 test prompts, BM25 top-5, at most 160 new tokens)",
+              "decode": "Decode speed, one sequence at a time (Seal-Tools prompts, at most 128 new tokens)",
+              "umi": "alpha-UMi real-time run (base model in all three roles): prefill work",
+              "deer": "DEER few-shot baseline (4 compact demonstrations, two rounds)"}
+    for k, rows in res["workloads"].items():
+        L += [f"## {titles[k]}", "", df_markdown(pd.DataFrame(rows)), ""]
+    L += ["## Targets", ""] + [f"- {t}" for t in res["targets"]] + [""]
+    return "\n".join(L)
+
+
+def targets(res: dict) -> list[str]:
+    out, W = [], res["workloads"]
+    if "seal" in W:
+        ref, fp = W["seal"][0], W["seal"][1]
+        out.append(f"Seal-Tools workload: {fp['s / prompt']} s per prompt with the fp32 engine vs {ref['s / prompt']} for the reference "
+                   f"({fp['speed-up']}x; target >= 2x, <= 4.1 s): {'met' if fp['speed-up'] >= 2 else 'NOT met'}; outputs identical "
+                   f"{fp['identical outputs']}. int8 decoding: {W['seal'][2]['s / prompt']} s per prompt ({W['seal'][2]['speed-up']}x), outputs "
+                   f"identical {W['seal'][2]['identical outputs']} (metric deltas in the table).")
+    if "decode" in W:
+        best = max(W["decode"], key=lambda r: r["tokens / s"])
+        out.append(f"Decode, one sequence: best {best['tokens / s']} tokens/s ({best['path']}); target >= 60: "
+                   f"{'met' if best['tokens / s'] >= 60 else 'NOT met'}.")
+    if "umi" in W:
+        e = W["umi"][1]
+        out.append(f"alpha-UMi real time: the engine prefilled {e['prefilled tokens']} tokens where the steps added {e['new prompt tokens']} "
+                   f"(ratio {e['prefilled / new']}; target <= 1.05): {'met' if e['prefilled / new'] <= 1.05 else 'NOT met'}; the reference prefilled "
+                   f"{W['umi'][0]['prefilled tokens']}.")
+    if "deer" in W:
+        e = W["deer"][1]
+        out.append(f"DEER few-shot: {e['speed-up']}x faster than the reference (target >= 3x): {'met' if e['speed-up'] >= 3 else 'NOT met'}; "
+                   f"outputs identical {e['identical outputs']}.")
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="smollm2-135m-instruct")
+    ap.add_argument("--only", default="seal,decode,umi,deer")
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    res = {"model": a.model, "threads": torch.get_num_threads(), "machine": f"{platform.machine()}, torch {torch.__version__}", "workloads": {}}
+    fns = {"seal": seal_workload, "decode": decode_workload, "umi": umi_workload, "deer": deer_workload}
+    for k in a.only.split(","):
+        t0 = time.perf_counter()
+        res["workloads"][k] = fns[k](a.model)
+        print(f"[{k}: {time.perf_counter() - t0:.0f} s]", flush=True)
+    res["targets"] = targets(res)
+    md = markdown(res)
+    print(md)
+    if a.out:
+        from toolpaper.data import atomic_write_text
+        out = Path(a.out)
+        atomic_write_text(out / "generation_speed.json", json.dumps(res, indent=1) + "\n")
+        atomic_write_text(out / "generation_speed.md", md + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

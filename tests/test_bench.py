@@ -1,0 +1,125 @@
+"""`toolpaper bench`: SIGKILL and resume, replay, a real `toolpaper serve` process evaluated over HTTP, bad input."""
+import json, os, random, signal, socket, subprocess, sys, time, urllib.request
+from pathlib import Path
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXE = Path(sys.executable)
+
+WORKER = r'''
+import hashlib, json, sys, time
+from toolpaper.bench import BenchConfig, run_bench
+from toolpaper.client import Client, Completion
+class Slow(Client):
+    "A deterministic stand-in model: a fixed answer per prompt, a quarter second each."
+    model = "slow-fake"
+    def _complete(self, items, progress=False):
+        out = []
+        for p, pre, par in items:
+            time.sleep(0.25)
+            h = hashlib.sha256(json.dumps([p, pre]).encode()).hexdigest()
+            out.append(Completion('[{"api": "x%s", "parameters": {}, "responses": []}]' % h[:6], self.model))
+        return out
+run_bench(BenchConfig("seal", split="dev", candidates="gold", chunk=1, n_boot=20, data_dir="sample"), Slow(), sys.argv[1])
+'''
+
+
+def test_bench_killed_and_rerun_loses_and_repeats_nothing(tmp_path):
+    ref = tmp_path / "uninterrupted"
+    subprocess.run([str(EXE), "-c", WORKER, str(ref)], check=True, capture_output=True)
+    out, rng, kills, partial = tmp_path / "killed", random.Random(0), 0, 0
+    for attempt in range(80):
+        p = subprocess.Popen([str(EXE), "-c", WORKER, str(out)], stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        try:
+            p.wait(timeout=rng.uniform(1.0, 3.5))
+            if p.returncode == 0: break
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGKILL); p.wait(); kills += 1
+            pred = out / "predictions.jsonl"
+            if pred.exists() and pred.stat().st_size: partial += 1
+    else:
+        raise AssertionError("the run never finished")
+    assert kills >= 2 and partial >= 1, "the test must interrupt the run after predictions were written"
+    lines = (out / "predictions.jsonl").read_text().splitlines()
+    ids = [json.loads(l)["id"] for l in lines]
+    assert len(ids) == len(set(ids)) == 14                              # nothing repeated, nothing missing
+    assert sorted(lines) == sorted((ref / "predictions.jsonl").read_text().splitlines())
+    m, r = json.loads((out / "metrics.json").read_text()), json.loads((ref / "metrics.json").read_text())
+    assert m["modes"] == r["modes"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _cli(*args, env=None):
+    return subprocess.run([str(EXE.with_name("toolpaper")), *map(str, args)], capture_output=True, text=True, env=env)
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = _free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    p = subprocess.Popen([str(EXE.with_name("toolpaper")), "serve", "--model", "tiny-random-llama", "--port", str(port)],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        if p.poll() is not None: raise AssertionError(f"toolpaper serve exited: {p.stdout.read()[-2000:]}")
+        try:
+            with urllib.request.urlopen(url + "/models", timeout=2) as r:
+                if json.load(r)["data"][0]["id"] == "tiny-random-llama": break
+        except OSError: time.sleep(0.5)
+    else:
+        p.kill(); raise AssertionError("toolpaper serve did not come up")
+    yield url
+    p.send_signal(signal.SIGINT)
+    try: p.wait(timeout=20)
+    except subprocess.TimeoutExpired: p.kill()
+
+
+@pytest.mark.parametrize("suite,extra", [("seal", ["--candidates", "gold"]), ("deer", [])])
+def test_bench_over_http_against_toolpaper_serve_equals_local(server, tmp_path, suite, extra):
+    """The same model through `toolpaper serve` and the HTTP client gives the local client's predictions (DEER: stops + prefixes)."""
+    common = ["--limit", "4", "--max-tokens", "10", "--data-dir", "sample", "--no-progress", *extra]
+    r = _cli("bench", suite, "--base-url", server, "--model", "tiny-random-llama", "--out", tmp_path / "http", *common,
+             env={**os.environ, "OPENAI_API_KEY": "sk-test"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = _cli("bench", suite, "--model", "tiny-random-llama", "--out", tmp_path / "local", *common)
+    assert r.returncode == 0, r.stderr[-2000:]
+    http = [json.loads(l) for l in (tmp_path / "http" / "predictions.jsonl").read_text().splitlines()]
+    local = [json.loads(l) for l in (tmp_path / "local" / "predictions.jsonl").read_text().splitlines()]
+    assert [x["output"] for x in http] == [x["output"] for x in local]
+    assert json.loads((tmp_path / "http" / "config.json").read_text())["model"]["backend"] == "OpenAIClient"
+
+
+def test_replay_reruns_a_bench_byte_for_byte_offline(tmp_path):
+    args = ["--limit", "3", "--max-tokens", "8", "--data-dir", "sample", "--no-progress"]
+    r = _cli("bench", "umi", "--split", "seal_heldout", "--model", "tiny-random-llama", "--out", tmp_path / "a", *args)
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = _cli("bench", "umi", "--split", "seal_heldout", "--replay", tmp_path / "a" / "requests.jsonl", "--out", tmp_path / "b", *args)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (tmp_path / "a" / "predictions.jsonl").read_bytes() == (tmp_path / "b" / "predictions.jsonl").read_bytes()
+    ma, mb = (json.loads((tmp_path / x / "metrics.json").read_text()) for x in "ab")
+    assert ma["modes"] == mb["modes"]
+
+
+@pytest.mark.parametrize("args,expect", [
+    (["bench", "seal", "--model", "m", "--split", "valid"], "unknown seal split 'valid'"),
+    (["bench", "deer", "--replay", "{tmp}"], "is a folder"),
+    (["bench", "deer", "--model", "tiny-random-llama", "--out", "{tmp}/file.txt"], "is a file"),
+    (["eval", "seal", "--pred", "{tmp}", "--gold", "seal-tools:dev@sample"], "is a folder"),
+    (["eval", "seal", "--pred", "{tmp}/dup.jsonl", "--gold", "seal-tools:dev@sample"], "dup.jsonl:2: id: duplicate id 'dev-easy-0'"),
+    (["eval", "seal", "--pred", "{tmp}/nojson.jsonl", "--gold", "seal-tools:dev@sample"], "nojson.jsonl:2"),
+    (["eval", "seal", "--pred", "{tmp}/noid.jsonl", "--gold", "seal-tools:dev@sample"], "noid.jsonl:1: id:"),
+])
+def test_bad_input_is_one_clear_error(tmp_path, args, expect):
+    (tmp_path / "file.txt").write_text("x")
+    (tmp_path / "dup.jsonl").write_text('{"id": "dev-easy-0", "output": ""}\n{"id": "dev-easy-0", "output": ""}\n')
+    (tmp_path / "nojson.jsonl").write_text('{"id": "dev-easy-0", "output": ""}\n{oops\n{"id": "x"}\n')
+    (tmp_path / "noid.jsonl").write_text('{"output": ""}\n')
+    r = _cli(*[a.replace("{tmp}", str(tmp_path)) for a in args])
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr and expect in r.stderr, r.stderr
