@@ -5,8 +5,9 @@ Workloads (SmolLM2-135M-Instruct by default, fp32, the threads torch uses here):
            at most 160 new tokens; reference = transformers generate, batches of 8 (toolpaper's LocalGenerator until now);
            toolkit = the engine (fp32, and int8 decoding); seconds per prompt, identical outputs, metric deltas
   decode   one sequence at a time: decode tokens per second
-  umi      an alpha-UMi real-time run (the base model as planner, caller and summarizer, tasks from Seal-Tools test_in_domain):
-           prompt tokens, tokens prefilled, and the tokens each step adds (what no cache could avoid)
+  umi      an alpha-UMi run in rounds, as the real-time agent makes its calls (planner, caller, summarizer prompts of every step of
+           dialogues built from Seal-Tools test_in_domain): prompt tokens, tokens prefilled, and the tokens each step adds (what no
+           cache could avoid)
   deer     DEER few-shot baseline (4 demonstrations, the two-round protocol) on valid samples
 Targets on the 2-core reference machine: seal >= 2x faster than the reference at batch 8 (<= 4.1 s per prompt); decode >= 60 tokens/s
 for one sequence; umi prefilled tokens per step <= the step's new tokens + 5%; deer >= 3x faster.
@@ -94,15 +95,18 @@ def decode_workload(model, n: int = 3, max_new: int = 128):
     return rows
 
 
-def umi_workload(model, n_tasks: int = 4, max_steps: int = 4):
-    """A real-time alpha-UMi run; every engine call is logged to count the tokens each prompt adds."""
-    from toolpaper.agent import UmiAgent, run_agent
+def umi_workload(model, n_tasks: int = 6):
+    """An alpha-UMi run in rounds, as the real-time agent runs: round s asks every live dialogue's planner (and its caller or
+    summarizer when the step calls for one) with the history up to step s. The history is the gold trajectory's (teacher forcing:
+    the base model does not follow the role format, so its own runs end after one step); the prompts are exactly the agent's."""
     from toolpaper.client import LocalClient
     from toolpaper.data import load
-    from toolpaper.tools import ToolEnv
-    from toolpaper.trajectories import TrajConfig, build_corpus
+    from toolpaper.schema import planner_decision
+    from toolpaper.trajectories import TrajConfig, build_corpus, caller_messages, planner_messages, summarizer_messages
     tools = load("seal-tools:tools")
-    trajs = build_corpus(load("seal-tools:test_in_domain")[:40], tools, TrajConfig(give_up_frac=0, recovery_frac=0))[:n_tasks]
+    trajs = [t for t in build_corpus(load("seal-tools:test_in_domain")[:60], tools, TrajConfig(give_up_frac=0, recovery_frac=0.2))
+             if sum(u.role == "planner" for u in t.turns) >= 3][:n_tasks]
+    steps = [[i for i, u in enumerate(t.turns) if u.role == "planner" and planner_decision(u.content)] for t in trajs]
     rows = []
     for name, kind in [("reference (transformers, batch 8)", "reference"), ("toolpaper engine (fp32)", "auto")]:
         c = LocalClient(model, engine=kind, batch_size=8)
@@ -113,22 +117,27 @@ def umi_workload(model, n_tasks: int = 4, max_steps: int = 4):
             log.extend((list(r.ids), list(o.tokens)) for r, o in zip(reqs, outs))
             return outs
         c.engine.generate = logged
-        agent = UmiAgent(c, c, c, (48, 48, 64))
         t0 = time.perf_counter()
-        run_agent(agent, [(t.instruction, t.tools) for t in trajs], ToolEnv(tools), max_steps=max_steps)
+        for s in range(max(map(len, steps))):
+            live = [(t, st[s]) for t, st in zip(trajs, steps) if s < len(st)]
+            c.generate([planner_messages(t.tools, t.turns[:i]) for t, i in live], max_tokens=48, stop=("Next: caller", "Next: conclusion", "Next: give up"))
+            calls = [(t, i) for t, i in live if planner_decision(t.turns[i].content) == "caller"]
+            if calls: c.generate([caller_messages(t.tools, t.turns[:i], t.turns[i].content) for t, i in calls], max_tokens=48)
+            ends = [(t, i) for t, i in live if planner_decision(t.turns[i].content) == "conclusion"]
+            if ends: c.generate([summarizer_messages(t.turns[:i + 1]) for t, i in ends], max_tokens=64)
         secs = time.perf_counter() - t0
         seen, new = [], 0
-        for ids, out in log:                    # tokens no earlier prompt + completion of this model starts the same way
+        for ids, out in log:                    # tokens that no earlier prompt + completion of this model starts with
             best = 0
-            for s in seen:
-                k = min(len(s), len(ids))
-                neq = np.flatnonzero(np.asarray(s[:k]) != np.asarray(ids[:k]))
+            for s_ in seen:
+                k = min(len(s_), len(ids))
+                neq = np.flatnonzero(np.asarray(s_[:k]) != np.asarray(ids[:k]))
                 best = max(best, int(neq[0]) if len(neq) else k)
             new += len(ids) - best
             seen.append(ids + out)
         st = c.engine.stats
-        rows.append({"path": name, "model calls": len(log), "prompt tokens": sum(len(i) for i, _ in log), "new prompt tokens": new,
-                     "prefilled tokens": st.prefilled_tokens, "prefilled / new": round(st.prefilled_tokens / max(1, new), 3),
+        rows.append({"path": name, "dialogues": len(trajs), "model calls": len(log), "prompt tokens": sum(len(i) for i, _ in log),
+                     "new prompt tokens": new, "prefilled tokens": st.prefilled_tokens, "prefilled / new": round(st.prefilled_tokens / max(1, new), 3),
                      "seconds": round(secs, 1)})
         print(f"umi   {name:36s} prefilled {st.prefilled_tokens} of {sum(len(i) for i, _ in log)} (new {new}), {secs:.0f} s", flush=True)
     for r in rows: r["speed-up"] = round(rows[0]["seconds"] / r["seconds"], 2)
@@ -168,7 +177,7 @@ def markdown(res: dict) -> str:
          "before the engine) and the toolkit path on the same prompts. Greedy decoding throughout.", ""]
     titles = {"seal": "Seal-Tools cpu workload (16 test prompts, BM25 top-5, at most 160 new tokens)",
               "decode": "Decode speed, one sequence at a time (Seal-Tools prompts, at most 128 new tokens)",
-              "umi": "alpha-UMi real-time run (base model in all three roles): prefill work",
+              "umi": "alpha-UMi run in rounds (planner, caller and summarizer prompts of each step; one base model plays all three roles)",
               "deer": "DEER few-shot baseline (4 compact demonstrations, two rounds)"}
     for k, rows in res["workloads"].items():
         L += [f"## {titles[k]}", "", df_markdown(pd.DataFrame(rows)), ""]

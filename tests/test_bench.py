@@ -123,3 +123,34 @@ def test_bad_input_is_one_clear_error(tmp_path, args, expect):
     r = _cli(*[a.replace("{tmp}", str(tmp_path)) for a in args])
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert "Traceback" not in r.stderr and expect in r.stderr, r.stderr
+
+
+TOOLS_TEMPLATE = (
+    "{% if tools %}<|im_start|>system\nTools:\n{% for t in tools %}{{ t | tojson }}\n{% endfor %}<|im_end|>\n{% endif %}"
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def test_native_prompt_renders_tools_through_the_chat_template(tmp_path):
+    from toolpaper.bench import BenchConfig, run_bench
+    from toolpaper.client import LocalClient
+    from toolpaper.models import load_model
+    model, tok = load_model("tiny-random-llama")
+    with pytest.raises(ValueError, match="chat template takes tools"):           # SmolLM2's template does not
+        run_bench(BenchConfig("seal", prompt="native", candidates="gold", limit=2, max_tokens=4, data_dir="sample"),
+                  LocalClient("tiny-random-llama", loaded=(model, tok)), tmp_path / "refused")
+    tok.chat_template = TOOLS_TEMPLATE
+    c = LocalClient("tiny-random-llama", loaded=(model, tok))
+    seen = []
+    inner = c.engine.generate
+    c.engine.generate = lambda reqs, progress=False: (seen.extend(tok.decode(r.ids) for r in reqs), inner(reqs, progress))[1]
+    res = run_bench(BenchConfig("seal", prompt="native", candidates="gold", limit=2, max_tokens=4, data_dir="sample"), c, tmp_path / "native")
+    assert res["n_items"] == 2 and all('"type": "function"' in p and '"parameters"' in p for p in seen)
+
+
+def test_export_openai_tools(tmp_path):
+    r = _cli("data", "export", "--format", "openai-tools", "--to", tmp_path, "--data-dir", "sample")
+    assert r.returncode == 0, r.stderr
+    tools = json.loads((tmp_path / "seal-tools__tools.openai-tools.json").read_text())
+    f = tools[0]["function"]
+    assert tools[0]["type"] == "function" and f["parameters"]["type"] == "object" and set(f["parameters"]["required"]) <= set(f["parameters"]["properties"])

@@ -24,8 +24,12 @@ class Stub(http.server.BaseHTTPRequestHandler):
         if fault == "429" and first: return self._send(429, b'{"error": {"message": "slow down"}}', {"retry-after": "0"})
         if fault == "bad400": return self._send(400, b'{"error": {"message": "bad request"}}')
         if fault == "slow" and first: time.sleep(1.5)
+        msg = {"role": "assistant", "content": f"answer to {word}"}
+        if body.get("tools"):               # native function calling: the call comes back in tool_calls
+            msg = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+                "name": body["tools"][0]["function"]["name"], "arguments": json.dumps({"city": "Lima"})}}]}
         ok = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-              "choices": [{"index": 0, "message": {"role": "assistant", "content": f"answer to {word}"}, "finish_reason": "stop"}],
+              "choices": [{"index": 0, "message": msg, "finish_reason": "stop"}],
               "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}}
         raw = json.dumps(ok).encode()
         if fault == "truncated" and first: raw = raw[: len(raw) // 2]
@@ -102,3 +106,11 @@ def test_cache_tolerates_a_line_cut_by_a_crash(tmp_path):
     p.write_text('{"key": "k2", "mod\n' + json.dumps({"key": "k1", "model": "m", "text": "t"}) + "\n")
     with pytest.raises(ValueError, match="c.jsonl:1: unreadable record line"):
         RecordReplay(None, p, mode="replay", model="m")
+
+
+def test_tools_are_sent_and_tool_calls_come_back_as_text(server):
+    from toolpaper.bench import native_calls
+    c = client(server)
+    tools = [{"type": "function", "function": {"name": "getWeather", "description": "", "parameters": {"type": "object", "properties": {}}}}]
+    [text] = c.generate([{"messages": [{"role": "user", "content": "ok-tools"}], "tools": tools}], max_tokens=5)
+    assert json.loads(native_calls(text)) == [{"api": "getWeather", "parameters": {"city": "Lima"}, "responses": []}]

@@ -166,14 +166,14 @@ def passed(run: AgentRun, gold: Trajectory) -> bool:
     return all(" ".join(str(v).split()).casefold() in ans for v in last.values())
 
 def realtime_eval(agent, trajs: Sequence[Trajectory], env: ToolEnv, max_steps: int | None = None) -> tuple[dict, list[AgentRun]]:
-    "Run every held-out task; returns ({'pass_rate', 'finished', 'gave_up', 'seconds_per_task', 'n'}, runs)."
+    "Run every held-out task; returns ({'pass_rate', 'finished', 'gave_up', 'seconds_per_task', 'n', 'passed'}, runs)."
     runs = run_agent(agent, [(t.instruction, t.tools) for t in trajs], env,
                      max_steps=max_steps or max(sum(u.role == "planner" for u in t.turns) for t in trajs) + 2, ids=[t.id for t in trajs])
     ok = [passed(r, t) for r, t in zip(runs, trajs)]
     n = len(trajs)
     return ({"n": n, "pass_rate": sum(ok) / n if n else None, "finished": sum(r.status == "finished" for r in runs) / n if n else None,
              "gave_up": sum(r.status == "gave_up" for r in runs) / n if n else None,
-             "seconds_per_task": runs[0].seconds if runs else None}, runs)
+             "seconds_per_task": runs[0].seconds if runs else None, "passed": ok}, runs)
 
 # %% ../nbs/18_agent.ipynb
 ROLES = ("planner", "caller", "summarizer")

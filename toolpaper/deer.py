@@ -146,11 +146,16 @@ def _variants(cfg: DeerExpConfig) -> dict[str, tuple[str, dict | None]]:
         if s != "mixture": out[s] = (s, None)
     return out
 
+_KEYS = ["p_nosearch", "p_search", "p_ds", "p_nocall", "p_call", "p_dc"]
+
 def _metric_row(outs, samples, model, evalset, mode) -> dict:
-    from toolpaper.metrics import deer_scores, pct
-    m = deer_scores(outs, list(samples), mode)["metrics"]
-    return {"model": model, "eval": evalset, "mode": mode, "n": len(samples),
-            **{c: pct(m[k]) for c, k in zip(TABLE1_COLS, ["p_nosearch", "p_search", "p_ds", "p_nocall", "p_call", "p_dc"])}}
+    "One row of decision metrics in percent, each with its 95% bootstrap interval (`<metric> lo`, `<metric> hi`)."
+    from toolpaper.metrics import bootstrap_ci, ci_pct, deer_scores, pct
+    s = deer_scores(outs, list(samples), mode)
+    ci = bootstrap_ci("deer", s["items"], mode)
+    row = {"model": model, "eval": evalset, "mode": mode, "n": len(samples), **{c: pct(s["metrics"][k]) for c, k in zip(TABLE1_COLS, _KEYS)}}
+    for c, k in zip(TABLE1_COLS, _KEYS): row[f"{c} lo"], row[f"{c} hi"] = ci_pct(ci, k, 1)
+    return row
 
 # %% ../nbs/15_deer.ipynb
 def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample], released_test: list[DecisionSample],
@@ -160,7 +165,7 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
     from toolpaper.sampling import build_decision_data, cluster_tools
     from toolpaper.train import SFTConfig, finetune
     from toolpaper.client import LocalClient
-    from toolpaper.metrics import pct, retention_scores
+    from toolpaper.metrics import ci_pct, pct, retention_ci, retention_scores
     from toolpaper.data import atomic_write_text
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter(); timings = {}
@@ -214,8 +219,11 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
         if ret_q:
             hyps = gen.generate(ret_convs, max_tokens=cfg.answer_tokens, progress=progress)
             save(name, "retention", ret_q, hyps)
-            r = retention_scores(hyps, refs)
-            ret_rows.append({"model": name, "n": len(ret_q), **{c: pct(r[k]) for c, k in zip(TABLE4_COLS, ("bleu", "rouge_1", "rouge_2", "rouge_l"))}})
+            r, rci = retention_scores(hyps, refs), retention_ci(hyps, refs, seed=cfg.seed)
+            row = {"model": name, "n": len(ret_q)}
+            for c, k in zip(TABLE4_COLS, ("bleu", "rouge_1", "rouge_2", "rouge_l")):
+                row[c] = pct(r[k]); row[f"{c} lo"], row[f"{c} hi"] = ci_pct(rci, k, 1)
+            ret_rows.append(row)
         timings[f"{name}_train_s"] = infos[name]["train_seconds"]; timings[f"{name}_eval_s"] = time.perf_counter() - t1
     timings["total_s"] = time.perf_counter() - t0
     sizes = {k: dict(Counter(s.branch for s in v)) for k, v in {**evals, **base_sets}.items()} | {"retention": {"NoSearch": len(ret_q)}}
@@ -225,14 +233,18 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
 
 # %% ../nbs/15_deer.ipynb
 def table1(run: DeerRun, mode: str = "compat") -> pd.DataFrame:
-    "Decision-Search / Decision-Call on the valid set (seen tools), our rows then the quoted paper rows."
-    d = run.decisions[(run.decisions["eval"] == "valid") & (run.decisions["mode"] == mode)][["model", "mode", "n"] + TABLE1_COLS]
+    "Decision-Search / Decision-Call on the valid set (seen tools), our rows (with 95% intervals) then the quoted paper rows."
+    from toolpaper.metrics import with_ci
+    d = run.decisions[(run.decisions["eval"] == "valid") & (run.decisions["mode"] == mode)]
+    d = with_ci(d[["model", "mode", "n"] + [c for c in d.columns if c.split(" ")[0] in TABLE1_COLS]], TABLE1_COLS)
     q = pd.DataFrame([{"model": f"{k} [quoted]", "mode": "paper", "n": None, **dict(zip(TABLE1_COLS, v))} for k, v in PAPER_DEER["table1"].items()])
     return pd.concat([d, q], ignore_index=True)
 
 def table3(run: DeerRun, mode: str = "compat") -> pd.DataFrame:
     "P_NoCall / P_Call / P_DC on unseen tools (test.json) and on the ToolBench / ToolCorpus sets, our rows then the quoted paper rows."
+    from toolpaper.metrics import with_ci
     d = run.decisions[(run.decisions["mode"] == mode) & run.decisions["eval"].isin(TABLE3_SETS)]
+    d = with_ci(d, ["P_NoCall", "P_Call", "P_DC"])
     cols = [f"{s} {m}" for s in TABLE3_SETS for m in ("P_NoCall", "P_Call", "P_DC")]
     rows = []
     for model, g in d.groupby("model", sort=False):
@@ -244,9 +256,10 @@ def table3(run: DeerRun, mode: str = "compat") -> pd.DataFrame:
     return pd.DataFrame(rows).reindex(columns=["model", "mode"] + cols)
 
 def table4(run: DeerRun) -> pd.DataFrame:
-    "Retention rows, then the quoted paper rows."
+    "Retention rows (with 95% intervals over the answers), then the quoted paper rows."
+    from toolpaper.metrics import with_ci
     q = pd.DataFrame([{"model": f"{k} [quoted]", "n": None, **dict(zip(TABLE4_COLS, v))} for k, v in PAPER_DEER["table4"].items()])
-    return pd.concat([run.retention, q], ignore_index=True)
+    return pd.concat([with_ci(run.retention, TABLE4_COLS) if len(run.retention) else run.retention, q], ignore_index=True)
 
 def plot_strategies(run: DeerRun, mode: str = "compat"):
     "Figure 5 analogue: P_NoCall, P_Call, P_DC of each sampling variant on valid (seen) and test (unseen)."

@@ -8,7 +8,7 @@ import json, math, re
 from collections import Counter
 from dataclasses import dataclass, field, fields as dc_fields
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
@@ -20,7 +20,8 @@ from .schema import REF_RE, Call, DecisionSample, Instance, Tool, Trajectory, as
 __all__ = ['values_equal', 'SealCounts', 'prf', 'seal_summary', 'seal_compat_counts', 'match_calls', 'seal_strict_counts',
            'seal_scores', 'seal_gold_answer', 'seal_error_taxonomy', 'DeerCounts', 'deer_summary', 'baseline_action',
            'deer_item', 'deer_scores', 'umi_gold_steps', 'arg_f1', 'rouge_l', 'umi_scores', 'retention_scores',
-           'bootstrap_ci', 'ScoreResult', 'resolve_references', 'score', 'pct']
+           'bootstrap_ci', 'ScoreResult', 'resolve_references', 'score', 'pct', 'ci_pct', 'mean_ci', 'with_ci',
+           'retention_ci']
 
 # %% ../nbs/05_metrics.ipynb
 def _boolish(v):
@@ -544,3 +545,50 @@ def score(task: str, predictions: list[dict], references, mode: str = "compat", 
 def pct(v: float | None, digits: int = 1) -> float | None:
     "A rate in [0, 1] as a percentage rounded to `digits` decimals; None stays None."
     return None if v is None else round(100 * v, digits)
+
+# %% ../nbs/05_metrics.ipynb
+def ci_pct(ci: dict, key: str, digits: int = 2) -> tuple:
+    "(low, high) of `ci[key]` in percent, or (None, None)."
+    v = ci.get(key) if ci else None
+    return (pct(v[0], digits), pct(v[1], digits)) if v else (None, None)
+
+
+def mean_ci(values, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> list | None:
+    "Percentile-bootstrap interval of the mean of `values` (None for no values)."
+    x = np.asarray([v for v in values if v is not None], dtype=float)
+    if not len(x): return None
+    m = x[np.random.default_rng(seed).integers(0, len(x), (n_boot, len(x)))].mean(1)
+    return [float(np.percentile(m, 100 * (1 - level) / 2)), float(np.percentile(m, 100 * (1 + level) / 2))]
+
+
+def with_ci(df: pd.DataFrame, cols: Sequence[str], digits: int = 1) -> pd.DataFrame:
+    "`df` with each `col` shown as 'value [lo, hi]' from its `col lo` / `col hi` columns (which are dropped)."
+    d = df.copy()
+    for c in cols:
+        lo, hi = f"{c} lo", f"{c} hi"
+        if c not in d: continue
+        if lo in d and hi in d:
+            d[c] = [("–" if v is None or v != v else f"{v:.{digits}f}" if isinstance(v, (int, float)) else str(v)) +
+                    (f" [{a:.{digits}f}, {b:.{digits}f}]" if isinstance(a, (int, float)) and a == a and isinstance(b, (int, float)) and b == b else "")
+                    for v, a, b in zip(d[c], d[lo], d[hi])]
+            d = d.drop(columns=[lo, hi])
+    return d
+
+
+def retention_ci(hyps: list[str], refs: list[str], n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> dict:
+    "{bleu, rouge_1, rouge_2, rouge_l: [low, high]}: intervals of `retention_scores` over the answer pairs."
+    import sacrebleu
+    from rouge import Rouge
+    h = [(x or "").strip() or "none" for x in hyps]; r = [(x or "").strip() or "none" for x in refs]
+    if not h: return {}
+    per = {"rouge-1": [], "rouge-2": [], "rouge-l": []}
+    for a, b in zip(h, r):
+        try: sc = Rouge().get_scores([a], [b])[0]
+        except (ValueError, RecursionError, ZeroDivisionError): sc = {k: {"f": 0.0} for k in per}
+        for k in per: per[k].append(sc[k]["f"])
+    idx = np.random.default_rng(seed).integers(0, len(h), (n_boot, len(h)))
+    q = (100 * (1 - level) / 2, 100 * (1 + level) / 2)
+    out = {k.replace("-", "_"): [float(x) for x in np.percentile(np.asarray(v)[idx].mean(1), q)] for k, v in per.items()}
+    bleu = [sacrebleu.corpus_bleu([h[i] for i in row], [[r[i] for i in row]]).score / 100 for row in idx]
+    out["bleu"] = [float(x) for x in np.clip(np.percentile(bleu, q), 0, 1)]      # sacrebleu can give 1 + 1e-16
+    return out

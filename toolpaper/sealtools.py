@@ -13,7 +13,7 @@ from .schema import Instance, Tool
 from .prompts import PromptExample, seal_prompt
 
 # %% auto 0
-__all__ = ['METRIC_COLS', 'PAPER_SEAL', 'SETTING_NAMES', 'subsample', 'candidates', 'seal_examples', 'score_setting',
+__all__ = ['METRIC_COLS', 'CI_KEYS', 'PAPER_SEAL', 'SETTING_NAMES', 'subsample', 'candidates', 'seal_examples', 'score_setting',
            'paper_rows', 'SealExpConfig', 'SealRun', 'make_retrievers', 'train_examples', 'setting_label',
            'run_seal_experiment', 'seal_table', 'error_taxonomy', 'plot_taxonomy']
 
@@ -55,19 +55,24 @@ def seal_examples(instances: Sequence[Instance], cands: Sequence[Sequence[Tool]]
 
 # %% ../nbs/14_sealtools.ipynb
 METRIC_COLS = ["Format ACC", "Tool P", "Tool R", "Tool F1", "Param P", "Param R", "Param F1"]
+CI_KEYS = {"Format ACC": "format_acc", "Tool P": "tool.p", "Tool R": "tool.r", "Tool F1": "tool.f1", "Param P": "param.p", "Param R": "param.r",
+           "Param F1": "param.f1", "Exact": "exact_match"}
 
 
 def score_setting(outputs: Sequence[str], golds: Sequence[Instance], setting: str) -> pd.DataFrame:
     "Long table: setting × mode × subset (all / single / multiple / nested) with n and the paper's metrics (percent)."
-    from toolpaper.metrics import pct, seal_scores
+    from toolpaper.metrics import bootstrap_ci, ci_pct, pct, seal_scores
     rows = []
     for mode in ("compat", "strict"):
         s = seal_scores(list(outputs), list(golds), mode)
         for sub, m in [("all", s["metrics"])] + list(s["subsets"].items()):
-            rows.append({"setting": setting, "mode": mode, "subset": sub, "n": m["n"], "Format ACC": pct(m["format_acc"], 2),
-                         "Tool P": pct(m["tool"]["p"], 2), "Tool R": pct(m["tool"]["r"], 2), "Tool F1": pct(m["tool"]["f1"], 2),
-                         "Param P": pct(m["param"]["p"], 2), "Param R": pct(m["param"]["r"], 2), "Param F1": pct(m["param"]["f1"], 2),
-                         "Exact": pct(m.get("exact_match"), 2)})
+            row = {"setting": setting, "mode": mode, "subset": sub, "n": m["n"], "Format ACC": pct(m["format_acc"], 2),
+                   "Tool P": pct(m["tool"]["p"], 2), "Tool R": pct(m["tool"]["r"], 2), "Tool F1": pct(m["tool"]["f1"], 2),
+                   "Param P": pct(m["param"]["p"], 2), "Param R": pct(m["param"]["r"], 2), "Param F1": pct(m["param"]["f1"], 2),
+                   "Exact": pct(m.get("exact_match"), 2)}
+            ci = bootstrap_ci("seal", [it for it in s["items"] if sub == "all" or sub in it["subsets"]], mode)
+            for col, key in CI_KEYS.items(): row[f"{col} lo"], row[f"{col} hi"] = ci_pct(ci, key)
+            rows.append(row)
     return pd.DataFrame(rows)
 
 # %% ../nbs/14_sealtools.ipynb
@@ -208,7 +213,8 @@ def run_seal_experiment(tools: list[Tool], train: list[Instance], tests: dict[st
 # %% ../nbs/14_sealtools.ipynb
 def seal_table(run: SealRun, subset: str = "all", settings: Sequence[str] | None = None, split: str = "all test",
                paper: str | None = None, model_label: str = "") -> pd.DataFrame:
-    "Our rows (both modes) for one subset and split, then the quoted paper rows of `paper`."
+    "Our rows (both modes, each metric with its 95% interval) for one subset and split, then the quoted paper rows of `paper`."
+    from toolpaper.metrics import with_ci
     s = run.scores
     settings = list(settings or run.outputs)
     d = s[(s.subset == subset) & (s.split == split) & s.setting.isin(settings)].copy()
@@ -216,7 +222,7 @@ def seal_table(run: SealRun, subset: str = "all", settings: Sequence[str] | None
     d = d.sort_values(["mode", "order"]).drop(columns=["order", "subset", "split"])
     d["setting"] = [setting_label(x, model_label) for x in d.setting]
     cols = ["setting", "mode", "n"] + METRIC_COLS + ["Exact"]
-    d = d[cols]
+    d = with_ci(d[cols + [f"{c} {e}" for c in METRIC_COLS + ["Exact"] for e in ("lo", "hi")]], METRIC_COLS + ["Exact"])
     if paper: d = pd.concat([d, paper_rows(paper)], ignore_index=True)[cols]
     return d.reset_index(drop=True)
 

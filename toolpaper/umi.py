@@ -62,7 +62,7 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
     "Build trajectories, train every method, evaluate (see above); trained folders and results.csv go under `work_dir`."
     from toolpaper.agent import make_agent, realtime_eval, static_predictions, train_methods
     from toolpaper.data import atomic_write_text
-    from toolpaper.metrics import pct, umi_scores
+    from toolpaper.metrics import bootstrap_ci, ci_pct, mean_ci, pct, umi_scores
     from toolpaper.tools import ToolEnv
     from toolpaper.trajectories import TrajConfig, build_corpus, corpus_table
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
@@ -94,12 +94,17 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
             preds = static_predictions(ag, test)
             row = {"method": m, "train trajectories": n}
             for mode in ("compat", "strict"):
-                sc = umi_scores(preds, test, mode)["metrics"]
-                row.update({f"{k} ({mode})": pct(sc[k], 2) for k in UMI_COLS})
+                res = umi_scores(preds, test, mode)
+                ci = bootstrap_ci("umi", res["items"], mode, seed=cfg.seed)
+                for k in UMI_COLS:
+                    row[f"{k} ({mode})"] = pct(res["metrics"][k], 2)
+                    row[f"{k} ({mode}) lo"], row[f"{k} ({mode}) hi"] = ci_pct(ci, k)
             results.append(row)
             if n == main_n:                 # real-time runs for the main comparison only (Figure 4 is step-level, as in the paper)
                 rt, _ = realtime_eval(ag, test, ToolEnv(list(tools), seed=cfg.seed))
                 row["pass rate"] = pct(rt["pass_rate"], 2)
+                lohi = mean_ci([float(x) for x in rt["passed"]], seed=cfg.seed)
+                row["pass rate lo"], row["pass rate hi"] = (pct(lohi[0], 2), pct(lohi[1], 2)) if lohi else (None, None)
                 cost.append({"method": m, "models": len(set(trained[m]["models"].values())), "storage (MB)": round(trained[m]["storage_bytes"] / 2 ** 20, 1),
                              "train seconds": round(trained[m]["train_seconds"], 1), "train tokens": int(trained[m]["train_tokens"]),
                              "inference seconds / task": round(rt["seconds_per_task"], 2)})
@@ -114,18 +119,24 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
 
 # %% ../nbs/19_umi.ipynb
 def umi_table1(run: UmiRun) -> pd.DataFrame:
-    "Table 1 shape: each method at the main size in both modes, then the quoted paper rows (percent; Hallu lower is better)."
+    "Table 1 shape: each method at the main size in both modes (95% intervals over held-out dialogues), then the quoted paper rows (percent)."
+    from toolpaper.metrics import with_ci
     main = run.results[run.results["train trajectories"] == run.main_n]
-    ours = pd.DataFrame([{"method": UMI_NAMES[r.method], "mode": mode, **{c: r[f"{c} ({mode})"] for c in UMI_COLS}, "pass rate": r.get("pass rate")}
+    ours = pd.DataFrame([{"method": UMI_NAMES[r.method], "mode": mode,
+                          **{f"{c}{e}": r.get(f"{c} ({mode}){e}") for c in UMI_COLS for e in ("", " lo", " hi")},
+                          **{f"pass rate{e}": r.get(f"pass rate{e}") for e in ("", " lo", " hi")}}
                          for mode in ("compat", "strict") for _, r in main.iterrows()])
+    ours = with_ci(ours, UMI_COLS + ["pass rate"])
     quoted = pd.DataFrame([{"method": f"{k} [quoted, 7B, ToolBench in-domain]", "mode": "paper", **dict(zip(UMI_COLS, v)), "pass rate": None}
                            for k, v in PAPER_UMI.items()])
     return pd.concat([ours, quoted], ignore_index=True).rename(columns={"plan_acc": "Plan ACC", "act_em": "Act EM", "hallu": "Hallu",
                                                                         "arg_f1": "Arg F1", "rouge_l": "R-L"})
 
 def umi_scaling(run: UmiRun) -> pd.DataFrame:
-    "Every scaling run of Single-LLM and alpha-UMi, both modes."
-    return run.results[run.results.method.isin(["single", "alpha_umi"])].reset_index(drop=True)
+    "Every scaling run of Single-LLM and alpha-UMi, both modes, each metric with its 95% interval."
+    from toolpaper.metrics import with_ci
+    d = run.results[run.results.method.isin(["single", "alpha_umi"])].reset_index(drop=True)
+    return with_ci(d, [f"{k} ({m})" for m in ("compat", "strict") for k in UMI_COLS] + ["pass rate"])
 
 def umi_cost_table(run: UmiRun) -> pd.DataFrame:
     "Table 3 shape: models kept, storage, training time and tokens (all stages), real-time inference seconds per task."
