@@ -52,8 +52,9 @@ def seal_workload(model, per_split: int = 8, max_new: int = 160):
         outs, secs, st = timed(make, reqs)
         texts[name] = [o.text for o in outs]
         sc = {mode: seal_scores(texts[name], insts, mode)["metrics"] for mode in ("compat", "strict")}
+        split = {} if not st.prefill_seconds else {"prefill s": round(st.prefill_seconds, 1), "decode s": round(st.decode_seconds, 1)}
         rows.append({"path": name, "prompts": len(reqs), "prompt tokens": sum(len(r.ids) for r in reqs),
-                     "generated tokens": sum(len(o.tokens) for o in outs), "seconds": round(secs, 1), "s / prompt": round(secs / len(reqs), 2),
+                     "generated tokens": sum(len(o.tokens) for o in outs), "seconds": round(secs, 1), **split, "s / prompt": round(secs / len(reqs), 2),
                      **{f"{k} ({mode})": round(100 * (v if k == "Format ACC" else v["f1"] or 0), 1) for mode, s in sc.items()
                         for k, v in (("Format ACC", s["format_acc"]), ("Tool F1", s["tool"]), ("Param F1", s["param"]))}})
         print(f"seal  {name:36s} {secs / len(reqs):6.2f} s/prompt", flush=True)
@@ -186,26 +187,35 @@ def markdown(res: dict) -> str:
 
 
 def targets(res: dict) -> list[str]:
+    "The issue's targets against what this run measured, each with its verdict (and, where missed, the measured cause)."
     out, W = [], res["workloads"]
     if "seal" in W:
-        ref, fp = W["seal"][0], W["seal"][1]
-        out.append(f"Seal-Tools workload: {fp['s / prompt']} s per prompt with the fp32 engine vs {ref['s / prompt']} for the reference "
-                   f"({fp['speed-up']}x; target >= 2x, <= 4.1 s): {'met' if fp['speed-up'] >= 2 else 'NOT met'}; outputs identical "
-                   f"{fp['identical outputs']}. int8 decoding: {W['seal'][2]['s / prompt']} s per prompt ({W['seal'][2]['speed-up']}x), outputs "
-                   f"identical {W['seal'][2]['identical outputs']} (metric deltas in the table).")
+        ref, fp, q8 = W["seal"][0], W["seal"][1], W["seal"][2]
+        pre = fp.get("prefill s", 0) / fp["prompts"]
+        out.append(f"Seal-Tools workload, <= 4.1 s per prompt: {'met' if fp['s / prompt'] <= 4.1 else 'NOT met'} ({fp['s / prompt']} s with the fp32 engine, "
+                   f"outputs identical {fp['identical outputs']}). >= 2x the reference measured in this run ({ref['s / prompt']} s): "
+                   f"{'met' if fp['speed-up'] >= 2 else 'NOT met'} ({fp['speed-up']}x). Cause of the gap: prefill, {pre:.2f} s per prompt of "
+                   f"~{fp['prompt tokens'] // fp['prompts']}-token prompts, runs at this machine's fp32 matrix-multiply limit on both paths; "
+                   f"the engine's decoding is {(ref['seconds'] - fp.get('prefill s', 0)) / max(fp.get('decode s', 1), 1e-9):.1f}x faster "
+                   f"(reference decode estimated as its total minus the engine's prefill). int8 decode steps: {q8['s / prompt']} s per prompt "
+                   f"({q8['speed-up']}x), outputs identical {q8['identical outputs']}, the metric deltas are in the table.")
     if "decode" in W:
+        fp = next(r for r in W["decode"] if "no drafts" in r["path"])
         best = max(W["decode"], key=lambda r: r["tokens / s"])
-        out.append(f"Decode, one sequence: best {best['tokens / s']} tokens/s ({best['path']}); target >= 60: "
-                   f"{'met' if best['tokens / s'] >= 60 else 'NOT met'}.")
+        out.append(f"Decode >= 60 tokens/s for one sequence: {'met' if best['tokens / s'] >= 60 else 'NOT met'} (best {best['tokens / s']}: {best['path']}; "
+                   f"fp32 {fp['tokens / s']}). Cause: one decode step reads every weight once; in fp32 that is 540 MB, and this machine's fp32 "
+                   "matrix-vector products over all weights take ~45 ms (measured), a ceiling of ~22 tokens/s before any other work; int8 weights "
+                   "(135 MB) lift it to ~45, and prompt-lookup drafts add what they accept. Only a 4-bit engine (llama.cpp decodes this model "
+                   "at 63 tokens/s here) goes past 60, with different outputs.")
     if "umi" in W:
         e = W["umi"][1]
-        out.append(f"alpha-UMi real time: the engine prefilled {e['prefilled tokens']} tokens where the steps added {e['new prompt tokens']} "
-                   f"(ratio {e['prefilled / new']}; target <= 1.05): {'met' if e['prefilled / new'] <= 1.05 else 'NOT met'}; the reference prefilled "
-                   f"{W['umi'][0]['prefilled tokens']}.")
+        out.append(f"alpha-UMi, prefilled tokens per step <= the step's new tokens + 5%: {'met' if e['prefilled / new'] <= 1.05 else 'NOT met'} "
+                   f"(the engine prefilled {e['prefilled tokens']} where the steps added {e['new prompt tokens']}, ratio {e['prefilled / new']}; "
+                   f"the reference prefilled {W['umi'][0]['prefilled tokens']}).")
     if "deer" in W:
         e = W["deer"][1]
-        out.append(f"DEER few-shot: {e['speed-up']}x faster than the reference (target >= 3x): {'met' if e['speed-up'] >= 3 else 'NOT met'}; "
-                   f"outputs identical {e['identical outputs']}.")
+        out.append(f"DEER few-shot baselines >= 3x faster: {'met' if e['speed-up'] >= 3 else 'NOT met'} ({e['speed-up']}x; prefilled "
+                   f"{e['prefilled tokens']} of {e['prompt tokens']} prompt tokens; outputs identical {e['identical outputs']}).")
     return out
 
 
@@ -230,6 +240,8 @@ def main():
         out = Path(a.out)
         atomic_write_text(out / "generation_speed.json", json.dumps(res, indent=1) + "\n")
         atomic_write_text(out / "generation_speed.md", md + "\n")
+        from _index import write_index
+        write_index(out)
 
 
 if __name__ == "__main__":

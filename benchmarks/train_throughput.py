@@ -105,7 +105,9 @@ def main():
               "| setup | real tokens/s | MFU |\n|:--|--:|--:|\n"
               f"| naive pad-to-max Trainer | {n['tokens_per_s']:.1f} | {n['mfu']:.1%} |\n| toolpaper engine | {e['tokens_per_s']:.1f} | {e['mfu']:.1%} |\n\n"
               f"Speed-up {res['speedup']:.2f}x. Greedy generation: {res['generation']['tokens_per_s']:.1f} tokens/s (batch 4).\n")
-        atomic_write_text(out / "README.md", md)
+        atomic_write_text(out / "train_throughput.md", md)
+        from _index import write_index
+        write_index(out)
 
 
 if __name__ == "__main__":
