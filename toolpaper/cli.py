@@ -18,10 +18,13 @@ def data_check(root=None, download: bool = True, out=print) -> bool:
     "Verify checksums and record counts of every registered file; True when all is well."
     ok = True
     base = D.data_dir(root)
-    out(f"data folder: {base}")
+    sample = D.is_sample(base)
+    out(f"data folder: {base}" + (" (the packaged sample: a few records of some files, no checksums)" if sample else ""))
     for name, spec in D.DATASETS.items():
         for f in spec.files:
             p = base / name / f.path
+            if sample:
+                out(f"{'present ' if p.exists() else 'absent  '} {name}/{f.path}{'' if p.exists() else ' (not in the packaged sample)'}"); continue
             if not p.exists() and download:
                 try: D.fetch(name, base, [f])
                 except Exception as e: out(f"  {name}/{f.path}: download failed ({type(e).__name__}: {e})")
@@ -29,13 +32,15 @@ def data_check(root=None, download: bool = True, out=print) -> bool:
             good = D.sha256(p) == f.sha256
             ok &= good
             out(f"{'OK      ' if good else 'BAD SHA '} {name}/{f.path}")
-    for split in D.SPLITS:
+    for split in list(D.SPLITS) + (list(D.SAMPLE_ONLY) if sample else []):
+        ds, rel, _ = D.SPLITS.get(split) or D.SAMPLE_ONLY[split]
+        if sample and not (base / ds / rel).exists(): continue
         try:
-            recs = D.load(split, root, download=False)
+            recs = D.load(split, root, download=False, verify=not sample)
             out(f"  {split}: {len(recs)} records")
-        except Exception as e:
-            ok = False; out(f"  {split}: FAILED {type(e).__name__}: {e}")
-    out("all files verified" if ok else "problems found")
+        except (D.DataError, D.DataMissingError, OSError) as e:
+            ok = False; out(f"  {split}: FAILED {e}")
+    out(("every file of the packaged sample reads" if sample else "all files verified") if ok else "problems found")
     return ok
 
 # %% ../nbs/99_cli.ipynb
@@ -86,28 +91,34 @@ def data_export(to, root=None, out=print, fmt: str = "datasets") -> Path:
     return to
 
 # %% ../nbs/99_cli.ipynb
-def read_predictions_file(path) -> list[dict]:
-    "Prediction records of a JSONL file; a line that is not a record with a string id, or repeats an id, is an error naming the line."
+def read_predictions_file(path, task: str | None = None, lenient: bool = False, warn=None) -> list[dict]:
+    "Prediction records of a JSONL file, each checked for `task` (see `metrics.prediction_problem`): a bad line is an error naming file, line and field."
+    from toolpaper.metrics import prediction_problem
     p = Path(path)
     if p.is_dir(): raise D.DataError(p, "is a folder; give the predictions file")
+    warn = warn or (lambda m: print(m, file=sys.stderr))
     seen: dict[str, int] = {}
     recs = []
-    for n, obj in D.read_jsonl(p):
+    for n, obj in D.read_jsonl(p, finite=False):
         if not isinstance(obj, dict): raise D.DataError(p, f"expected a JSON object, got {type(obj).__name__}", line=n)
         if not isinstance(obj.get("id"), (str, int)) or isinstance(obj.get("id"), bool): raise D.DataError(p, "missing or not a string", line=n, field="id")
         i = str(obj["id"])
         if i in seen: raise D.DataError(p, f"duplicate id {i!r} (first on line {seen[i]})", line=n, field="id")
+        prob = prediction_problem(task, obj) if task else None
+        if prob:
+            if not lenient: raise D.DataError(p, prob[1], line=n, field=prob[0])
+            warn(f"toolpaper: warning: {p}:{n}: {prob[0]}: {prob[1]} (scored as empty)")
         seen[i] = n; recs.append(obj)
     return recs
 
-def run_eval(task: str, pred: str, gold: str, mode: str = "compat", json_out: str | None = None, out=print):
+def run_eval(task: str, pred: str, gold: str, mode: str = "compat", json_out: str | None = None, out=print, lenient: bool = False):
     from toolpaper.metrics import score
     if json_out and Path(json_out).is_dir(): raise D.DataError(json_out, "is a folder; give the path of the JSON file to write")
-    preds = read_predictions_file(pred)
-    res = score(task, preds, gold, mode)
+    preds = read_predictions_file(pred, task, lenient)
+    res = score(task, preds, gold, mode, lenient=lenient)
     out(f"{task} ({mode}) on {gold}: {len(preds)} predictions")
     out(res.to_markdown())
-    for n in res.notes: out(f"note: {n}")
+    for n in res.notes: print(f"toolpaper: note: {n}", file=sys.stderr)
     if json_out: D.atomic_write_text(json_out, json.dumps(res.to_json(), indent=1))
     return res
 
@@ -178,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--gold", required=True, help="gold file, or a registered split such as seal-tools:dev")
     e.add_argument("--mode", choices=["compat", "strict"], default="compat")
     e.add_argument("--json", default=None, help="write the metrics as JSON here")
+    e.add_argument("--lenient", action="store_true", help="score an unreadable prediction as empty (counted and warned) instead of stopping")
     b = sub.add_parser("bench", help="evaluate a model on Seal-Tools, DEER or alpha-UMi (or collect runs: bench table DIR...)")
     b.add_argument("suite", choices=["seal", "deer", "umi", "table"])
     b.add_argument("folders", nargs="*", help="(bench table) run folders to collect")
@@ -251,37 +263,47 @@ def main(argv: list[str] | None = None) -> int:
     from toolpaper.client import CacheMiss, LLMError
     args = build_parser().parse_args(argv)
     try:
-        if args.cmd == "data":
-            if args.action == "check": return 0 if data_check(args.data_dir, download=not args.no_download) else 1
-            if args.action == "stats": data_stats(args.data_dir); return 0
-            if args.action == "export": data_export(args.to, args.data_dir, fmt=args.format); return 0
-        if args.cmd == "bench":
-            if args.suite == "table":
-                if not args.folders: raise ValueError("bench table needs run folders")
-                bench_table_cli(args.folders, args.md); return 0
-            if args.folders: raise ValueError(f"unexpected arguments {args.folders}; folders go with 'bench table'")
-            if not (args.model or args.replay): raise ValueError("give --model (local or with --base-url) or --replay FILE")
-            args.out = args.out or _default_out(args)
-            run_bench_cli(args); return 0
-        if args.cmd == "serve":
-            from toolpaper.serve import serve
-            serve(args.model, args.adapter, args.host, args.port, args.name, batch_size=args.batch_size, engine=args.engine, precision=args.precision)
-            return 0
-        if args.cmd == "train":
-            from toolpaper.prompts import read_examples
-            from toolpaper.train import SFTConfig, finetune
-            cfg = SFTConfig(args.out, epochs=args.epochs, max_steps=args.max_steps, lr=args.lr, batch_size=args.batch_size, grad_accum=args.grad_accum,
-                            max_length=args.max_length, lora=not args.full, save_steps=args.save_steps, deepspeed=args.deepspeed, seed=args.seed)
-            info = finetune(args.model, read_examples(args.examples), cfg, adapter=args.adapter, resume=args.resume)
-            print(json.dumps({k: info[k] for k in ("train_seconds", "tokens", "trainable_params")}))
-            return 0
-        if args.cmd == "eval":
-            run_eval(args.task, args.pred, args.gold, args.mode, args.json); return 0
-        if args.cmd == "reproduce":
-            reproduce(args.profile, args.only, parse_params(args.param), args.out, progress=not args.no_progress)
-            return 0
+        rc = _dispatch(args)
+        sys.stdout.flush()                      # a closed pipe shows here, inside the handler, not at interpreter exit
+        return rc
+    except BrokenPipeError:                     # `toolpaper ... | head`: the reader left; say so once, quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print("toolpaper: error: standard output was closed (broken pipe)", file=sys.stderr)
+        return 2
     except (D.DataError, D.DataMissingError, BenchError, CacheMiss, LLMError, KeyError, ValueError, RuntimeError, OSError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"toolpaper: error: {msg}", file=sys.stderr)
         return 2
+
+def _dispatch(args) -> int:
+    "Run the parsed command; its exit code."
+    if args.cmd == "data":
+        if args.action == "check": return 0 if data_check(args.data_dir, download=not args.no_download) else 1
+        if args.action == "stats": data_stats(args.data_dir); return 0
+        if args.action == "export": data_export(args.to, args.data_dir, fmt=args.format); return 0
+    if args.cmd == "bench":
+        if args.suite == "table":
+            if not args.folders: raise ValueError("bench table needs run folders")
+            bench_table_cli(args.folders, args.md); return 0
+        if args.folders: raise ValueError(f"unexpected arguments {args.folders}; folders go with 'bench table'")
+        if not (args.model or args.replay): raise ValueError("give --model (local or with --base-url) or --replay FILE")
+        args.out = args.out or _default_out(args)
+        run_bench_cli(args); return 0
+    if args.cmd == "serve":
+        from toolpaper.serve import serve
+        serve(args.model, args.adapter, args.host, args.port, args.name, batch_size=args.batch_size, engine=args.engine, precision=args.precision)
+        return 0
+    if args.cmd == "train":
+        from toolpaper.prompts import read_examples
+        from toolpaper.train import SFTConfig, finetune
+        cfg = SFTConfig(args.out, epochs=args.epochs, max_steps=args.max_steps, lr=args.lr, batch_size=args.batch_size, grad_accum=args.grad_accum,
+                        max_length=args.max_length, lora=not args.full, save_steps=args.save_steps, deepspeed=args.deepspeed, seed=args.seed)
+        info = finetune(args.model, read_examples(args.examples), cfg, adapter=args.adapter, resume=args.resume)
+        print(json.dumps({k: info[k] for k in ("train_seconds", "tokens", "trainable_params")}))
+        return 0
+    if args.cmd == "eval":
+        run_eval(args.task, args.pred, args.gold, args.mode, args.json, lenient=args.lenient); return 0
+    if args.cmd == "reproduce":
+        reproduce(args.profile, args.only, parse_params(args.param), args.out, progress=not args.no_progress)
+        return 0
     return 1

@@ -4,24 +4,26 @@
 
 # %% ../nbs/01_data.ipynb 3
 from __future__ import annotations
-import ast, hashlib, json, os, re, shutil, tempfile, urllib.request
+import ast, hashlib, json, math, os, re, shutil, tempfile, urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Literal
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError, model_validator
-from .schema import (Call, DecisionSample, Instance, Param, Record, RefError, ResponseField, Tool, ToolExample,
-                              Trajectory, Turn, check_refs, description_examples, parse_call_expr, planner_decision)
+from typing import Annotated, Any, Callable, Iterator, Literal
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError,
+                      model_validator)
+from .schema import (PARAM_TYPES, Call, DecisionSample, Instance, Param, Record, RefError, ResponseField, Tool, ToolExample,
+                              Trajectory, Turn, check_refs, description_examples, known_type, parse_call_expr, planner_decision)
 
 # %% auto 0
 __all__ = ['DATASETS', 'ERRATA', 'CHAIN_MARKERS', 'CHAIN_ORDERS', 'UMI_ROLES', 'SPLITS', 'SAMPLE_ONLY', 'DataError',
            'DataMissingError', 'ChecksumError', 'RemoteFile', 'DatasetSpec', 'cache_root', 'data_dir', 'is_sample',
-           'sha256', 'atomic_write_bytes', 'atomic_write_text', 'fetch', 'ensure', 'read_text', 'read_jsonl',
-           'read_json', 'read_json_list', 'validate', 'SealParamRaw', 'SealToolRaw', 'SealCallRaw', 'SealInstanceRaw',
-           'seal_tool', 'read_seal_tools', 'read_seal_instances', 'read_seal_fields', 'FinetuneRecord', 'DprRecord',
-           'read_seal_finetune', 'read_seal_dpr', 'DeerToolRaw', 'parse_signature', 'deer_tool', 'read_deer_tools',
-           'ChainError', 'split_chain', 'parse_pool', 'parse_chain', 'read_deer_chains', 'read_deer_baseline',
-           'umi_tool', 'read_umi_steps', 'UmiRoleExample', 'read_umi_role_file', 'split_path', 'load',
-           'load_seal_tools', 'load_seal_split', 'load_deer_tools', 'load_deer_split', 'to_dataset']
+           'sha256', 'atomic_write_bytes', 'atomic_write_text', 'fetch', 'ensure', 'read_text', 'nonfinite_at',
+           'read_jsonl', 'read_json', 'read_json_list', 'validate', 'SealParamRaw', 'SealToolRaw', 'SealCallRaw',
+           'SealInstanceRaw', 'seal_tool', 'read_seal_tools', 'read_seal_instances', 'read_seal_fields',
+           'FinetuneRecord', 'DprRecord', 'read_seal_finetune', 'read_seal_dpr', 'DeerToolRaw', 'parse_signature',
+           'deer_tool', 'read_deer_tools', 'ChainError', 'split_chain', 'parse_pool', 'parse_chain', 'read_deer_chains',
+           'read_deer_baseline', 'umi_tool', 'umi_turns', 'read_umi_steps', 'UmiRoleExample', 'read_umi_role_file',
+           'split_path', 'load', 'load_seal_tools', 'load_seal_split', 'load_deer_tools', 'load_deer_split',
+           'to_dataset']
 
 # %% ../nbs/01_data.ipynb
 class DataError(ValueError):
@@ -193,6 +195,8 @@ def ensure(name: str, paths: list[str] | None = None, root: str | os.PathLike | 
 # %% ../nbs/01_data.ipynb
 def read_text(path) -> str:
     p = Path(path)
+    if p.is_dir(): raise DataError(p, "is a folder, not a file")
+    if not p.exists(): raise DataMissingError(f"{p}: no such file")
     raw = p.read_bytes()
     if not raw.strip(): raise DataError(p, "file is empty")
     try: return raw.decode("utf-8")
@@ -200,24 +204,43 @@ def read_text(path) -> str:
         line = raw[:e.start].count(b"\n") + 1
         raise DataError(p, f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at offset {e.start})", line=line) from None
 
-def read_jsonl(path) -> list[tuple[int, Any]]:
-    "(line number, value) for every non-blank line."
+def nonfinite_at(value: Any) -> str | None:
+    "The location (`a.b[2]`) of the first NaN or infinite number inside `value`, or None (iterative: any depth)."
+    todo = [("", value)]
+    while todo:
+        loc, v = todo.pop()
+        if isinstance(v, float) and not math.isfinite(v): return loc or "(the value)"
+        if isinstance(v, dict): todo.extend((f"{loc}.{k}" if loc else str(k), x) for k, x in reversed(list(v.items())))
+        elif isinstance(v, list): todo.extend((f"{loc}[{i}]", x) for i, x in reversed(list(enumerate(v))))
+    return None
+
+def _loads(text: str, path, line: int | None = None):
+    try: return json.loads(text)
+    except json.JSONDecodeError as e: raise DataError(path, f"invalid JSON ({e.msg} at column {e.colno})", line=line or e.lineno) from None
+    except RecursionError: raise DataError(path, "invalid JSON (nested too deeply)", line=line) from None
+
+def read_jsonl(path, finite: bool = True) -> list[tuple[int, Any]]:
+    "(line number, value) for every non-blank line; a NaN or infinite number is an error naming its field unless `finite=False`."
     out = []
     for n, line in enumerate(read_text(path).splitlines(), 1):
         if not line.strip(): continue
-        try: out.append((n, json.loads(line)))
-        except json.JSONDecodeError as e: raise DataError(path, f"invalid JSON ({e.msg} at column {e.colno})", line=n) from None
+        v = _loads(line, path, n)
+        bad = nonfinite_at(v) if finite else None
+        if bad: raise DataError(path, "not a finite number (NaN or Infinity)", line=n, field=bad)
+        out.append((n, v))
     return out
 
 def read_json(path) -> Any:
-    text = read_text(path)
-    try: return json.loads(text)
-    except json.JSONDecodeError as e: raise DataError(path, f"invalid JSON ({e.msg} at column {e.colno})", line=e.lineno) from None
+    return _loads(read_text(path), path)
 
 def read_json_list(path) -> list[Any]:
+    "The records of a JSON list file; a NaN or infinite number is an error naming its record and field."
     v = read_json(path)
     if not isinstance(v, list): raise DataError(path, f"expected a JSON list of records, got {type(v).__name__}")
     if not v: raise DataError(path, "the list of records is empty")
+    for i, rec in enumerate(v):
+        bad = nonfinite_at(rec)
+        if bad: raise DataError(path, "not a finite number (NaN or Infinity)", index=i, field=bad)
     return v
 
 def _loc(loc) -> str:
@@ -236,15 +259,23 @@ def validate(model: type[BaseModel], value: Any, path, line: int | None = None, 
 # %% ../nbs/01_data.ipynb
 class _Strict(BaseModel): model_config = ConfigDict(extra="forbid", strict=True)
 
+def _named(v: str) -> str:
+    if not v.strip(): raise ValueError("must not be empty")
+    return v
+
 class SealParamRaw(BaseModel):
     "A parameter or response field; a few released tools add keys such as `example`, `default`, `unit` (kept in `extra`)."
     model_config = ConfigDict(extra="allow", strict=True)
     type: StrictStr
     description: StrictStr
     def others(self) -> dict: return dict(self.__pydantic_extra__ or {})
+    @model_validator(mode="after")
+    def _type(self):
+        if not known_type(self.type): raise ValueError(f"unknown type {self.type!r} (expected one of {', '.join(PARAM_TYPES)} or a JSON / Python type)")
+        return self
 
 class SealToolRaw(_Strict):
-    api_name: StrictStr
+    api_name: Annotated[StrictStr, AfterValidator(_named)]
     api_description: StrictStr
     field: StrictStr
     parameters: dict[str, SealParamRaw]
@@ -258,13 +289,13 @@ class SealToolRaw(_Strict):
         return self
 
 class SealCallRaw(_Strict):
-    api: StrictStr
+    api: Annotated[StrictStr, AfterValidator(_named)]
     parameters: dict[str, Any]
     responses: list[StrictStr]
 
 class SealInstanceRaw(_Strict):
-    id: StrictStr
-    query: StrictStr
+    id: Annotated[StrictStr, AfterValidator(_named)]
+    query: Annotated[StrictStr, AfterValidator(_named)]
     calling: list[SealCallRaw] = Field(min_length=1)
 
 def _seal_param(name: str, v: SealParamRaw, required: bool) -> Param:
@@ -382,7 +413,7 @@ class _DeerExampleRaw(BaseModel):
     call: StrictStr
 
 class DeerToolRaw(_Strict):
-    api_name: StrictStr
+    api_name: Annotated[StrictStr, AfterValidator(_named)]
     description_for_human: StrictStr
     description_for_model: StrictStr
     api_function: StrictStr
@@ -430,6 +461,8 @@ def read_deer_tools(path) -> list[Tool]:
     tools, seen = [], {}
     for i, obj in enumerate(read_json_list(path)):
         t = deer_tool(validate(DeerToolRaw, obj, path, index=i))
+        bad = next((p for p in t.parameters if not known_type(p.type)), None)
+        if bad is not None: raise DataError(path, f"unknown type {bad.type!r}", index=i, field=f"api_function.{bad.name}")
         if t.name in seen: raise DataError(path, f"duplicate tool name {t.name!r} (first at record {seen[t.name]})", index=i, field="api_name")
         seen[t.name] = i; tools.append(t)
     return tools
@@ -480,6 +513,7 @@ def read_deer_chains(path, split: str) -> list[DecisionSample]:
         raw = validate(_ConvRaw, obj, path, index=i)
         roles = [t.from_ for t in raw.conversations]
         if roles != ["human", "gpt"]: raise DataError(path, f"expected roles ['human', 'gpt'], got {roles}", index=i, field="conversations")
+        if not raw.conversations[0].value.strip(): raise DataError(path, "empty query", index=i, field="conversations[0].value")
         try: ch = parse_chain(raw.conversations[1].value)
         except ChainError as e: raise DataError(path, str(e), index=i, field="conversations[1].value") from None
         call = None
@@ -491,12 +525,12 @@ def read_deer_chains(path, split: str) -> list[DecisionSample]:
     return out
 
 class _BaselineToolRaw(BaseModel):
-    name: StrictStr
+    name: Annotated[StrictStr, AfterValidator(_named)]
     description: StrictStr = ""
     parameters: Any = None
 
 class _BaselineRaw(_Strict):
-    query: StrictStr
+    query: Annotated[StrictStr, AfterValidator(_named)]
     api_unique: list[StrictStr]
     api_list: list[_BaselineToolRaw]
     api_label: list[StrictStr]
@@ -524,7 +558,7 @@ UMI_ROLES = {"system": "system", "user": "user", "assistant": "planner", "caller
              "observation": "observation", "conclusion": "summarizer"}
 
 class _UmiToolRaw(BaseModel):
-    Name: StrictStr
+    Name: Annotated[StrictStr, AfterValidator(_named)]
     function: StrictStr = ""
     input: dict[str, Any] = Field(default_factory=dict)
 
@@ -533,8 +567,8 @@ class _UmiTurnRaw(BaseModel):
     value: StrictStr
 
 class _UmiRaw(BaseModel):
-    tools: list[_UmiToolRaw]
-    instruction: StrictStr
+    tools: list[_UmiToolRaw] = Field(min_length=1)
+    instruction: Annotated[StrictStr, AfterValidator(_named)]
     conversations: list[_UmiTurnRaw] = Field(min_length=1)
     id: StrictStr | int | None = None
 
@@ -545,18 +579,26 @@ def umi_tool(raw: _UmiToolRaw) -> Tool:
         params.append(Param(name=k, type=typ.strip() or "str", description=desc.strip()))
     return Tool(name=raw.Name, description=raw.function, parameters=params)
 
+def umi_turns(path, index: int, turns: list, field: str) -> list[Turn]:
+    "Released turns (`from` / `value`) as `Turn`s; an unknown role is an error naming file, record and turn."
+    out = []
+    for j, t in enumerate(turns):
+        if t.from_ not in UMI_ROLES:
+            raise DataError(path, f"unknown role {t.from_!r} (expected one of {sorted(UMI_ROLES)})", index=index, field=f"{field}[{j}].from")
+        out.append(Turn(role=UMI_ROLES[t.from_], content=t.value))
+    return out
+
 def read_umi_steps(path, strict: bool = True) -> list[Trajectory]:
     "Trajectories from an alpha-UMi / ToolBench step-format JSON list; `strict=False` keeps turns out of role order (with a warning)."
     import warnings
     from toolpaper.schema import check_turn_order
-    out = []
+    out, seen = [], {}
     for i, obj in enumerate(read_json_list(path)):
         raw = validate(_UmiRaw, obj, path, index=i)
-        turns = []
-        for j, t in enumerate(raw.conversations):
-            if t.from_ not in UMI_ROLES:
-                raise DataError(path, f"unknown role {t.from_!r} (expected one of {sorted(UMI_ROLES)})", index=i, field=f"conversations[{j}].from")
-            turns.append(Turn(role=UMI_ROLES[t.from_], content=t.value))
+        if raw.id is not None:
+            if str(raw.id) in seen: raise DataError(path, f"duplicate id {raw.id!r} (first at record {seen[str(raw.id)]})", index=i, field="id")
+            seen[str(raw.id)] = i
+        turns = umi_turns(path, i, raw.conversations, "conversations")
         try:
             tools = [umi_tool(t) for t in raw.tools]
             tid = str(raw.id if raw.id is not None else i)
@@ -593,12 +635,8 @@ def read_umi_role_file(path) -> list[UmiRoleExample]:
     out = []
     for i, obj in enumerate(read_json_list(path)):
         raw = validate(_UmiRoleRaw, obj, path, index=i)
-        hist = []
-        for j, t in enumerate(raw.history):
-            if t.from_ not in UMI_ROLES:
-                raise DataError(path, f"unknown role {t.from_!r} (expected one of {sorted(UMI_ROLES)})", index=i, field=f"history[{j}].from")
-            hist.append(Turn(role=UMI_ROLES[t.from_], content=t.value))
-        out.append(UmiRoleExample(tools=[umi_tool(t) for t in raw.tools], history=hist, input=raw.input, target=raw.target))
+        out.append(UmiRoleExample(tools=[umi_tool(t) for t in raw.tools], history=umi_turns(path, i, raw.history, "history"),
+                                  input=raw.input, target=raw.target))
     return out
 
 # %% ../nbs/01_data.ipynb

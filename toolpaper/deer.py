@@ -268,10 +268,15 @@ def plot_strategies(run: DeerRun, mode: str = "compat"):
     models = list(dict.fromkeys(d["model"]))
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.4), sharey=True)
     for ax, m in zip(axes, ["P_NoCall", "P_Call", "P_DC"]):
+        ax.set_title(m); ax.set_ylim(0, 105)
+        if not models:
+            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes, color="#555"); continue
         for j, ev in enumerate(["valid", "test"]):
-            vals = [d[(d.model == x) & (d["eval"] == ev)][m].fillna(0).mean() for x in models]
-            ax.bar([i + 0.4 * j for i in range(len(models))], vals, width=0.4, label=f"{ev} ({'seen' if ev == 'valid' else 'unseen'} tools)")
-        ax.set_xticks([i + 0.2 for i in range(len(models))]); ax.set_xticklabels(models, rotation=30, ha="right"); ax.set_title(m)
+            vals = [d[(d.model == x) & (d["eval"] == ev)][m].mean() for x in models]       # NaN: nothing to count in that set
+            bars = ax.bar([i + 0.4 * j for i in range(len(models))], [0 if v != v else v for v in vals], width=0.4,
+                          label=f"{ev} ({'seen' if ev == 'valid' else 'unseen'} tools)")
+            ax.bar_label(bars, labels=["n/a" if v != v else f"{v:.0f}" for v in vals], fontsize=7, padding=1)   # a zero is written, not hidden
+        ax.set_xticks([i + 0.2 for i in range(len(models))]); ax.set_xticklabels(models, rotation=30, ha="right")
     axes[0].set_ylabel("percent"); axes[0].legend(fontsize=8); fig.tight_layout()
     return fig
 

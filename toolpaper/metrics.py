@@ -20,8 +20,8 @@ from .schema import REF_RE, Call, DecisionSample, Instance, Tool, Trajectory, as
 __all__ = ['values_equal', 'SealCounts', 'prf', 'seal_summary', 'seal_compat_counts', 'match_calls', 'seal_strict_counts',
            'seal_scores', 'seal_gold_answer', 'seal_error_taxonomy', 'DeerCounts', 'deer_summary', 'baseline_action',
            'deer_item', 'deer_scores', 'umi_gold_steps', 'arg_f1', 'rouge_l', 'umi_scores', 'retention_scores',
-           'bootstrap_ci', 'ScoreResult', 'resolve_references', 'score', 'pct', 'ci_pct', 'mean_ci', 'with_ci',
-           'retention_ci']
+           'bootstrap_ci', 'ScoreResult', 'prediction_problem', 'resolve_references', 'score', 'pct', 'ci_pct',
+           'mean_ci', 'with_ci', 'retention_ci']
 
 # %% ../nbs/05_metrics.ipynb
 def _boolish(v):
@@ -455,6 +455,7 @@ class ScoreResult(BaseModel):
         out = dict(self.metrics)
         if self.task == "seal": out["subsets"] = self.subsets
         if self.ci: out["ci95"] = self.ci
+        if self.counts.get("invalid_predictions"): out["invalid_predictions"] = self.counts["invalid_predictions"]
         if self.notes: out["notes"] = self.notes
         return out
 
@@ -484,30 +485,64 @@ class ScoreResult(BaseModel):
         md = df_markdown(self.table())
         return md + ("\n\n" + df_markdown(self.ci_table()) if self.ci else "")
 
-def _align(predictions: list[dict], gold_ids: list[str], task: str) -> tuple[list[Any], list[str]]:
-    by, notes = {}, []
+def _kind(v: Any) -> str:
+    if isinstance(v, float) and not math.isfinite(v): return "a non-finite number (NaN / Infinity)"
+    return {dict: "an object", list: "a list", bool: "a boolean", int: "a number", float: "a number", type(None): "null"}.get(type(v), type(v).__name__)
+
+_UMI_KEYS = ("planner", "caller", "summarizer")
+
+def prediction_problem(task: str, p: dict) -> tuple[str, str] | None:
+    "(field, problem) when prediction record `p` of `task` cannot be scored as given, else None."
+    import difflib
+    def missing(want):
+        near = difflib.get_close_matches(want, [k for k in p if k != "id"], n=1, cutoff=0.6)
+        return f"missing{f' (is {near[0]!r} a misspelling?)' if near else ''}"
+    if task in ("seal", "deer"):
+        if "output" not in p: return ("output", missing("output"))
+        return None if isinstance(p["output"], str) else ("output", f"expected text, got {_kind(p['output'])}")
+    if "prediction" in p:
+        v = p["prediction"]
+        if isinstance(v, str): return None
+        if not isinstance(v, dict): return ("prediction", f"expected text or a {{planner, caller, summarizer}} object, got {_kind(v)}")
+        bad = next((k for k in _UMI_KEYS if v.get(k) is not None and not isinstance(v.get(k), str)), None)
+        return (f"prediction.{bad}", f"expected text or null, got {_kind(v[bad])}") if bad else None
+    if not any(k in p for k in _UMI_KEYS):
+        return ("prediction", "missing: give 'prediction' or 'planner' / 'caller' / 'summarizer'" + (" ('output' is the seal / deer key)" if "output" in p else ""))
+    bad = next((k for k in _UMI_KEYS if p.get(k) is not None and not isinstance(p.get(k), str)), None)
+    return (bad, f"expected text or null, got {_kind(p[bad])}") if bad else None
+
+def _align(predictions: list[dict], gold_ids: list[str], task: str, lenient: bool = False) -> tuple[list[Any], list[str], int]:
+    "Predictions in gold order, notes, and how many records could not be read (lenient: scored as empty; else an error)."
+    by, notes, invalid, first = {}, [], 0, None
     for k, p in enumerate(predictions):
         if not isinstance(p, dict) or "id" not in p: raise ValueError(f"prediction {k}: a record with an 'id' is needed, got {str(p)[:80]!r}")
         pid = str(p["id"])
         if pid in by: raise ValueError(f"prediction {k}: duplicate id {pid!r}")
+        prob = prediction_problem(task, p)
+        if prob:
+            if not lenient: raise ValueError(f"prediction {k} (id {pid!r}): {prob[0]}: {prob[1]}")
+            invalid += 1; first = first or f"id {pid!r}, {prob[0]}: {prob[1]}"
+            p = {"id": pid}
         by[pid] = p
     unknown = [i for i in by if i not in set(gold_ids)]
     if unknown: raise ValueError(f"prediction id {unknown[0]!r} is not in the gold ({len(unknown)} unknown id(s))")
     missing = [i for i in gold_ids if i not in by]
     if missing: notes.append(f"{len(missing)} gold item(s) had no prediction and were scored as empty outputs (first: {missing[0]!r})")
+    if invalid: notes.append(f"{invalid} prediction(s) could not be read and were scored as empty outputs (first: {first})")
     def value(p):
-        if p is None: return ""
+        if p is None or len(p) == 1: return ""
         if task == "umi":
             if "prediction" in p: return p["prediction"]
-            return {k: p.get(k) for k in ("planner", "caller", "summarizer")}
-        return p.get("output", "")
-    return [value(by.get(i)) for i in gold_ids], notes
+            return {k: p.get(k) for k in _UMI_KEYS}
+        return p["output"]
+    return [value(by.get(i)) for i in gold_ids], notes, invalid
 
 def resolve_references(task: str, references) -> list:
     "Records from a split name, a file path, or records."
     from toolpaper import data as D
     if isinstance(references, (str, Path)):
         ref = str(references)
+        if Path(ref).is_dir(): raise ValueError(f"gold {ref}: is a folder; give a gold file or a registered split")
         if ref in D.SPLITS or ref in D.SAMPLE_ONLY: return D.load(ref)
         if ":" in ref and not Path(ref).exists():
             name, _, root = ref.partition("@")
@@ -520,25 +555,31 @@ def resolve_references(task: str, references) -> list:
         return D.read_deer_baseline(p) if isinstance(first, dict) and "api_label" in first else D.read_deer_chains(p, p.stem)
     return list(references)
 
-def score(task: str, predictions: list[dict], references, mode: str = "compat", n_boot: int = 1000, seed: int = 0) -> ScoreResult:
+def score(task: str, predictions: list[dict], references, mode: str = "compat", n_boot: int = 1000, seed: int = 0,
+          lenient: bool = False) -> ScoreResult:
     "Score predictions of `task` ('seal' | 'deer' | 'umi') against references (records, split name or file), with 95% bootstrap intervals."
     _check_mode(mode)
+    if task not in ("seal", "deer", "umi"): raise ValueError(f"unknown task {task!r}; choose seal, deer or umi")
     golds = resolve_references(task, references)
+    want = {"seal": Instance, "deer": DecisionSample, "umi": Trajectory}[task]
+    odd = next((g for g in golds if not isinstance(g, want)), None)
+    if odd is not None:
+        raise ValueError(f"the gold holds {type(odd).__name__} records; `{task}` scores {want.__name__} records (is it the gold of another task?)")
     if task == "seal":
-        outs, notes = _align(predictions, [g.id for g in golds], task)
+        outs, notes, invalid = _align(predictions, [g.id for g in golds], task, lenient)
         res = seal_scores(outs, golds, mode)
     elif task == "deer":
-        outs, notes = _align(predictions, [g.id for g in golds], task)
+        outs, notes, invalid = _align(predictions, [g.id for g in golds], task, lenient)
         res = deer_scores(outs, golds, mode)
-    elif task == "umi":
+    else:
         ids = [f"{k}:{s}" for k, t in enumerate(golds) for s in range(len(umi_gold_steps(t)))]
-        outs, notes = _align(predictions, ids, task)
+        outs, notes, invalid = _align(predictions, ids, task, lenient)
         per = [dict() for _ in golds]
         for i, o in zip(ids, outs):
             k, s = map(int, i.split(":")); per[k][s] = o
         res = umi_scores(per, golds, mode)
-    else: raise ValueError(f"unknown task {task!r}; choose seal, deer or umi")
     ci = bootstrap_ci(task, res["items"], mode, n_boot, seed) if n_boot else {}
+    if invalid: res["counts"] = {**res["counts"], "invalid_predictions": invalid}
     return ScoreResult(task=task, mode=mode, notes=notes, ci=ci, **res)
 
 # %% ../nbs/05_metrics.ipynb

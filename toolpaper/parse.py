@@ -15,8 +15,8 @@ def _check_mode(mode: str) -> str:
     return mode
 
 # %% auto 0
-__all__ = ['Mode', 'DEER_MARKERS', 'PLAN_LABELS', 'SealOutput', 'balanced_spans', 'load_literal', 'parse_seal', 'DeerOutput',
-           'parse_deer', 'UmiStep', 'parse_caller', 'parse_umi']
+__all__ = ['Mode', 'DEER_MARKERS', 'PLAN_LABELS', 'SealOutput', 'fenced_blocks', 'balanced_spans', 'load_literal', 'parse_seal',
+           'DeerOutput', 'parse_deer', 'UmiStep', 'parse_caller', 'parse_umi']
 
 # %% ../nbs/04_parse.ipynb
 class SealOutput(BaseModel):
@@ -46,30 +46,46 @@ def _seal_compat(text: str) -> SealOutput:
     return SealOutput(format_ok=True, raw=items, calls=_to_calls(items, lenient=True))
 
 # %% ../nbs/04_parse.ipynb
-_FENCE = re.compile(r"```[a-zA-Z]*\s*\n?(.*?)```", re.S)
 _TRAILING_COMMA = re.compile(r",\s*([\]}])")
 _JSON_WORDS = re.compile(r"""("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')|\b(true|false|null)\b""")
 _API_KEYS, _ARG_KEYS, _LIST_KEYS = ("api", "name", "tool", "api_name"), ("parameters", "arguments", "args", "params"), ("calls", "calling", "api_calls", "tool_calls")
+_TAG = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+def fenced_blocks(text: str) -> list[str]:
+    "The contents of the ``` fenced blocks of `text` (a language tag and the whitespace after it skipped), found in one pass."
+    out, pos, n = [], 0, len(text)
+    while True:
+        i = text.find("```", pos)
+        if i < 0: return out
+        j = i + 3
+        while j < n and text[j] in _TAG: j += 1
+        while j < n and text[j].isspace(): j += 1
+        k = text.find("```", j)
+        if k < 0: return out
+        out.append(text[j:k]); pos = k + 3
 
 def balanced_spans(s: str, opens: str = "[{", limit: int = 64) -> list[str]:
-    "Quote-aware balanced bracket spans starting at each of the first `limit` opening brackets."
-    pairs, out, starts = {"[": "]", "{": "}"}, [], [i for i, c in enumerate(s) if c in opens][:limit]
-    for st in starts:
-        stack, quote, i = [], None, st
-        while i < len(s):
-            c = s[i]
-            if quote:
-                if c == "\\": i += 1
-                elif c == quote: quote = None
-            elif c in "'\"":
-                # an apostrophe inside a word is text, not a quote
-                if not (c == "'" and i > 0 and s[i - 1].isalnum() and i + 1 < len(s) and s[i + 1].isalnum()): quote = c
-            elif c in pairs: stack.append(pairs[c])
-            elif c in "]}":
-                if not stack or stack.pop() != c: break
-                if not stack: out.append(s[st:i + 1]); break
-            i += 1
-    return out
+    "Balanced bracket spans of `s`, one per opening bracket of `opens` that is not inside a quoted string (the first `limit` of them), in one pass."
+    pairs, found, stack, quote, starts, i, n = {"[": "]", "{": "}"}, {}, [], None, 0, 0, len(s)
+    while i < n:
+        c = s[i]
+        if quote:
+            if c == "\\": i += 1
+            elif c == quote: quote = None
+        elif c in "'\"":
+            # an apostrophe inside a word is text, not a quote
+            if not (c == "'" and i > 0 and s[i - 1].isalnum() and i + 1 < n and s[i + 1].isalnum()): quote = c
+        elif c in pairs:
+            is_start = c in opens and starts < limit
+            starts += is_start
+            stack.append((pairs[c], i if is_start else -1))
+        elif c in "]}" and stack:
+            want, st = stack.pop()
+            if want != c: stack = []                    # a bracket that closes the wrong kind ends every open span
+            elif st >= 0: found[st] = i + 1
+            if not stack and starts >= limit: break     # nothing open and no more starts: done
+        i += 1
+    return [s[a:found[a]] for a in sorted(found)]
 
 def load_literal(s: str) -> Any:
     "Read JSON or a Python literal (no code is evaluated); raises ValueError when neither reads."
@@ -110,7 +126,11 @@ def _to_calls(items: Any, lenient: bool = False) -> list[Call] | None:
     return calls
 
 def _seal_strict(text: str) -> SealOutput:
-    cands = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    cands = fenced_blocks(text) + [text]
+    try:
+        whole = load_literal(text)
+        if isinstance(whole, str): cands.append(whole)    # the answer given as one quoted string
+    except ValueError: pass
     seen, empty = set(), False
     for c in cands:
         for span in [c] + balanced_spans(c):
@@ -178,20 +198,27 @@ class UmiStep(BaseModel):
     arguments: Any = None          # the parsed action input (dict when it reads), None when it does not
     answer: str | None = None
 
+_ACTION, _ACTION_INPUT = re.compile(r"Action\s*:"), re.compile(r"Action\s*Input\s*:")
+
 def parse_caller(text: str, mode: Mode = "compat") -> tuple[str | None, str | None, Any]:
     "(action, raw action input, parsed input) of a caller turn `Action: X\\nAction Input: {...}`."
-    m = re.search(r"Action\s*:\s*(.*?)\s*(?:\n|Action\s*Input\s*:|$)", text or "")
-    action = m.group(1).strip() or None if m else None
-    mi = re.search(r"Action\s*Input\s*:\s*(.*)", text or "", re.S)
-    raw = mi.group(1).strip() if mi else None
+    text = text or ""
+    m = _ACTION.search(text)
+    action = None
+    if m:                                               # the rest of that line, up to an 'Action Input:' on it
+        line = text[m.end():].lstrip().split("\n", 1)[0]
+        mi_line = _ACTION_INPUT.search(line)
+        action = (line[:mi_line.start()] if mi_line else line).strip() or None
+    mi = _ACTION_INPUT.search(text)
+    raw = text[mi.end():].strip() if mi else None
     parsed = None
     if raw is not None:
         if mode == "compat":
             try: parsed = json.loads(raw)
             except (json.JSONDecodeError, RecursionError): parsed = None
         else:
-            body = _FENCE.search(raw)
-            try: parsed = load_literal(body.group(1) if body else raw)
+            body = fenced_blocks(raw)
+            try: parsed = load_literal(body[0] if body else raw)
             except ValueError:
                 spans = balanced_spans(raw, "{")
                 try: parsed = load_literal(spans[0]) if spans else None

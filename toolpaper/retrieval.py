@@ -16,10 +16,10 @@ from .data import atomic_write_bytes, cache_root
 from .schema import Instance, Tool
 
 # %% auto 0
-__all__ = ['STOPWORDS', 'TOKENIZERS', 'tool_text', 'tokenize_authors', 'tokenize_words', 'rank_scores', 'BM25Index', 'Retriever',
-           'BM25Retriever', 'dense_text', 'DenseRetriever', 'retrieval_metrics', 'gold_sets', 'evaluate_retriever',
-           'DPRConfig', 'finetune_dpr', 'CandidateList', 'candidate_lists', 'train_dpr_retriever', 'compare_retrievers',
-           'summary_table', 'kind_table', 'plot_topk']
+__all__ = ['STOPWORDS', 'TOKENIZERS', 'tool_text', 'tokenize_authors', 'tokenize_words', 'rank_scores', 'BM25Index',
+           'check_queries', 'Retriever', 'BM25Retriever', 'dense_text', 'DenseRetriever', 'retrieval_metrics',
+           'gold_sets', 'evaluate_retriever', 'DPRConfig', 'finetune_dpr', 'CandidateList', 'candidate_lists',
+           'train_dpr_retriever', 'compare_retrievers', 'summary_table', 'kind_table', 'plot_topk']
 
 # %% ../nbs/07_retrieval.ipynb
 def tool_text(t: Tool, with_name: bool = False, params: str = "required") -> str:
@@ -80,10 +80,19 @@ class BM25Index:
         return np.asarray((self.query_matrix(queries) @ self.W.T).todense())
 
 # %% ../nbs/07_retrieval.ipynb
+def check_queries(queries) -> list[str]:
+    "`queries` as a list of strings; one string (which would run one query per character) or a non-string item is a `TypeError`."
+    if isinstance(queries, str): raise TypeError("queries must be a list of strings; wrap one query as [query]")
+    queries = list(queries)
+    bad = next((i for i, q in enumerate(queries) if not isinstance(q, str)), None)
+    if bad is not None: raise TypeError(f"query {bad} is {type(queries[bad]).__name__}, not a string")
+    return queries
+
 class Retriever:
+    "`fit(tools)`, then `scores(queries)` (queries × tools) and `search(queries, k)` (the top `k` tool indices per query)."
     tools: list[Tool]
     def scores(self, queries: Sequence[str]) -> np.ndarray: raise NotImplementedError
-    def search(self, queries: Sequence[str], k: int = 10) -> np.ndarray: return rank_scores(self.scores(queries), k)
+    def search(self, queries: Sequence[str], k: int = 10) -> np.ndarray: return rank_scores(self.scores(check_queries(queries)), k)
 
 class BM25Retriever(Retriever):
     def __init__(self, tokenize: str = "authors", with_name: bool = False, params: str = "required", backend: str = "sparse", **bm25):
@@ -98,7 +107,7 @@ class BM25Retriever(Retriever):
             self.index = BM25Okapi(docs, **self.bm25)
         return self
     def scores(self, queries):
-        qs = [self.tok(q) for q in queries]
+        qs = [self.tok(q) for q in check_queries(queries)]
         if self.backend == "sparse": return self.index.scores(qs)
         return np.array([self.index.get_scores(q) for q in qs])
 
@@ -132,7 +141,7 @@ class DenseRetriever(Retriever):
                 import io
                 buf = io.BytesIO(); np.save(buf, self.emb); atomic_write_bytes(path, buf.getvalue())
         return self
-    def scores(self, queries): return self.encode(queries) @ self.emb.T
+    def scores(self, queries): return self.encode(check_queries(queries)) @ self.emb.T
 
 # %% ../nbs/07_retrieval.ipynb
 def retrieval_metrics(ranked: np.ndarray, gold: list[set[int]], ks: Sequence[int] = range(1, 11)) -> pd.DataFrame:
@@ -300,14 +309,20 @@ def kind_table(long: pd.DataFrame, k: int = 5) -> pd.DataFrame:
 def plot_topk(long: pd.DataFrame, metric: str = "all-gold acc"):
     "Figure 10 analogue: `metric` against K for every retriever, one panel per split."
     import matplotlib; matplotlib.use("Agg")
-    import matplotlib.pyplot as plt, seaborn as sns
+    import matplotlib.pyplot as plt
     a = long[long.queries == "all"]
     splits = list(dict.fromkeys(a.split))
+    names = list(dict.fromkeys(a.retriever))
+    markers, styles = ["o", "s", "^", "D", "v", "P", "X", "*"], ["-", "--", ":", "-.", (0, (5, 1)), (0, (3, 1, 1, 1))]
     fig, axes = plt.subplots(1, len(splits), figsize=(5.2 * len(splits), 3.6), sharey=True, squeeze=False)
-    for ax, sp in zip(axes[0], splits):
-        sns.lineplot(data=a[a.split == sp], x="K", y=metric, hue="retriever", marker="o", ax=ax)
-        ax.set_title(sp); ax.set_xticks(range(1, 11)); ax.grid(alpha=.3)
-        if ax is not axes[0][-1]: ax.get_legend().remove()
-    axes[0][-1].legend(fontsize=7, loc="lower right")
+    for ax, sp in zip(axes[0], splits):              # a marker, a line style and a small sideways offset per retriever: no line hides another
+        for i, name in enumerate(names):
+            d = a[(a.split == sp) & (a.retriever == name)].sort_values("K")
+            dx = (i - (len(names) - 1) / 2) * 0.07
+            ax.plot(d.K + dx, d[metric], marker=markers[i % len(markers)], ls=styles[i % len(styles)], color=f"C{i}", ms=5, alpha=.9, label=name)
+        ax.set_title(sp); ax.set_xticks(range(1, 11)); ax.grid(alpha=.3); ax.set_xlabel("K")
+    axes[0][0].set_ylabel(metric)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(4, len(labels)), frameon=False)
     fig.tight_layout()
     return fig

@@ -213,13 +213,21 @@ def plot_pools(clusters: ToolClusters, gold: int, k: int = 5, seed: int = 0, cal
     from sklearn.manifold import TSNE
     xy = TSNE(n_components=2, init="pca", random_state=seed, perplexity=min(30, len(clusters.names) - 1)).fit_transform(clusters.embeddings)
     fig, axes = plt.subplots(1, 3, figsize=(13, 4.2), sharex=True, sharey=True)
+    drawn = {int(clusters.labels[gold])}
     for ax, strat in zip(axes, ("random", "inter", "intra")):
         pool, _ = sample_pool(clusters, gold, k, strat, call, np.random.default_rng(seed))
+        drawn |= {int(clusters.labels[i]) for i in pool}
         ax.scatter(xy[:, 0], xy[:, 1], c=clusters.labels, cmap="tab20", s=6, alpha=.35)
         ax.scatter(xy[pool, 0], xy[pool, 1], facecolors="none", edgecolors="black", s=70, linewidths=1.3, label="sampled pool")
         ax.scatter(xy[gold, 0], xy[gold, 1], marker="*", c="red", s=180, label=f"gold: {clusters.names[gold]}")
         ax.set_title(f"{strat}-class" if strat != "random" else "random"); ax.set_xticks([]); ax.set_yticks([])
     axes[0].legend(fontsize=7, loc="lower left")
+    from matplotlib.lines import Line2D
+    from matplotlib import colormaps
+    cmap = colormaps["tab20"]
+    keys = [Line2D([], [], marker="o", ls="", color=cmap(c / max(1, clusters.m - 1)), label=f"cluster {c}") for c in sorted(drawn)]
+    fig.legend(handles=keys, title=f"colour = K-means cluster ({clusters.m} in all; the clusters of the gold tool and the pools shown)", fontsize=7,
+               title_fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(8, len(keys)), frameon=False)
     fig.tight_layout()
     return fig
 

@@ -11,11 +11,11 @@ from typing import Any, Literal, NamedTuple, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # %% auto 0
-__all__ = ['REF_RE', 'Branch', 'BRANCHES', 'Role', 'PARAM_TYPES', 'TYPE_ALIASES', 'TYPE_LEVELS', 'JSON_TYPES', 'Record', 'Param',
-           'ResponseField', 'description_examples', 'Call', 'ToolExample', 'Tool', 'Ref', 'RefError', 'find_refs',
-           'producers', 'check_refs', 'dependencies', 'topo_order', 'substitute', 'Instance', 'split_call_args',
-           'parse_call_expr', 'DecisionSample', 'planner_decision', 'Turn', 'Trajectory', 'check_turn_order',
-           'canonical_type', 'as_number', 'fits_type', 'tool_schema']
+__all__ = ['REF_RE', 'Branch', 'BRANCHES', 'Role', 'PARAM_TYPES', 'TYPE_ALIASES', 'TYPE_LEVELS', 'STRUCT_TYPES', 'TYPE_NAMES',
+           'JSON_TYPES', 'Record', 'Param', 'ResponseField', 'description_examples', 'Call', 'ToolExample', 'Tool',
+           'Ref', 'RefError', 'find_refs', 'producers', 'check_refs', 'dependencies', 'topo_order', 'substitute',
+           'Instance', 'split_call_args', 'parse_call_expr', 'DecisionSample', 'planner_decision', 'Turn', 'Trajectory',
+           'check_turn_order', 'canonical_type', 'known_type', 'as_number', 'fits_type', 'tool_schema']
 
 # %% ../nbs/00_schema.ipynb
 class Record(BaseModel):
@@ -65,13 +65,22 @@ class ResponseField(Record):
     description: str = ""
     extra: dict[str, Any] = Field(default_factory=dict)
 
-_EG_RE = re.compile(r"\((?:e\.g\.|eg\.|for example)[,:]?\s*(.+?)\)\s*$", re.I)
+_EG_OPENERS = ("(e.g.", "(eg.", "(for example")
 
 def description_examples(description: str) -> list[str]:
-    "Example values written in a parameter description as a trailing `(e.g., a, b)`."
-    m = _EG_RE.search(description or "")
-    if not m: return []
-    return [p.strip().strip("'\"") for p in m.group(1).split(",") if p.strip()]
+    "Example values written in a parameter description as a trailing `(e.g., a, b)` (found in time linear in the text)."
+    t = (description or "").rstrip()
+    if not t.endswith(")"): return []
+    low, line = t.lower(), t.rfind("\n") + 1               # the examples sit on the last line (the opener may end an earlier one)
+    q = line
+    while q > 0 and t[q - 1].isspace(): q -= 1              # an opener (+ ',' or ':') followed by nothing but whitespace up to that line
+    before = [e - len(o) for o in _EG_OPENERS for e in (q, q - 1 if q > 0 and t[q - 1] in ",:" else -1) if e > 0 and low.endswith(o, 0, e)]
+    for i in sorted(set(before) | {i for i in (low.find(o, line) for o in _EG_OPENERS) if i >= 0}):
+        j = i + len(next(o for o in _EG_OPENERS if low.startswith(o, i)))
+        for k in ([j + 1, j] if j < len(t) - 1 and t[j] in ",:" else [j]):     # an optional ',' or ':' after the opener
+            body = t[k:-1].lstrip()
+            if body: return [p.strip().strip("'\"") for p in body.split(",") if p.strip()]
+    return []
 
 # %% ../nbs/00_schema.ipynb
 class Call(Record):
@@ -341,12 +350,16 @@ class DecisionSample(Record):
 
 # %% ../nbs/00_schema.ipynb
 Role = Literal["system", "user", "planner", "caller", "observation", "summarizer"]
-_NEXT_RE = re.compile(r"Next:\s*(caller|conclusion|give\s*up)\s*\.?\s*$", re.I)
-
 def planner_decision(text: str) -> str | None:
-    "The decision a planner turn ends with: 'caller', 'conclusion', 'give up', or None."
-    m = _NEXT_RE.search((text or "").strip())
-    return None if m is None else re.sub(r"\s+", " ", m.group(1).lower())
+    "The decision a planner turn ends with ('Next: caller', 'Next: conclusion' or 'Next: give up', any case, an optional full stop): 'caller', 'conclusion', 'give up', or None."
+    t = (text or "").rstrip()                    # read from the end, in time linear in the text (no backtracking regex)
+    if t.endswith("."): t = t[:-1].rstrip()
+    low = t.lower()
+    if low.endswith("caller"): dec, head = "caller", t[:-6]
+    elif low.endswith("conclusion"): dec, head = "conclusion", t[:-10]
+    elif low.endswith("up") and t[:-2].rstrip().lower().endswith("give"): dec, head = "give up", t[:-2].rstrip()[:-4]
+    else: return None
+    return dec if head.rstrip().lower().endswith("next:") else None
 
 class Turn(Record):
     role: Role
@@ -391,6 +404,20 @@ def canonical_type(t: str | None) -> str | None:
     t = (t or "").strip().lower().split(",")[0].split()[0] if t and t.strip() else ""
     t = TYPE_ALIASES.get(t, t)
     return t if t in PARAM_TYPES else None
+
+STRUCT_TYPES = {"list", "dict", "array", "object", "tuple", "set", "bytes", "any", "none", "null", "enum"}
+TYPE_NAMES = {"str", "int", "float", "bool", "list", "dict", "tuple", "set", "frozenset", "bytes", "bytearray", "object", "None", "Any", "any",
+              "Optional", "Union", "List", "Dict", "Tuple", "Set", "FrozenSet", "Literal", "Sequence", "Mapping", "Iterable", "Callable"}
+
+def known_type(t: str | None) -> bool:
+    "Is `t` a type a loader accepts: a `PARAM_TYPES` name or alias, a JSON structure type, or a Python type hint over known names?"
+    if not isinstance(t, str) or not t.strip(): return False
+    if canonical_type(t) or t.strip().lower().split(",")[0].strip() in STRUCT_TYPES: return True
+    try: tree = ast.parse(t.strip(), mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError): return False
+    names = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name)]
+    allowed = (ast.Expression, ast.Name, ast.Subscript, ast.Tuple, ast.Load, ast.Constant, ast.BinOp, ast.BitOr, ast.List, ast.Attribute)
+    return bool(names) and all(n in TYPE_NAMES for n in names) and all(isinstance(n, allowed) for n in ast.walk(tree))
 
 def as_number(v: Any, parse_text: bool = True) -> float | None:
     "`v` as a float: ints and floats always, numeric strings (`' 1,200 '`) when `parse_text`; booleans and anything else give None."

@@ -238,11 +238,17 @@ def error_taxonomy(run: SealRun, setting: str, tools: list[Tool]) -> pd.DataFram
 def plot_taxonomy(tax: pd.DataFrame, title: str = ""):
     "Horizontal bars of the error counts, one panel per family."
     import matplotlib.pyplot as plt
-    fams = [f for f in ("format", "tool", "parameter") if f in set(tax.family)]
+    fams = ["format", "tool", "parameter"]
     fig, axes = plt.subplots(1, len(fams), figsize=(4.2 * len(fams), 3.2), squeeze=False)
     for ax, f in zip(axes[0], fams):
-        d = tax[tax.family == f]
-        ax.barh(d.error, d["count"], color={"format": "#888", "tool": "#4c72b0", "parameter": "#dd8452"}[f])
-        ax.set_title(f"{f} errors"); ax.invert_yaxis(); ax.set_xlabel("count")
+        d = tax[tax.family == f] if len(tax) else tax
+        ax.set_title(f"{f} errors"); ax.set_xlabel("count")
+        if not len(d) or d["count"].sum() == 0:          # an empty family says so, rather than showing a blank panel
+            ax.text(0.5, 0.5, "no errors of this kind" if len(d) else "no data", ha="center", va="center", transform=ax.transAxes, color="#555")
+            ax.set_xlim(0, 1); ax.set_yticks([])
+            continue
+        bars = ax.barh(d.error, d["count"], color={"format": "#888", "tool": "#4c72b0", "parameter": "#dd8452"}[f])
+        ax.bar_label(bars, fontsize=7, padding=2)          # every count written, zeros included
+        ax.invert_yaxis(); ax.set_xlim(0, max(1, d["count"].max()) * 1.15)
     fig.suptitle(title); fig.tight_layout()
     return fig

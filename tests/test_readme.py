@@ -1,0 +1,68 @@
+"""The README's Python snippets run as written against the packaged sample (model names swapped for the tiny random
+Llama and sizes scaled to the sample, listed below), and every `-p` name it mentions is a notebook parameter."""
+import json, os, re, subprocess, sys
+from pathlib import Path
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+BLOCKS = re.findall(r"```python\n(.*?)```", README, re.S)
+
+# The sample holds a few records of each file, and tests run on the tiny model: these are the only edits.
+SMALL = {
+    '"smollm2-135m-instruct"': '"tiny-random-llama"',
+    '"Qwen/Qwen2.5-0.5B-Instruct"': '"tiny-random-llama"',
+    "m=30": "m=3",
+    "R.DPRConfig(loss=\"multi_positive\")": "R.DPRConfig(loss=\"multi_positive\", max_steps=2)",
+    "n_fields=5, subfields_per_field=10, tools_per_subfield=10, n_single=500, n_multi=500":
+        "n_fields=2, subfields_per_field=2, tools_per_subfield=2, n_single=2, n_multi=1, max_tokens=32",
+    'load("tooldeer:tools")[:20]': 'load("tooldeer:tools")[:2]',
+    'generate_deer(llm, seeds, "runs/gen")': 'generate_deer(llm, seeds, "runs/gen", DeerGenConfig(max_tokens=32))',
+    "from toolpaper.generate import SealGenConfig, generate_seal, generate_deer":
+        "from toolpaper.generate import DeerGenConfig, SealGenConfig, generate_seal, generate_deer",
+    "train_n=None, test_n=None), \"runs/seal\")":
+        "train_n=6, test_n=4, min_nested=1, k=3, max_steps=2, max_new_tokens=8, batch_size=2, max_length=384), \"runs/seal\")",
+    '{"ToolBench": load("tooldeer:baselines/tool_bench"), "ToolCorpus": load("tooldeer:baselines/tool_corpus")}': "{}",
+    "DE.DeerExpConfig(train_n=None)": ("DE.DeerExpConfig(model='tiny-random-llama', train_n=8, valid_n=6, test_n=4, retention_n=2, strategies=('random',), ratios=((2, 1, 2),), "
+                                       "shots=(2,), clusters=3, max_steps=2, max_new_tokens=8, answer_tokens=8, batch_size=2, max_length=384)"),
+    'train_methods("tiny-random-llama", corpus, "runs/umi")':
+        'train_methods("tiny-random-llama", corpus, "runs/umi", GLPFTConfig(max_steps=1, batch_size=2, max_length=384))',
+    'SFTConfig("runs/deer", epochs=1, batch_size=8)': 'SFTConfig("runs/deer", max_steps=2, batch_size=8)',
+    "from toolpaper.agent import train_methods,": "from toolpaper.agent import GLPFTConfig, train_methods,",
+    'make_agent("alpha_umi", trained, "tiny-random-llama")': 'make_agent("alpha_umi", trained, "tiny-random-llama", max_new_tokens=(8, 8, 8))',
+    "UM.UmiExpConfig(train_n=200, scaling=(50, 100))": ("UM.UmiExpConfig(model='tiny-random-llama', train_n=4, test_n=2, scaling=(2,), max_new_tokens=(8, 8, 8), "
+                                                       "glpft=__import__('toolpaper.agent').agent.GLPFTConfig(max_steps=1, batch_size=2, max_length=384))"),
+    "max_tokens=256, stop": "max_tokens=8, stop", "max_tokens=128, stop": "max_tokens=8, stop", "max_tokens=64, prefixes": "max_tokens=8, prefixes",
+}
+
+
+def small(code: str, used: set | None = None) -> str:
+    for a, b in SMALL.items():                 # in order: a later edit may read the result of an earlier one
+        if a in code and used is not None: used.add(a)
+        code = code.replace(a, b)
+    return code
+
+
+def test_every_substitution_is_used():
+    used: set = set()
+    for b in BLOCKS: small(b, used)
+    unused = [a for a in SMALL if a not in used]
+    assert not unused, f"README no longer contains {unused}: update the snippet test"
+    assert len(BLOCKS) >= 8
+
+
+def test_readme_python_snippets_run_on_the_sample(tmp_path):
+    env = {**os.environ, "TOOLPAPER_DATA_DIR": str(ROOT / "toolpaper" / "sample_data"), "HF_HUB_OFFLINE": "1", "MPLBACKEND": "Agg"}
+    for i, code in enumerate(BLOCKS):          # in order, in one folder: a later snippet may use what an earlier one wrote (runs/deer)
+        r = subprocess.run([sys.executable, "-c", small(code)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+        assert r.returncode == 0, f"README python block {i} failed:\n{small(code)}\n{r.stderr[-3000:]}"
+
+
+def test_every_p_option_in_the_readme_is_a_notebook_parameter():
+    from toolpaper.report import EXPERIMENTS, notebook_parameters
+    params = {n: set(notebook_parameters(ROOT / "nbs" / "experiments" / e.notebook)) for n, e in EXPERIMENTS.items()}
+    named = set(re.findall(r"-p ([a-z_]+)=", README)) - {"key"}          # "-p key=value" is the syntax itself
+    assert named >= {"train_n", "test_n", "scaling", "model"}
+    for name in named: assert any(name in p for p in params.values()), f"-p {name} is no experiment's parameter"
+    for exp in ("seal_tools", "deer", "alpha_umi"):                  # "-p train_n=... -p test_n=... shrink any of them"
+        assert {"train_n", "test_n"} <= params[exp], exp
