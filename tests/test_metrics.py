@@ -43,14 +43,14 @@ def test_compat_format_errors_come_from_apostrophes_and_literals(released):
     assert len(lost) == 2 and all('"' in o for o in lost)
 
 
-def test_deer_gold_chains_score_perfectly(released):
+def test_deer_gold_chains_score_perfectly_in_strict(released):
     for split in ("valid", "test"):
         samples = load(f"tooldeer:{split}", released)
         raw = json.loads((released / "tooldeer" / f"{split}.json").read_text())
         preds = [{"id": s.id, "output": r["conversations"][1]["value"]} for s, r in zip(samples, raw)]
-        for mode in ("compat", "strict"):
-            m = score("deer", preds, samples, mode).metrics
-            assert all(v in (1.0, None) for v in m.values()), m
+        m = score("deer", preds, samples, "strict").metrics
+        assert all(v in (1.0, None) for v in m.values()), m
+        # compat is the authors' loop, which scores transcripts, not full chains: see tests/test_released_formats.py
 
 
 def test_deer_baseline_counting(released):
@@ -116,15 +116,47 @@ def test_subsets_and_id_filter():
     assert sub["metrics"]["n"] == 1
 
 
-def test_deer_compat_rules():
-    g = DecisionSample(id="0", query="q", branch="NoCall", candidates=[Tool(name="t")])
-    assert deer_item("#Begin# x #SearchAPI# p #NoCallAPI# no #End#", g, "compat")[0].nocall_ok == 1
-    assert deer_item("#Begin# x #SearchAPI# p #End#", g, "compat")[0].search_ok == 0
-    ns = DecisionSample(id="1", query="hi", branch="NoSearch")
-    assert deer_item("#Begin# x #SearchAPI# p #NoCallAPI# #End#", ns, "compat")[0].nosearch_ok == 0
-    # an empty called name is a substring of any gold call: the released scorer accepts it
+NS_GOLD = "#Begin# Don't need to look up the API Pool, I can answer this question with my own knowledge. #End#"
+NC_GOLD = "#Begin# Need to look up the API Pool. #SearchAPI# The API Pool including: [a, b] #NoCallAPI# No proper API, I answer myself. #End#"
+C_GOLD = "#Begin# Need to look up the API Pool. #SearchAPI# The API Pool including: [get_weather, b] #CallAPI# get_weather(city='Lima') #APIResponse#  #End#"
+SEARCH = "#Begin# Need to look up the API Pool. #SearchAPI# pool "
+
+
+@pytest.mark.parametrize("transcript, gold, branch, expect", [
+    # rule 1: no #Begin#, nothing is correct
+    ("#SearchAPI# p #CallAPI# get_weather() #APIResponse#", C_GOLD, "Call", dict(search_ok=0, call_ok=0)),
+    # rule 2: #End# -> only NoSearch, and only with the literal phrase on both sides
+    (NS_GOLD, NS_GOLD, "NoSearch", dict(nosearch_ok=1)),
+    ("#Begin# No tool is needed here. #End#", NS_GOLD, "NoSearch", dict(nosearch_ok=0)),
+    (C_GOLD, C_GOLD, "Call", dict(search_ok=0, call_ok=0)),                         # a full gold chain ends with #End#
+    # rule 3: #NoCallAPI#
+    (SEARCH + "#NoCallAPI#", NC_GOLD, "NoCall", dict(search_ok=1, nocall_ok=1)),
+    (SEARCH + "#NoCallAPI#", C_GOLD, "Call", dict(search_ok=1, call_ok=0)),
+    (SEARCH + "#NoCallAPI#", NS_GOLD, "NoSearch", dict(nosearch_ok=0, search_ok=0)),  # searched although not needed: stop
+    # rule 4: #CallAPI#: the name before the first '(' of the text after the LAST '#CallAPI# ', as a substring of the gold call
+    (SEARCH + "#CallAPI# get_weather(city='Paris') #APIResponse#", C_GOLD, "Call", dict(search_ok=1, call_ok=1)),   # arguments never read
+    (SEARCH + "#CallAPI# b(x=1) #CallAPI# get_weather(y=2) #APIResponse#", C_GOLD, "Call", dict(call_ok=1)),        # the last call counts
+    (SEARCH + "#CallAPI# get_weatherX #APIResponse#", C_GOLD, "Call", dict(call_ok=1)),      # no '(': find() = -1 drops the last character
+    (SEARCH + "#CallAPI# weather(city='Lima') #APIResponse#", C_GOLD, "Call", dict(call_ok=1)),   # a substring is enough
+    (SEARCH + "#CallAPI# (city='Lima') #APIResponse#", C_GOLD, "Call", dict(call_ok=1)),     # even an empty name
+    (SEARCH + "#CallAPI# get_weather(city='Lima')", C_GOLD, "Call", dict(search_ok=1, call_ok=0)),   # no #APIResponse#
+    (SEARCH + "#CallAPI# other(city='Lima') #APIResponse#", C_GOLD, "Call", dict(search_ok=1, call_ok=0)),
+    (SEARCH + "#CallAPI# a() #APIResponse#", NC_GOLD, "NoCall", dict(search_ok=1, nocall_ok=0)),   # the gold has #NoCallAPI#
+    ("#Begin# #CallAPI# get_weather() #APIResponse#", C_GOLD, "Call", dict(search_ok=1, call_ok=1)),   # a call without a pool still counts
+    # rule 5 / no decision: a search that never decided
+    (SEARCH, C_GOLD, "Call", dict(search_ok=0, call_ok=0)),
+])
+def test_deer_compat_counting_follows_the_authors_rules(transcript, gold, branch, expect):
+    from toolpaper.metrics import deer_compat_counts
+    c, _ = deer_compat_counts(transcript, gold, branch)
+    assert {k: getattr(c, k) for k in expect} == expect
+    call = dict(gold_call=Call(api="get_weather", arguments={"city": "Lima"}), gold_call_text="get_weather(city='Lima')") if branch == "Call" else {}
+    s = DecisionSample(id="0", query="q", branch=branch, chain=gold, candidates=[Tool(name="get_weather")] if branch != "NoSearch" else [], **call)
+    assert deer_item(transcript, s, "compat")[0] == c
+
+
+def test_deer_strict_reads_the_arguments():
     c = DecisionSample(id="2", query="q", branch="Call", candidates=[Tool(name="f")], gold_call_text="f(a=1)", gold_call=Call(api="f", arguments={"a": 1}))
-    assert deer_item("#Begin# #SearchAPI# p #CallAPI# (a=1) #APIResponse# #End#", c, "compat")[0].call_ok == 1
     assert deer_item("#Begin# #SearchAPI# p #CallAPI# (a=1) #APIResponse# #End#", c, "strict")[0].call_ok == 0
     assert deer_item("#Begin# #SearchAPI# p #CallAPI# f(a='1') #APIResponse# #End#", c, "strict")[0].call_ok == 1
 

@@ -21,7 +21,8 @@ SMALL = {
     "from toolpaper.generate import SealGenConfig, generate_seal, generate_deer":
         "from toolpaper.generate import DeerGenConfig, SealGenConfig, generate_seal, generate_deer",
     "train_n=None, test_n=None), \"runs/seal\")":
-        "train_n=6, test_n=4, min_nested=1, k=3, max_steps=2, max_new_tokens=8, batch_size=2, max_length=384), \"runs/seal\")",
+        ("train_n=6, test_n=4, min_nested=1, k=3, max_steps=2, max_new_tokens=8, batch_size=2, max_length=384, dpr_epochs=0, "   # the sample has no released prompts
+         "prompt_style='toolpaper', settings=('base:bm25', 'ft:bm25', 'ftgold:gold')), \"runs/seal\")"),
     '{"ToolBench": load("tooldeer:baselines/tool_bench"), "ToolCorpus": load("tooldeer:baselines/tool_corpus")}': "{}",
     "DE.DeerExpConfig(train_n=None)": ("DE.DeerExpConfig(model='tiny-random-llama', train_n=8, valid_n=6, test_n=4, retention_n=2, strategies=('random',), ratios=((2, 1, 2),), "
                                        "shots=(2,), clusters=3, max_steps=2, max_new_tokens=8, answer_tokens=8, batch_size=2, max_length=384)"),

@@ -32,7 +32,7 @@ class BenchConfig:
     subset: str = "all"
     k: int = 5
     dense_model: str = "all-minilm-l6-v2"
-    prompt: str = "toolpaper"
+    prompt: str = "released"
     agent: str = "single"
     max_tokens: Any = None
     chunk: int = 32
@@ -45,16 +45,16 @@ class BenchConfig:
         if self.split not in SUITES[self.suite]:
             raise ValueError(f"unknown {self.suite} split {self.split!r}; choose {', '.join(SUITES[self.suite])}")
         for name, val, ok in [("candidates", self.candidates, ("bm25", "dense", "gold", "released")), ("subset", self.subset, ("all", "single", "multiple", "nested")),
-                              ("prompt", self.prompt, ("toolpaper", "native")), ("agent", self.agent, ("single", "umi"))]:
+                              ("prompt", self.prompt, ("released", "toolpaper", "native")), ("agent", self.agent, ("single", "umi"))]:
             if val not in ok: raise ValueError(f"{name} {val!r}: choose {', '.join(ok)}")
         if self.limit is not None and self.limit < 1: raise ValueError("limit must be at least 1")
-        if self.candidates == "released" and self.prompt == "native": raise ValueError("the released prompts are text; use prompt='toolpaper'")
+        if self.suite != "seal" and self.prompt == "native": raise ValueError("prompt='native' is for the seal suite")
         if self.max_tokens is None: self.max_tokens = MAX_TOKENS[self.suite]
 
     def identity(self) -> dict:
         "The settings that decide the predictions (a run folder holds one identity)."
         keep = {"suite", "split", "limit", "seed", "max_tokens"} | ({"candidates", "subset", "k", "dense_model", "prompt"} if self.suite == "seal" else set()) \
-            | ({"agent"} if self.suite == "umi" else set())
+            | ({"agent"} if self.suite == "umi" else set()) | ({"prompt"} if self.suite == "deer" else set())
         d = asdict(self)
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in d.items() if k in keep}
 
@@ -122,29 +122,33 @@ class SealPredictor:
         self.by_name = {t.name: t for t in self.tools}
         self.retriever = None
         if cfg.candidates == "released":
-            self.released = {r.id: r for r in D.load(f"seal-tools:finetune/{cfg.split}", cfg.data_dir)}
-            missing = [x.id for x in items if x.id not in self.released]
+            self.released = D.load(f"seal-tools:finetune/{cfg.split}", cfg.data_dir)
+            missing = [x.id for x in items if x.id not in {r.id for r in self.released}]
             if missing: raise ValueError(f"{len(missing)} instance(s) have no released prompt, e.g. {missing[0]!r}")
         elif cfg.candidates in ("bm25", "dense"):
             from toolpaper.sealtools import SealExpConfig, make_retrievers
             self.retriever = make_retrievers(self.tools, [], SealExpConfig(dense_model=cfg.dense_model))[cfg.candidates]
+        self.template = None
+        if cfg.prompt == "released" and cfg.candidates != "released":
+            from toolpaper.prompts import seal_template
+            self.template = seal_template(cfg.data_dir)
         if cfg.prompt == "native" and hasattr(client, "tok") and "tools" not in (getattr(client.tok, "chat_template", None) or ""):
             raise ValueError("prompt='native' needs a model whose chat template takes tools (this one's does not)")
 
     def __call__(self, chunk: list) -> list[dict]:
-        from toolpaper.prompts import seal_prompt
-        from toolpaper.sealtools import candidates
+        from toolpaper.sealtools import candidates, released_examples, seal_examples
         cfg = self.cfg
         if cfg.candidates == "released":
-            names = [[] for _ in chunk]
-            prompts = [[{"role": "user", "content": self.released[x.id].prompt}] for x in chunk]
+            ex, names = released_examples(chunk, self.released, self.tools, "toolpaper" if cfg.prompt == "native" else cfg.prompt)
+            cands = [[self.by_name[n] for n in ns] for ns in names]
         else:
-            cands = candidates(chunk, self.tools, self.retriever, cfg.k, gold_only=cfg.candidates == "gold", seed=cfg.seed)
+            cands = candidates(chunk, self.tools, self.retriever, cfg.k, gold_only=cfg.candidates == "gold", seed=cfg.seed, shuffle=cfg.prompt != "released")
             names = [[t.name for t in c] for c in cands]
-            if cfg.prompt == "native":
-                from toolpaper.schema import tool_schema
-                prompts = [{"messages": [{"role": "user", "content": x.query}], "tools": [tool_schema(t) for t in c]} for x, c in zip(chunk, cands)]
-            else: prompts = [seal_prompt(x, c).messages for x, c in zip(chunk, cands)]
+            ex = seal_examples(chunk, cands, "toolpaper" if cfg.prompt == "native" else cfg.prompt, self.template)
+        if cfg.prompt == "native":
+            from toolpaper.schema import tool_schema
+            prompts = [{"messages": [{"role": "user", "content": x.query}], "tools": [tool_schema(t) for t in c]} for x, c in zip(chunk, cands)]
+        else: prompts = [e.messages for e in ex]
         outs = self.client.generate(prompts, max_tokens=cfg.max_tokens)
         if cfg.prompt == "native": outs = [native_calls(o) for o in outs]
         return [{"id": x.id, "output": o, "candidates": n} for x, o, n in zip(chunk, outs, names)]
@@ -156,7 +160,7 @@ class DeerPredictor:
 
     def __call__(self, chunk: list) -> list[dict]:
         from toolpaper.deer import deer_generate
-        outs = deer_generate(self.client, chunk, max_new_tokens=self.cfg.max_tokens)
+        outs = deer_generate(self.client, chunk, max_new_tokens=self.cfg.max_tokens, style=self.cfg.prompt)
         return [{"id": s.id, "output": o, "branch": s.branch} for s, o in zip(chunk, outs)]
 
 

@@ -317,7 +317,7 @@ def read_seal_tools(path) -> list[Tool]:
     "Tools from a Seal-Tools `tool.jsonl`; a repeated name is an error."
     tools, seen = [], {}
     for n, obj in read_jsonl(path):
-        t = seal_tool(validate(SealToolRaw, obj, path, line=n))
+        t = seal_tool(validate(SealToolRaw, obj, path, line=n)).model_copy(update={"source": obj})
         if t.name in seen: raise DataError(path, f"duplicate tool name {t.name!r} (first on line {seen[t.name]})", line=n, field="api_name")
         seen[t.name] = n; tools.append(t)
     return tools
@@ -521,7 +521,7 @@ def read_deer_chains(path, split: str) -> list[DecisionSample]:
             names = next((t.param_names for t in ch["candidates"] if ch["call_text"].startswith(t.name + "(")), None)
             call = parse_call_expr(ch["call_text"], names)
         out.append(DecisionSample(id=str(i), query=raw.conversations[0].value, branch=ch["branch"], candidates=ch["candidates"],
-                                  gold_call=call, gold_call_text=ch["call_text"], split=split))
+                                  gold_call=call, gold_call_text=ch["call_text"], split=split, chain=raw.conversations[1].value))
     return out
 
 class _BaselineToolRaw(BaseModel):
@@ -577,7 +577,7 @@ def umi_tool(raw: _UmiToolRaw) -> Tool:
     for k, v in raw.input.items():
         typ, _, desc = (v if isinstance(v, str) else json.dumps(v)).partition(",")
         params.append(Param(name=k, type=typ.strip() or "str", description=desc.strip()))
-    return Tool(name=raw.Name, description=raw.function, parameters=params)
+    return Tool(name=raw.Name, description=raw.function, parameters=params, source=raw.model_dump())
 
 def umi_turns(path, index: int, turns: list, field: str) -> list[Turn]:
     "Released turns (`from` / `value`) as `Turn`s; an unknown role is an error naming file, record and turn."

@@ -15,8 +15,9 @@ from .prompts import DEER_STOPS, DEER_SYSTEM, PromptExample, deer_prompt
 
 # %% auto 0
 __all__ = ['PAPER_TRAIN_MIX', 'PAPER_VALID_MIX', 'PAPER_DEER', 'TABLE1_COLS', 'TABLE3_SETS', 'TABLE4_COLS', 'stratified',
-           'pool_text', 'deer_generate', 'compact_chain', 'demonstrations', 'DeerExpConfig', 'mixture_of', 'DeerRun',
-           'run_deer_experiment', 'table1', 'table3', 'table4', 'plot_strategies', 'plot_span_losses']
+           'pool_text', 'gold_prefix', 'deer_generate', 'compact_chain', 'demonstrations', 'DeerExpConfig',
+           'mixture_of', 'DeerRun', 'run_deer_experiment', 'table1', 'table3', 'table4', 'plot_strategies',
+           'plot_span_losses']
 
 # %% ../nbs/15_deer.ipynb
 PAPER_TRAIN_MIX = {"NoSearch": 1807 / 9585, "NoCall": 3114 / 9585, "Call": 4664 / 9585}
@@ -42,16 +43,31 @@ def pool_text(s: DecisionSample) -> str:
     from toolpaper.sampling import render_pool
     return " " + render_pool(s.candidates) + " "
 
+def gold_prefix(s: DecisionSample) -> str | None:
+    "The released round-two prefix of a sample: its gold chain up to the branch marker, and '#'."
+    from toolpaper.prompts import deer_round_two_prefix
+    from toolpaper.sampling import chain_phrases, render_chain, render_pool
+    if s.source == "labels": return f"{chain_phrases('released').search}#SearchAPI# {render_pool(s.candidates)} #" if s.candidates else None
+    return deer_round_two_prefix(s.chain or render_chain(s))
+
 def deer_generate(gen, samples: Sequence[DecisionSample], system: str = DEER_SYSTEM, demos: Sequence[tuple[str, str]] = (),
-                  max_new_tokens: int = 96, progress: bool = False) -> list[str]:
-    "Outputs of the two-round teacher-forced protocol (see above)."
-    msgs = [deer_prompt(s, chain="", system=system, demos=demos).messages for s in samples]
-    first = gen.generate(msgs, max_tokens=max_new_tokens, stop=DEER_STOPS, include_stop=True, progress=progress)
-    again = [i for i, o in enumerate(first) if o.rstrip().endswith("#SearchAPI#") and samples[i].candidates]
+                  max_new_tokens: int = 96, progress: bool = False, style: str = "released") -> list[str]:
+    "Transcripts of the two-round teacher-forced protocol (see above)."
+    prompts = [deer_prompt(s, chain="", system=system, demos=demos, style=style).messages for s in samples]
+    first = gen.generate(prompts, max_tokens=max_new_tokens, stop=DEER_STOPS, include_stop=True, progress=progress)
     out = list(first)
+    if style == "released":
+        again = [(i, gold_prefix(samples[i])) for i, o in enumerate(first) if "#SearchAPI#" in o]
+        again = [(i, p) for i, p in again if p]
+        if again:                                # the model continues after '#': its markers start without it
+            second = gen.generate([prompts[i] for i, _ in again], max_tokens=max_new_tokens, stop=("NoCallAPI#", "APIResponse#", "End#"),
+                                  include_stop=True, prefixes=[" " + p for _, p in again], progress=progress)
+            for (i, p), o in zip(again, second): out[i] = p + o
+        return out
+    again = [i for i, o in enumerate(first) if o.rstrip().endswith("#SearchAPI#") and samples[i].candidates]
     if again:
         prefixes = [first[i].rstrip() + pool_text(samples[i]) for i in again]
-        second = gen.generate([msgs[i] for i in again], max_tokens=max_new_tokens, stop=("#NoCallAPI#", "#APIResponse#", "#End#"),
+        second = gen.generate([prompts[i] for i in again], max_tokens=max_new_tokens, stop=("#NoCallAPI#", "#APIResponse#", "#End#"),
                               include_stop=True, prefixes=prefixes, progress=progress)
         for i, p, o in zip(again, prefixes, second): out[i] = p + o
     return out
@@ -65,7 +81,7 @@ def compact_chain(chain: str) -> str:
     header = rest.split("\n", 1)[0].split(", and the introduction")[0]
     return head + "#SearchAPI#" + header + ". " + rest[cut:]
 
-def demonstrations(pool: Sequence[DecisionSample], n: int, trial: int = 0, compact: bool = False) -> list[tuple[str, str]]:
+def demonstrations(pool: Sequence[DecisionSample], n: int, trial: int = 0, compact: bool = False, style: str = "released") -> list[tuple[str, str]]:
     "`n` (query, chain) demonstrations cycling through the branches, seeded by `trial`; `compact` shortens their pools to the names."
     from toolpaper.sampling import render_chain
     rng = random.Random(f"demos:{trial}")
@@ -73,7 +89,7 @@ def demonstrations(pool: Sequence[DecisionSample], n: int, trial: int = 0, compa
     order = [b for b in ("NoSearch", "NoCall", "Call") if by[b]]
     if n and not order: raise ValueError("no samples to draw demonstrations from")
     picks = [rng.choice(by[order[i % len(order)]]) for i in range(n)]
-    return [(s.query, compact_chain(render_chain(s)) if compact else render_chain(s)) for s in picks]
+    return [(s.query, compact_chain(render_chain(s, style)) if compact else render_chain(s, style)) for s in picks]
 
 # %% ../nbs/15_deer.ipynb
 @dataclass
@@ -90,6 +106,7 @@ class DeerExpConfig:
     shots: tuple = (2, 4, 6)
     shot_trials: int = 1
     compact_demos: bool = True         # demonstrations show only the candidate names of their pools (shorter prompts on CPU)
+    prompt_style: str = "released"     # "released": the authors' plain template, chains and second round; "toolpaper": the project's own
     k: int = 5
     clusters: int = 30
     call_ratio: float = 0.6
@@ -189,7 +206,7 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
 
     def evaluate(gen, name, sets, demos=()):
         for ev, samples in sets.items():
-            outs = deer_generate(gen, samples, demos=demos, max_new_tokens=cfg.max_new_tokens, progress=progress)
+            outs = deer_generate(gen, samples, demos=demos, max_new_tokens=cfg.max_new_tokens, progress=progress, style=cfg.prompt_style)
             save(name, ev, samples, outs)
             rows.extend(_metric_row(outs, samples, name, ev, mode) for mode in ("compat", "strict"))
 
@@ -200,7 +217,7 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
     save("base-answers", "retention", ret_q, refs)
     for n in cfg.shots:
         for trial in range(cfg.shot_trials):
-            demos = demonstrations(dd.train, n, trial, compact=cfg.compact_demos)
+            demos = demonstrations(dd.train, n, trial, compact=cfg.compact_demos, style=cfg.prompt_style)
             evaluate(base, f"base {n}-shot" + (f" (trial {trial})" if cfg.shot_trials > 1 else ""), evals, demos)
     timings["base_eval_s"] = time.perf_counter() - t1
     del base
@@ -210,7 +227,7 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
         c = Counter(s.branch for s in train)
         counts.append({"model": name, "train samples": len(train), **{b: c.get(b, 0) for b in ("NoSearch", "NoCall", "Call")},
                        "pools by strategy": dict(Counter(s.split.split(":")[1] for s in train if s.split and ":" in s.split and s.branch != "NoSearch"))})
-        ex = [deer_prompt(s) for s in train]
+        ex = [deer_prompt(s, style=cfg.prompt_style) for s in train]
         out = work / f"adapter_{name.replace(' ', '_').replace(':', '-')}"
         infos[name] = finetune(cfg.model, ex, SFTConfig.from_experiment(out, cfg), span_labels=["decision", "call"])
         t1 = time.perf_counter()

@@ -17,11 +17,11 @@ from .parse import PLAN_LABELS, UmiStep, parse_caller, parse_deer, parse_seal, p
 from .schema import REF_RE, Call, DecisionSample, Instance, Tool, Trajectory, as_number, canonical_type, fits_type, planner_decision
 
 # %% auto 0
-__all__ = ['values_equal', 'SealCounts', 'prf', 'seal_summary', 'seal_compat_counts', 'match_calls', 'seal_strict_counts',
-           'seal_scores', 'seal_gold_answer', 'seal_error_taxonomy', 'DeerCounts', 'deer_summary', 'baseline_action',
-           'deer_item', 'deer_scores', 'umi_gold_steps', 'arg_f1', 'rouge_l', 'umi_scores', 'retention_scores',
-           'bootstrap_ci', 'ScoreResult', 'prediction_problem', 'resolve_references', 'score', 'pct', 'ci_pct',
-           'mean_ci', 'with_ci', 'retention_ci']
+__all__ = ['NO_SEARCH_PHRASE', 'SEARCH_PHRASE', 'values_equal', 'SealCounts', 'prf', 'seal_summary', 'seal_compat_counts',
+           'match_calls', 'seal_strict_counts', 'seal_scores', 'seal_gold_answer', 'seal_error_taxonomy', 'DeerCounts',
+           'deer_summary', 'baseline_action', 'deer_compat_counts', 'deer_item', 'deer_scores', 'umi_gold_steps',
+           'arg_f1', 'rouge_l', 'umi_scores', 'retention_scores', 'bootstrap_ci', 'ScoreResult', 'prediction_problem',
+           'resolve_references', 'score', 'pct', 'ci_pct', 'mean_ci', 'with_ci', 'retention_ci']
 
 # %% ../nbs/05_metrics.ipynb
 def _boolish(v):
@@ -253,6 +253,36 @@ def baseline_action(text: str, candidates: list[str] | None = None) -> str | Non
         if hits: return min(hits)[1]
     return None
 
+NO_SEARCH_PHRASE, SEARCH_PHRASE = "#Begin# Don't need", "#Begin# Need to"      # the literal phrases the authors' scorer looks for
+
+def deer_compat_counts(transcript: str, gold_chain: str, branch: str) -> tuple[DeerCounts, list[str]]:
+    "The authors' counting of one transcript against its gold chain (see above)."
+    c, why, T, G = DeerCounts(), [], transcript or "", gold_chain or ""
+    if branch == "NoSearch": c.nosearch = 1
+    else:
+        c.search = 1
+        if branch == "NoCall": c.nocall = 1
+        else: c.call = 1
+    if "#Begin#" not in T: return c, ["no #Begin# in the transcript"]
+    if "#End#" in T:
+        c.nosearch_ok = int(NO_SEARCH_PHRASE in G and NO_SEARCH_PHRASE in T)
+        if not c.nosearch_ok: why.append("ended without the NoSearch phrase on both sides" if branch == "NoSearch" else "answered without searching")
+        return c, why
+    if "#NoCallAPI#" in T or "#CallAPI#" in T:
+        if SEARCH_PHRASE not in G: return c, ["searched although no search was needed"]
+        c.search_ok = 1
+        if "#NoCallAPI#" in T:
+            c.nocall_ok = int("#NoCallAPI#" in G)
+            if not c.nocall_ok: why.append("no call although the gold calls")
+            return c, why
+        call = T.split("#CallAPI# ")[-1].split(" #APIResponse#")[0]
+        name = call[:call.find("(")]                          # find() = -1 drops the last character, as the released code does
+        gold_call = G.split("#CallAPI#", 1)[1].split("#APIResponse#", 1)[0] if "#CallAPI#" in G else ""
+        c.call_ok = int("#NoCallAPI#" not in G and "#APIResponse#" in T and name in gold_call)
+        if not c.call_ok: why.append(f"call {name!r} vs gold {gold_call.strip()!r}" + ("" if "#APIResponse#" in T else " (no #APIResponse#)"))
+        return c, why
+    return c, ["searched but did not decide" if "#SearchAPI#" in T else "no decision marker"]
+
 def deer_item(output: Any, gold: DecisionSample, mode: str) -> tuple[DeerCounts, list[str]]:
     c, why = DeerCounts(), []
     text = output if isinstance(output, str) else ""
@@ -265,27 +295,23 @@ def deer_item(output: Any, gold: DecisionSample, mode: str) -> tuple[DeerCounts,
             c.call, c.call_ok = 1, int(ok)
         if not (c.nocall_ok or c.call_ok): why.append(f"chose {act!r}, gold {gold.gold_apis or 'NoCallAPI'}")
         return c, why
+    if mode == "compat":
+        from toolpaper.sampling import render_chain
+        return deer_compat_counts(text, gold.chain or render_chain(gold), gold.branch)
     p = parse_deer(text, mode)
     if gold.branch == "NoSearch":
-        c.nosearch = 1
-        c.nosearch_ok = int(p.ended and not p.searched) if mode == "compat" else int(p.branch == "NoSearch")
+        c.nosearch, c.nosearch_ok = 1, int(p.branch == "NoSearch")
         if not c.nosearch_ok: why.append(f"should answer directly; output branch {p.branch}")
         return c, why
-    c.search = 1
-    c.search_ok = int("#CallAPI#" in text or "#NoCallAPI#" in text) if mode == "compat" else int(p.branch in ("Call", "NoCall"))
+    c.search, c.search_ok = 1, int(p.branch in ("Call", "NoCall"))
     if not c.search_ok: why.append("did not decide after searching" if p.searched else "did not search")
     if gold.branch == "NoCall":
-        c.nocall = 1
-        c.nocall_ok = int(c.search_ok and "#NoCallAPI#" in text) if mode == "compat" else int(p.branch == "NoCall")
+        c.nocall, c.nocall_ok = 1, int(p.branch == "NoCall")
         if c.search_ok and not c.nocall_ok: why.append("called a tool although none fits")
     else:
-        c.call = 1
-        if mode == "compat":
-            c.call_ok = int(c.search_ok and "#APIResponse#" in text and p.call_name is not None and p.call_name in (gold.gold_call_text or ""))
-        else:
-            gc = gold.gold_call
-            c.call_ok = int(p.branch == "Call" and p.call is not None and gc is not None and p.call.api == gc.api
-                            and values_equal(p.call.arguments, gc.arguments))
+        gc = gold.gold_call
+        c.call, c.call_ok = 1, int(p.branch == "Call" and p.call is not None and gc is not None and p.call.api == gc.api
+                                    and values_equal(p.call.arguments, gc.arguments))
         if c.search_ok and not c.call_ok: why.append(f"call {p.call_name!r}{' ' + json.dumps(p.call.arguments, default=str) if p.call else ''} vs gold {gold.gold_call_text!r}")
     return c, why
 

@@ -100,7 +100,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
     Experiment("metric_audit", "01_metric_audit.ipynb", "Metric audit: compat vs strict on gold answers and perturbations"),
     Experiment("retrieval", "02_retrieval.ipynb", "Tool retrieval: BM25 vs DPR (Seal-Tools Figure 10)"),
     Experiment("deer_sampling", "03_deer_sampling.ipynb", "DEER tool clusters, candidate sampling and rebuilt decision data"),
-    Experiment("seal_tools", "04_seal_tools.ipynb", "Seal-Tools: zero-shot vs fine-tuned tool calling (Tables 2-5, Figure 8)"),
+    Experiment("seal_tools", "04_seal_tools.ipynb", "Seal-Tools: zero-shot vs fine-tuned tool calling (Tables 2-5, Figures 7-8)"),
     Experiment("deer", "05_deer.ipynb", "DEER: decision-aware fine-tuning, unseen tools, sampling strategies, retention (Tables 1, 3, 4, Figure 5)"),
     Experiment("generation_yield", "06_generation_yield.ipynb", "Self-instruct generation yield (Seal-Tools pipeline, Figure 9 analogue; DEER pairs)"),
     Experiment("alpha_umi", "07_alpha_umi.ipynb", "alpha-UMi: GLPFT vs Single-LLM and baselines (Table 1, Figures 4-5, Table 3)"),

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import hashlib, json, math, os, random, re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 import numpy as np
@@ -19,7 +19,7 @@ from .schema import Instance, Tool
 __all__ = ['STOPWORDS', 'TOKENIZERS', 'tool_text', 'tokenize_authors', 'tokenize_words', 'rank_scores', 'BM25Index',
            'check_queries', 'Retriever', 'BM25Retriever', 'dense_text', 'DenseRetriever', 'retrieval_metrics',
            'gold_sets', 'evaluate_retriever', 'DPRConfig', 'finetune_dpr', 'CandidateList', 'candidate_lists',
-           'train_dpr_retriever', 'compare_retrievers', 'summary_table', 'kind_table', 'plot_topk']
+           'dpr_key', 'train_dpr_retriever', 'compare_retrievers', 'summary_table', 'kind_table', 'plot_topk']
 
 # %% ../nbs/07_retrieval.ipynb
 def tool_text(t: Tool, with_name: bool = False, params: str = "required") -> str:
@@ -272,11 +272,33 @@ def candidate_lists(instances: list[Instance], ranked: np.ndarray, tools: list[T
     return out
 
 # %% ../nbs/07_retrieval.ipynb
-def train_dpr_retriever(tools: list[Tool], train: list[Instance], cfg: DPRConfig, name: str | None = None, base: str = "all-minilm-l6-v2"):
-    "Fine-tune a fresh copy of the base encoder with `cfg` and wrap it as a fitted `DenseRetriever`; returns (retriever, loss history)."
+def dpr_key(tools: list[Tool], train: list[Instance], cfg: DPRConfig, base: str) -> str:
+    "What decides a DPR encoder: the base model, the settings, the tool corpus and the training queries."
+    h = hashlib.sha256(json.dumps({"base": base, "cfg": asdict(cfg)}, sort_keys=True).encode())
+    for t in tools: h.update(f"{t.name}\t{t.description}\n".encode())
+    for x in train: h.update(f"{x.id}\t{x.query}\n".encode())
+    return h.hexdigest()[:16]
+
+def train_dpr_retriever(tools: list[Tool], train: list[Instance], cfg: DPRConfig, name: str | None = None, base: str = "all-minilm-l6-v2",
+                        cache: bool = True):
+    "Fine-tune a fresh copy of the base encoder with `cfg` and wrap it as a fitted `DenseRetriever`; returns (retriever, loss history).\n\n"\
+    "With `cache`, the encoder is kept under the user cache (`dpr/<key>`, see `dpr_key`) and a later call with the same inputs loads it: "\
+    "the Seal-Tools experiment uses the DPR encoder the retrieval experiment trained."
     from toolpaper.models import load_embedder
-    enc = load_embedder(base, device="cpu")
-    hist = finetune_dpr(enc, tools, train, cfg)
+    folder = cache_root() / "dpr" / dpr_key(tools, train, cfg, base)
+    if cache and (folder / "history.json").exists():
+        from sentence_transformers import SentenceTransformer
+        enc, hist = SentenceTransformer(str(folder), device="cpu"), json.loads((folder / "history.json").read_text())
+    else:
+        enc = load_embedder(base, device="cpu")
+        hist = finetune_dpr(enc, tools, train, cfg)
+        if cache:
+            import shutil, tempfile
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+            enc.save(str(tmp)); (tmp / "history.json").write_text(json.dumps(hist))
+            try: os.rename(tmp, folder)
+            except OSError: shutil.rmtree(tmp, ignore_errors=True)          # another run got there first
     ret = DenseRetriever(enc, name=name or f"DPR ({cfg.loss})", cache=False).fit(tools)
     return ret, hist
 

@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_sampling.ipynb 3
 from __future__ import annotations
-import hashlib, json, random
+import functools, hashlib, json, random
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -13,9 +13,10 @@ import pandas as pd
 from .schema import Call, DecisionSample, Tool
 
 # %% auto 0
-__all__ = ['STRATEGIES', 'MIXTURE', 'ToolClusters', 'embed_tools', 'cluster_tools', 'sample_pool', 'tool_split', 'DecisionData',
-           'build_decision_data', 'render_pool', 'render_chain', 'to_messages', 'to_released_format',
-           'save_decision_data', 'plot_pools', 'decision_table']
+__all__ = ['STRATEGIES', 'MIXTURE', 'TOOLPAPER_PHRASES', 'ToolClusters', 'embed_tools', 'cluster_tools', 'sample_pool',
+           'tool_split', 'DecisionData', 'build_decision_data', 'render_pool', 'ChainPhrases', 'released_phrases',
+           'chain_phrases', 'render_chain', 'to_messages', 'to_released_format', 'save_decision_data', 'plot_pools',
+           'decision_table']
 
 # %% ../nbs/08_sampling.ipynb
 @dataclass
@@ -175,16 +176,53 @@ def build_decision_data(tools: list[Tool], released_valid: list[DecisionSample] 
 
 # %% ../nbs/08_sampling.ipynb
 def render_pool(tools: Sequence[Tool]) -> str:
+    "The candidate pool as the released chains list it after `#SearchAPI#`."
     names = [t.name for t in tools]
     lines = [repr({"api_name": t.name, "description": t.description, "api_function": t.signature or f"{t.name}()"}) for t in tools]
     return f"The API Pool including: {names!r}, and the introduction and usage of each API is as follows: \n" + "\n".join(lines)
 
-def render_chain(s: DecisionSample) -> str:
-    "The gold chain of a sample in DEER's marker format."
-    if s.branch == "NoSearch": return "#Begin# I can answer this from my own knowledge; no tool is needed. #End#"
-    head = f"#Begin# A tool may help here, so I check the API pool. #SearchAPI# {render_pool(s.candidates)}"
-    if s.branch == "NoCall": return head + " #NoCallAPI# None of these tools fits the request, so I answer it myself. #End#"
-    return head + f" #CallAPI# {s.gold_call_text} #APIResponse#  #End#"
+@dataclass(frozen=True)
+class ChainPhrases:
+    "The wording of a DEER chain around its markers."
+    nosearch: str      # the whole NoSearch chain
+    search: str        # from '#Begin#' up to '#SearchAPI#'
+    nocall: str        # between '#NoCallAPI#' and '#End#'
+    call_end: str      # after the call: ' #APIResponse#' ... '#End#'
+
+    @classmethod
+    def from_chains(cls, chains: Sequence[str]) -> "ChainPhrases":
+        "The phrases of released chains (one of each branch is enough; all released chains share them)."
+        first = lambda f, what: next((c for c in chains if c and f(c)), None) or _no(what)
+        ns, nc, call = (first(lambda c: "#SearchAPI#" not in c, "NoSearch"), first(lambda c: "#NoCallAPI#" in c, "NoCall"),
+                        first(lambda c: "#CallAPI#" in c, "Call"))
+        return cls(nosearch=ns, search=nc.split("#SearchAPI#", 1)[0], nocall=nc.split("#NoCallAPI#", 1)[1].split("#End#", 1)[0],
+                   call_end=" #APIResponse#" + call.split("#APIResponse#", 1)[1])
+
+def _no(what): raise ValueError(f"no released {what} chain to read the phrases from")
+
+TOOLPAPER_PHRASES = ChainPhrases("#Begin# I can answer this from my own knowledge; no tool is needed. #End#",
+                                 "#Begin# A tool may help here, so I check the API pool. ",
+                                 " None of these tools fits the request, so I answer it myself. ", " #APIResponse#  #End#")
+
+@functools.lru_cache(maxsize=None)
+def released_phrases(root: str | None = None) -> ChainPhrases:
+    "The released chains' phrases, from `tooldeer:valid` in the data folder (or the packaged sample when that folder lacks it)."
+    from toolpaper.data import DataMissingError, load
+    try: samples = load("tooldeer:valid", root)
+    except DataMissingError: samples = load("tooldeer:valid", "sample")
+    return ChainPhrases.from_chains([s.chain for s in samples])
+
+def chain_phrases(style: str = "released") -> ChainPhrases:
+    if style not in ("released", "toolpaper"): raise ValueError(f"style {style!r}: expected 'released' or 'toolpaper'")
+    return released_phrases() if style == "released" else TOOLPAPER_PHRASES
+
+def render_chain(s: DecisionSample, style: str = "released") -> str:
+    "The gold chain of a sample in DEER's marker format, with the released phrases (or the project's own, `style='toolpaper'`)."
+    ph = chain_phrases(style)
+    if s.branch == "NoSearch": return ph.nosearch
+    head = f"{ph.search}#SearchAPI# {render_pool(s.candidates)}"
+    if s.branch == "NoCall": return head + " #NoCallAPI#" + ph.nocall + "#End#"
+    return head + f" #CallAPI# {s.gold_call_text}" + ph.call_end
 
 def to_messages(s: DecisionSample, system: str | None = None) -> list[dict]:
     msgs = [{"role": "system", "content": system}] if system else []

@@ -107,6 +107,7 @@ class Tool(Record):
     example_arguments: dict[str, Any] | None = None
     signature: str | None = None
     model_description: str | None = None
+    source: dict[str, Any] | None = None      # the record as read from a released file (key order and extra keys kept), when there is one
 
     @model_validator(mode="after")
     def _unique_params(self):
@@ -336,6 +337,7 @@ class DecisionSample(Record):
     gold_apis: list[str] = Field(default_factory=list)
     split: str | None = None
     source: Literal["chain", "labels"] = "chain"   # "labels": from a DEER baseline file (label names, no chain)
+    chain: str | None = None                       # the gold chain as released (None: rendered with the released phrases when needed)
 
     @model_validator(mode="after")
     def _consistent(self):

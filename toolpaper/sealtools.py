@@ -10,12 +10,14 @@ from pathlib import Path
 from typing import Sequence
 import pandas as pd
 from .schema import Instance, Tool
-from .prompts import PromptExample, seal_prompt
+from .prompts import PromptExample, released_tool_list, seal_prompt
 
 # %% auto 0
-__all__ = ['METRIC_COLS', 'CI_KEYS', 'PAPER_SEAL', 'SETTING_NAMES', 'subsample', 'candidates', 'seal_examples', 'score_setting',
-           'paper_rows', 'SealExpConfig', 'SealRun', 'make_retrievers', 'train_examples', 'setting_label',
-           'run_seal_experiment', 'seal_table', 'error_taxonomy', 'plot_taxonomy']
+__all__ = ['METRIC_COLS', 'CI_KEYS', 'PAPER_SEAL', 'MODELS', 'CANDIDATES', 'SETTING_NAMES', 'subsample', 'candidates',
+           'released_gold_coverage', 'seal_examples', 'released_examples', 'score_setting', 'paper_rows',
+           'SealExpConfig', 'SealRun', 'make_retrievers', 'train_examples', 'gold_examples', 'setting_label',
+           'run_seal_experiment', 'seal_table', 'error_taxonomy', 'param_by_kind', 'plot_param_by_kind',
+           'plot_taxonomy']
 
 # %% ../nbs/14_sealtools.ipynb
 def subsample(instances: Sequence[Instance], n: int | None, seed: int = 0, min_nested: int = 0) -> list[Instance]:
@@ -35,23 +37,49 @@ def subsample(instances: Sequence[Instance], n: int | None, seed: int = 0, min_n
 
 # %% ../nbs/14_sealtools.ipynb
 def candidates(instances: Sequence[Instance], tools: Sequence[Tool], retriever=None, k: int = 5, inject_gold: bool = False,
-               gold_only: bool = False, seed: int = 0) -> list[list[Tool]]:
-    "Candidate tools per instance (see above); `retriever` must be fitted on `tools` (unused when `gold_only`)."
+               gold_only: bool = False, seed: int = 0, shuffle: bool = True) -> list[list[Tool]]:
+    "Candidate tools per instance (see above); `retriever` must be fitted on `tools` (unused when `gold_only`); `shuffle=False` keeps the retrieval order."
     import numpy as np
     from toolpaper.retrieval import candidate_lists
     if gold_only: ranked = np.zeros((len(instances), 0), dtype=int)
     elif retriever is None: raise ValueError("a retriever is needed unless gold_only=True")
     else: ranked = retriever.search([x.query for x in instances], k)
     by_name = {t.name: t for t in tools}
-    lists = candidate_lists(list(instances), ranked, list(tools), k=k, inject_gold=inject_gold, seed=seed, gold_only=gold_only)
+    lists = candidate_lists(list(instances), ranked, list(tools), k=k, inject_gold=inject_gold, seed=seed, gold_only=gold_only, shuffle=shuffle)
     missing = sorted({n for c in lists for n in c.tools if n not in by_name})
     if missing: raise KeyError(f"gold tools not in the tool list: {missing[:5]}")
     return [[by_name[n] for n in c.tools] for c in lists]
 
-def seal_examples(instances: Sequence[Instance], cands: Sequence[Sequence[Tool]]) -> list[PromptExample]:
-    "One prompt (candidate tools + task) with its gold answer per instance."
+def released_gold_coverage(instances: Sequence[Instance], records) -> tuple[int, int]:
+    "(instances whose released prompt lists every gold tool, instances with a released prompt)."
+    by, hit, n = {r.id: r for r in records}, 0, 0
+    for x in instances:
+        if x.id not in by: continue
+        listed = {d["api_name"] for d in released_tool_list(by[x.id].prompt)}
+        n += 1; hit += {c.api for c in x.calls} <= listed
+    return hit, n
+
+def seal_examples(instances: Sequence[Instance], cands: Sequence[Sequence[Tool]], style: str = "released", template=None) -> list[PromptExample]:
+    "One prompt (candidate tools + task, in `style`; released layout from `template`, else from the data folder) with its gold answer per instance."
     if len(instances) != len(cands): raise ValueError(f"{len(instances)} instances but {len(cands)} candidate lists")
-    return [seal_prompt(x, c) for x, c in zip(instances, cands)]
+    return [seal_prompt(x, c, style=style, template=template) for x, c in zip(instances, cands)]
+
+def released_examples(instances: Sequence[Instance], records, tools: Sequence[Tool], style: str = "released") -> tuple[list[PromptExample], list[list[str]]]:
+    "The authors' own prompts (`dataset_for_finetune`) for `instances`: as released, or their candidate lists in the toolpaper layout; and the candidate names."
+    by = {r.id: r for r in records}
+    missing = [x.id for x in instances if x.id not in by]
+    if missing: raise KeyError(f"{len(missing)} instance(s) have no released prompt, e.g. {missing[0]!r}")
+    tool_by = {t.name: t for t in tools}
+    out, names = [], []
+    for x in instances:
+        r = by[x.id]
+        try: listed = [d["api_name"] for d in released_tool_list(r.prompt)]
+        except ValueError as e: raise ValueError(f"released prompt of {x.id!r}: {e}") from None
+        names.append(listed)
+        if style == "released": out.append(PromptExample(x.id, [{"role": "user", "content": r.prompt}], [("answer", r.answer)],
+                                                          {"kind": x.kind, "nested": x.nested, "style": style}))
+        else: out.append(seal_prompt(x, [tool_by[n] for n in listed], style=style))
+    return out, names
 
 # %% ../nbs/14_sealtools.ipynb
 METRIC_COLS = ["Format ACC", "Tool P", "Tool R", "Tool F1", "Param P", "Param R", "Param F1"]
@@ -106,11 +134,13 @@ class SealExpConfig:
     test_n: int | None = 12                 # instances per test split (None: all)
     min_nested: int = 3                     # nested instances forced into each test subset
     k: int = 5                              # candidate tools per prompt
+    prompt_style: str = "released"          # "released": the authors' prompt layout and training prompts; "toolpaper": the project's own
     dense_model: str = "all-minilm-l6-v2"
-    dpr_epochs: float = 0                   # > 0: fine-tune the dense encoder DPR-style on the training instances first
-    train_retriever: str = "bm25"           # retriever of the training prompts (gold tools swapped in)
-    gold_only_train: bool = True            # also train on gold-tools-only prompts (Table 5 setting)
-    settings: tuple = ("base:bm25", "base:dense", "base:gold", "ft:bm25", "ft:dense", "ft:gold")
+    dpr_epochs: int = 1                     # > 0: the dense retriever is that encoder DPR-fine-tuned on all of `dev` (cached, shared with the retrieval report)
+    dpr_loss: str = "multi_positive"
+    dpr_batch_size: int = 16
+    train_retriever: str = "dense"          # toolpaper style: retriever of the training prompts (gold tools swapped in); released style trains on the released prompts
+    settings: tuple = ("base:bm25", "base:dense", "base:released", "base:gold", "ft:bm25", "ft:dense", "ft:released", "ftgold:gold")
     epochs: float = 1.0
     lr: float = 1e-3
     batch_size: int = 1                     # x grad_accum = effective batch; 1 keeps CPU memory low (~1,500-token prompts)
@@ -134,73 +164,102 @@ class SealRun:
     train_info: dict | None = None
 
 # %% ../nbs/14_sealtools.ipynb
-def make_retrievers(tools: list[Tool], train: list[Instance], cfg: SealExpConfig) -> dict:
-    "{'bm25': ..., 'dense': ...} fitted on `tools`."
+def make_retrievers(tools: list[Tool], dpr_train: list[Instance], cfg: SealExpConfig) -> dict:
+    "{'bm25': ..., 'dense': ...} fitted on `tools`; 'dense' is DPR trained on `dpr_train` when `dpr_epochs` > 0, else the pretrained encoder."
     from toolpaper.retrieval import BM25Retriever, DenseRetriever, DPRConfig, train_dpr_retriever
     from toolpaper.models import load_embedder
     out = {"bm25": BM25Retriever("words", with_name=True).fit(tools)}
     if cfg.dpr_epochs > 0:
-        out["dense"], _ = train_dpr_retriever(tools, train, DPRConfig(epochs=cfg.dpr_epochs, seed=cfg.seed), base=cfg.dense_model)
+        out["dense"], _ = train_dpr_retriever(tools, dpr_train, DPRConfig(loss=cfg.dpr_loss, epochs=cfg.dpr_epochs, batch_size=cfg.dpr_batch_size,
+                                                                          seed=cfg.seed), base=cfg.dense_model)
     else:
         out["dense"] = DenseRetriever(load_embedder(cfg.dense_model, device="cpu"), name=f"dense ({cfg.dense_model})").fit(tools)
     return out
 
-def train_examples(train: list[Instance], tools: list[Tool], retrievers: dict, cfg: SealExpConfig) -> list[PromptExample]:
-    "Training prompts: retrieved candidates with the gold tools swapped in, plus gold-only prompts when configured."
-    ex = seal_examples(train, candidates(train, tools, retrievers[cfg.train_retriever], cfg.k, inject_gold=True, seed=cfg.seed))
-    if cfg.gold_only_train:
-        gold = seal_examples(train, candidates(train, tools, gold_only=True, seed=cfg.seed))
-        ex += [PromptExample(e.id + ":gold", e.messages, e.spans, e.meta) for e in gold]
-    return ex
+def train_examples(train: list[Instance], tools: list[Tool], retrievers: dict, cfg: SealExpConfig, released=None) -> list[PromptExample]:
+    "Prompts of the main fine-tuned model: the released `dev` prompts (released style), or retrieved candidates with the gold tools swapped in."
+    if cfg.prompt_style == "released":
+        if released is None: raise ValueError("the released style trains on the released dev prompts: pass them")
+        return released_examples(train, released, tools, "released")[0]
+    return seal_examples(train, candidates(train, tools, retrievers[cfg.train_retriever], cfg.k, inject_gold=True, seed=cfg.seed), "toolpaper")
+
+def gold_examples(train: list[Instance], tools: list[Tool], cfg: SealExpConfig, template=None) -> list[PromptExample]:
+    "Prompts of the Table 5 model: only the gold tools as candidates."
+    return seal_examples(train, candidates(train, tools, gold_only=True, seed=cfg.seed, shuffle=cfg.prompt_style == "toolpaper"), cfg.prompt_style,
+                         template)
+
+MODELS = ("base", "ft", "ftgold")
+CANDIDATES = ("bm25", "dense", "released", "gold")
 
 def _setting_parts(s: str) -> tuple[str, str]:
     model, _, cand = s.partition(":")
-    if model not in ("base", "ft") or cand not in ("bm25", "dense", "gold"):
-        raise ValueError(f"setting {s!r}: expected '<base|ft>:<bm25|dense|gold>'")
+    if model not in MODELS or cand not in CANDIDATES:
+        raise ValueError(f"setting {s!r}: expected '<{'|'.join(MODELS)}>:<{'|'.join(CANDIDATES)}>'")
     return model, cand
 
-SETTING_NAMES = {"base": "zero-shot", "ft": "fine-tuned", "bm25": "BM25", "dense": "dense", "gold": "gold tools only"}
-def setting_label(s: str, model: str = "") -> str:
+SETTING_NAMES = {"base": "zero-shot", "ft": "fine-tuned", "ftgold": "fine-tuned on gold tools", "bm25": "BM25", "dense": "DPR",
+                 "released": "the released DPR prompts", "gold": "gold tools only"}
+def setting_label(s: str, model: str = "", dense: str = "DPR") -> str:
     m, c = _setting_parts(s)
-    return f"{model + ' ' if model else ''}{SETTING_NAMES[m]} w/ {SETTING_NAMES[c]}"
+    return f"{model + ' ' if model else ''}{SETTING_NAMES[m]} w/ {dense if c == 'dense' else SETTING_NAMES[c]}"
 
 # %% ../nbs/14_sealtools.ipynb
 def run_seal_experiment(tools: list[Tool], train: list[Instance], tests: dict[str, list[Instance]], cfg: SealExpConfig,
-                        work_dir: str | Path, progress: bool = False) -> SealRun:
-    "Fine-tune, answer and score every configured setting (see above)."
+                        work_dir: str | Path, progress: bool = False, released: dict | None = None, data_root=None) -> SealRun:
+    "Fine-tune, answer and score every configured setting (see above); `released` maps 'dev' and each test split to its released prompts (read from `data_root` when needed and not given)."
     from toolpaper.train import SFTConfig, finetune
     from toolpaper.client import LocalClient
     from toolpaper.data import atomic_write_text
+    from toolpaper.prompts import check_style
+    check_style(cfg.prompt_style)
     for s in cfg.settings: _setting_parts(s)
+    released = dict(released or {})
+    needs = (["dev"] if cfg.prompt_style == "released" else []) + \
+            ([k for k in tests] if any(s.endswith(":released") for s in cfg.settings) else [])
+    for k in needs:
+        if k not in released:
+            from toolpaper.data import DataMissingError, load
+            try: released[k] = load(f"seal-tools:finetune/{k}", data_root)
+            except (DataMissingError, KeyError, FileNotFoundError) as e:
+                raise ValueError(f"the released fine-tuning prompts of {k!r} are needed (prompt_style={cfg.prompt_style!r}, settings {cfg.settings}) "
+                                 f"and could not be read: {e}. Use prompt_style='toolpaper' and settings without ':released' on data without them.") from None
+    if [k for k in needs if k not in released]: raise ValueError(f"released prompts needed for {[k for k in needs if k not in released]}")
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     train_sub = subsample(train, cfg.train_n, cfg.seed)
     tests = {k: subsample(v, cfg.test_n, cfg.seed, cfg.min_nested) for k, v in tests.items()}
-    rets = make_retrievers(tools, train_sub, cfg)
+    rets = make_retrievers(tools, list(train), cfg)
+    from toolpaper.prompts import SealTemplate
+    template = SealTemplate.from_records(released["dev"], train) if cfg.prompt_style == "released" and "dev" in released else None
     timings["retrievers_s"] = time.perf_counter() - t0
-    info, adapter = None, work / "adapter"
-    if any(s.startswith("ft:") for s in cfg.settings):
-        ex = train_examples(train_sub, tools, rets, cfg)
-        info = finetune(cfg.model, ex, SFTConfig.from_experiment(adapter, cfg))
-        info["examples"] = len(ex)
-        timings["train_s"] = info["train_seconds"]
+    info, adapters = {}, {"ft": work / "adapter", "ftgold": work / "adapter_gold"}
+    for m, make in (("ft", lambda: train_examples(train_sub, tools, rets, cfg, released.get("dev"))), ("ftgold", lambda: gold_examples(train_sub, tools, cfg, template))):
+        if any(s.startswith(m + ":") for s in cfg.settings):
+            ex = make()
+            info[m] = finetune(cfg.model, ex, SFTConfig.from_experiment(adapters[m], cfg))
+            info[m]["examples"] = len(ex)
+            timings[f"train_{m}_s"] = info[m]["train_seconds"]
     gens: dict[str, LocalClient] = {}
     outputs, cands, frames = {}, {}, []
     for s in cfg.settings:
         m, c = _setting_parts(s)
-        if m not in gens: gens[m] = LocalClient(cfg.model, adapter=str(adapter) if m == "ft" else None, batch_size=cfg.gen_batch_size)
+        if m not in gens: gens[m] = LocalClient(cfg.model, adapter=str(adapters[m]) if m != "base" else None, batch_size=cfg.gen_batch_size)
         g = gens[m]
         outputs[s], cands[s] = {}, {}
         t1, tok0 = time.perf_counter(), g.usage.completion_tokens
         for split, insts in tests.items():
-            cl = candidates(insts, tools, None if c == "gold" else rets[c], cfg.k, gold_only=c == "gold", seed=cfg.seed)
-            ex = seal_examples(insts, cl)
+            if c == "released":
+                ex, names = released_examples(insts, released[split], tools, cfg.prompt_style)
+            else:
+                cl = candidates(insts, tools, None if c == "gold" else rets[c], cfg.k, gold_only=c == "gold", seed=cfg.seed,
+                                shuffle=cfg.prompt_style == "toolpaper")
+                ex, names = seal_examples(insts, cl, cfg.prompt_style, template), [[t.name for t in ts] for ts in cl]
             outs = g.generate([e.messages for e in ex], max_tokens=cfg.max_new_tokens, progress=progress)
-            outputs[s][split], cands[s][split] = outs, [[t.name for t in ts] for ts in cl]
+            outputs[s][split], cands[s][split] = outs, names
             df = score_setting(outs, insts, s); df.insert(1, "split", split); frames.append(df)
             atomic_write_text(work / f"outputs_{s.replace(':', '_')}_{split}.jsonl", "".join(
-                json.dumps({"id": x.id, "output": o, "candidates": [t.name for t in ts]}, ensure_ascii=False) + "\n" for x, o, ts in zip(insts, outs, cl)))
+                json.dumps({"id": x.id, "output": o, "candidates": n}, ensure_ascii=False) + "\n" for x, o, n in zip(insts, outs, names)))
         both = [x for v in tests.values() for x in v]
         df = score_setting([o for sp in tests for o in outputs[s][sp]], both, s); df.insert(1, "split", "all test"); frames.append(df)
         timings[f"{s}_generate_s"] = time.perf_counter() - t1
@@ -208,7 +267,7 @@ def run_seal_experiment(tools: list[Tool], train: list[Instance], tests: dict[st
     timings["total_s"] = time.perf_counter() - t0
     scores = pd.concat(frames, ignore_index=True)
     atomic_write_text(work / "scores.csv", scores.to_csv(index=False))
-    return SealRun(asdict(cfg), scores, outputs, tests, cands, timings, info)
+    return SealRun(asdict(cfg), scores, outputs, tests, cands, timings, info or None)
 
 # %% ../nbs/14_sealtools.ipynb
 def seal_table(run: SealRun, subset: str = "all", settings: Sequence[str] | None = None, split: str = "all test",
@@ -220,7 +279,8 @@ def seal_table(run: SealRun, subset: str = "all", settings: Sequence[str] | None
     d = s[(s.subset == subset) & (s.split == split) & s.setting.isin(settings)].copy()
     d["order"] = d.setting.map({k: i for i, k in enumerate(settings)})
     d = d.sort_values(["mode", "order"]).drop(columns=["order", "subset", "split"])
-    d["setting"] = [setting_label(x, model_label) for x in d.setting]
+    dense = "DPR" if run.config.get("dpr_epochs") else f"{run.config.get('dense_model', 'dense')} (not fine-tuned)"
+    d["setting"] = [setting_label(x, model_label, dense) for x in d.setting]
     cols = ["setting", "mode", "n"] + METRIC_COLS + ["Exact"]
     d = with_ci(d[cols + [f"{c} {e}" for c in METRIC_COLS + ["Exact"] for e in ("lo", "hi")]], METRIC_COLS + ["Exact"])
     if paper: d = pd.concat([d, paper_rows(paper)], ignore_index=True)[cols]
@@ -234,6 +294,31 @@ def error_taxonomy(run: SealRun, setting: str, tools: list[Tool]) -> pd.DataFram
         outs += run.outputs[setting][split]; golds += insts
         cand.update({x.id: c for x, c in zip(insts, run.candidates[setting][split])})
     return seal_error_taxonomy(outs, golds, {t.name: t for t in tools}, cand)
+
+def param_by_kind(run: SealRun, mode: str = "strict", settings: Sequence[str] | None = None, model_label: str = "") -> pd.DataFrame:
+    "Figure 7 data: Parameter F1 (with its interval) of every setting on single-tool, multiple-tool and nested instances (both test splits)."
+    s = run.scores
+    d = s[(s["mode"] == mode) & (s.split == "all test") & s.subset.isin(["single", "multiple", "nested"])]
+    if settings: d = d[d.setting.isin(settings)]
+    dense = "DPR" if run.config.get("dpr_epochs") else "dense"
+    return pd.DataFrame({"setting": [setting_label(x, model_label, dense) for x in d.setting], "kind": d.subset, "n": d.n,
+                         "Param F1": d["Param F1"], "Param F1 lo": d["Param F1 lo"], "Param F1 hi": d["Param F1 hi"]}).reset_index(drop=True)
+
+def plot_param_by_kind(tab: pd.DataFrame, title: str = ""):
+    "Figure 7 analogue: grouped bars of Parameter F1 per instance kind, one group per setting, with 95% intervals."
+    import matplotlib.pyplot as plt
+    kinds, sets = ["single", "multiple", "nested"], list(dict.fromkeys(tab.setting))
+    fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(sets)), 3.4))
+    for j, k in enumerate(kinds):
+        d = tab[tab.kind == k].set_index("setting").reindex(sets)
+        v = d["Param F1"].astype(float)
+        err = [(v - d["Param F1 lo"].astype(float)).clip(lower=0).fillna(0), (d["Param F1 hi"].astype(float) - v).clip(lower=0).fillna(0)]
+        bars = ax.bar([i + 0.27 * (j - 1) for i in range(len(sets))], v.fillna(0), width=0.27, yerr=err, capsize=2, label=k)
+        ax.bar_label(bars, labels=["n/a" if x != x else f"{x:.0f}" for x in v], fontsize=6, padding=1)
+    ax.set_xticks(range(len(sets))); ax.set_xticklabels(sets, rotation=25, ha="right", fontsize=7)
+    ax.set_ylim(0, 105); ax.set_ylabel("Parameter F1 (%)"); ax.set_title(title); ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
 
 def plot_taxonomy(tax: pd.DataFrame, title: str = ""):
     "Horizontal bars of the error counts, one panel per family."

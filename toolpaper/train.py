@@ -19,7 +19,7 @@ __all__ = ['tokenize_example', 'SpanCollator', 'SpanTrainer', 'SFTConfig', 'trai
 # %% ../nbs/10_train.ipynb
 def tokenize_example(tok, ex: PromptExample, span_labels: Sequence[str], max_length: int = 1024) -> dict:
     "input_ids, labels and span_ids of one example (see above)."
-    p = tok(render(tok, ex.messages), add_special_tokens=False)["input_ids"]
+    p = tok(render(tok, ex.messages), add_special_tokens=isinstance(ex.messages, str))["input_ids"]   # a plain prompt gets BOS, as at inference
     t_ids, t_spans = [], []
     for label, text in ex.spans:
         ids = tok(text, add_special_tokens=False)["input_ids"]

@@ -4,17 +4,20 @@
 
 # %% ../nbs/17_trajectories.ipynb 3
 from __future__ import annotations
-import json, random
+import functools, json, random
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 from .schema import Call, Instance, Tool, Trajectory, Turn, REF_RE, canonical_type, substitute, topo_order
 from .tools import ToolEnv, coerce_args
 from .prompts import PromptExample
 
 # %% auto 0
-__all__ = ['SPAN_LABELS', 'TrajConfig', 'TrajectoryError', 'build_trajectory', 'build_corpus', 'split_by_instance',
+__all__ = ['SPAN_LABELS', 'ROLES_ALL', 'TrajConfig', 'TrajectoryError', 'build_trajectory', 'build_corpus', 'split_by_instance',
            'corpus_table', 'to_umi_records', 'save_trajectories', 'tool_doc', 'history_text', 'backbone_messages',
-           'planner_messages', 'caller_messages', 'summarizer_messages', 'role_examples']
+           'planner_messages', 'caller_messages', 'summarizer_messages', 'role_examples', 'umi_tool_dict',
+           'umi_history', 'render_umi_history', 'UmiRoleTemplate', 'released_role_templates', 'released_planner_text',
+           'split_thought', 'umi_role_records', 'umi_role_spans', 'write_umi_role_file', 'file_role_examples']
 
 # %% ../nbs/17_trajectories.ipynb
 @dataclass
@@ -176,9 +179,12 @@ def summarizer_messages(turns) -> list[dict]:
     return [{"role": "system", "content": "You write the final answer to the user's request from the results in the history. Be concise and give the values found."},
             {"role": "user", "content": history_text(turns)}]
 
-def role_examples(trajs: Sequence[Trajectory], role: str) -> list[PromptExample]:
-    "Training examples of `role` ('backbone', 'planner', 'caller', 'summarizer') from every planner step (see above)."
+def role_examples(trajs: Sequence[Trajectory], role: str, style: str = "toolpaper", templates: dict | None = None, root=None) -> list[PromptExample]:
+    "Training examples of `role` ('backbone', 'planner', 'caller', 'summarizer') from every planner step: toolpaper's prompts (see above) or, with `style='released'`, the authors' role-file layout (below)."
     if role not in ("backbone", "planner", "caller", "summarizer"): raise ValueError(f"unknown role {role!r}")
+    if style == "released":
+        return [PromptExample(f"{role}:{k}", r["input"], umi_role_spans(role, r["target"])) for k, r in enumerate(umi_role_records(trajs, role, templates, root))]
+    if style != "toolpaper": raise ValueError(f"unknown prompt style {style!r}; expected 'released' or 'toolpaper'")
     from toolpaper.schema import planner_decision
     out = []
     for t in trajs:
@@ -198,3 +204,158 @@ def role_examples(trajs: Sequence[Trajectory], role: str) -> list[PromptExample]
                 if dec == "conclusion" and nxt is not None: spans.append(("answer", "\nAnswer: " + nxt.content))
                 out.append(PromptExample(sid, backbone_messages(t.tools, hist), spans))
     return out
+
+# %% ../nbs/17_trajectories.ipynb
+ROLES_ALL = ("backbone", "planner", "caller", "summarizer")
+_NAMES, _THOUGHT = "\x00names\x00", "\x00thought\x00"      # slots in a learned layout (never in real text)
+
+def umi_tool_dict(t: Tool) -> dict:
+    "A tool as the authors' files list it: the released ToolBench record when the tool was read from one, else Name / function / input ('type, description')."
+    if t.source and "Name" in t.source: return dict(t.source)
+    return {"Name": t.name, "function": t.description, "input": {p.name: f"{p.type}, {p.description}" for p in t.parameters}}
+
+def umi_history(turns: Sequence[Turn]) -> list[dict]:
+    "Turns as `from` / `value` records (planner -> assistant, summarizer -> conclusion)."
+    return [{"from": _TO_UMI[u.role], "value": u.content} for u in turns if u.role != "system"]
+
+def render_umi_history(history: Sequence[dict], merge_calls: bool = False) -> str:
+    """The history as the authors' inputs hold it: `from: value`, each turn closed by `</s>` except observations.
+    `merge_calls`: as in the backbone's input, a planner turn and the call after it are one `assistant` turn (thought, newline, action)."""
+    out, i = [], 0
+    while i < len(history):
+        h = history[i]
+        if merge_calls and h["from"] == "assistant" and i + 1 < len(history) and history[i + 1]["from"] == "caller":
+            out.append(f"assistant: {split_thought(h['value'])}\n{history[i + 1]['value']}</s>"); i += 2; continue
+        out.append(f"{h['from']}: {h['value']}" + ("" if h["from"] == "observation" else "</s>")); i += 1
+    return "".join(out)
+
+@dataclass(frozen=True)
+class UmiRoleTemplate:
+    "The `input` layout of one role file, learned from a released record (see above)."
+    role: str
+    head: str                   # before the tool lines (or before the history when `mid` is None)
+    mid: str | None             # between the tool lines and the history; None: the role's input lists no tools
+    tail: str                   # after the history, with the name and thought slots
+    ensure_ascii: bool = True   # how the tool lines were dumped
+    merge_calls: bool = False   # the history shows a planner turn and its call as one turn (the backbone)
+
+    def doc(self, tools: Sequence[dict]) -> str: return "\n".join(json.dumps(t, ensure_ascii=self.ensure_ascii) for t in tools)
+
+    def render(self, tools: Sequence[dict], history: Sequence[dict], thought: str = "") -> str:
+        tail = self.tail.replace(_NAMES, ", ".join(str(t.get("Name", "")) for t in tools)).replace(_THOUGHT, thought)
+        return (self.head if self.mid is None else self.head + self.doc(tools) + self.mid) + render_umi_history(history, self.merge_calls) + tail
+
+    @classmethod
+    def learn(cls, role: str, rec: dict, where: str = "record") -> "UmiRoleTemplate":
+        "The layout of `rec` (a released role record); a ValueError naming `where` when the record does not have the expected parts."
+        if role not in ROLES_ALL: raise ValueError(f"unknown role {role!r}; expected one of {ROLES_ALL}")
+        inp, tools, hist = rec["input"], rec["tools"], rec["history"]
+        start, mid_at, ascii_ = 0, None, True
+        if role != "summarizer":
+            for ascii_ in (True, False):
+                doc = "\n".join(json.dumps(t, ensure_ascii=ascii_) for t in tools)
+                if tools and doc in inp: start = inp.index(doc); mid_at = start + len(doc); break
+            else: raise ValueError(f"{where}: input: the tool records are not in it as JSON lines")
+        for merge in (False, True):
+            h = render_umi_history(hist, merge)
+            at = inp.find(h, mid_at or 0)
+            if at >= 0: break
+        if at < 0: raise ValueError(f"{where}: input: the history is not in it as `from: value</s>` turns")
+        tail = inp[at + len(h):]
+        if role in ("backbone", "caller") and tools:
+            names = "[" + ", ".join(t["Name"] for t in tools) + "]"
+            if names not in tail: raise ValueError(f"{where}: input: the tool names {names[:60]!r} are not after the history")
+            tail = tail.replace(names, "[" + _NAMES + "]", 1)
+        if role == "caller":
+            thought = hist[-1]["value"] if hist else ""
+            if not hist or hist[-1]["from"] != "assistant" or thought not in tail:
+                raise ValueError(f"{where}: input: a caller record repeats the planner's last turn after the history")
+            tail = tail.replace(thought, _THOUGHT, 1)
+        t = cls(role, inp[:start] if mid_at is not None else inp[:at], None if mid_at is None else inp[mid_at:at], tail, ascii_, merge)
+        if t.render(tools, hist, hist[-1]["value"] if role == "caller" else "") != inp:
+            raise ValueError(f"{where}: input: re-rendering the learned layout does not give the record back")
+        return t
+
+@functools.lru_cache(maxsize=8)
+def _templates(folder: str) -> dict:
+    out = {}
+    for r in ROLES_ALL:
+        p = Path(folder) / f"train_{r}.json"
+        recs = json.loads(p.read_text())
+        if not recs: raise ValueError(f"{p}: no records to learn the {r} layout from")
+        pair = lambda h: any(x["from"] == "assistant" and y["from"] == "caller" for x, y in zip(h, h[1:]))
+        i = next((i for i, x in enumerate(recs) if pair(x.get("history", []))), 0)     # a record that shows how calls sit in the history
+        out[r] = UmiRoleTemplate.learn(r, recs[i], where=f"{p}[record {i}]")
+    return out
+
+def released_role_templates(root=None) -> dict:
+    "role -> `UmiRoleTemplate` learned from the released example role files (`alpha-umi/toolbench/train-example/`)."
+    from toolpaper.data import split_path
+    return _templates(str(split_path("alpha-umi:toolbench/train_backbone", root).parent))
+
+def released_planner_text(content: str) -> str:
+    "A planner turn with its decision written as the authors' files do: the thought, then `\n Next: <decision>.`."
+    from toolpaper.schema import planner_decision
+    dec = planner_decision(content)
+    if dec is None: return content
+    thought = split_thought(content)
+    return (thought + "\n" if thought else "") + " Next: " + dec + "."
+
+def split_thought(content: str) -> str:
+    "The thought of a planner turn: the text before its final `Next:` decision, trailing whitespace removed."
+    from toolpaper.schema import planner_decision
+    if planner_decision(content) is None: return content.rstrip()
+    i = content.lower().rfind("next")
+    return content[:i].rstrip() if i >= 0 else content.rstrip()
+
+def umi_role_records(trajs: Sequence[Trajectory], role: str, templates: dict | None = None, root=None) -> list[dict]:
+    "Records of the authors' `role` file (tools, history, input, target; see above) from every planner step of `trajs`."
+    if role not in ROLES_ALL: raise ValueError(f"unknown role {role!r}; expected one of {ROLES_ALL}")
+    from toolpaper.schema import planner_decision
+    tpl = (templates or released_role_templates(root))[role]
+    out = []
+    for t in trajs:
+        tools = [umi_tool_dict(x) for x in t.tools]
+        turns = [Turn(role=u.role, content=released_planner_text(u.content)) if u.role == "planner" else u for u in t.turns]
+        for i, turn in enumerate(turns):
+            if turn.role != "planner": continue
+            dec, nxt = planner_decision(turn.content), (turns[i + 1] if i + 1 < len(turns) else None)
+            hist, thought = umi_history(turns[:i]), split_thought(turn.content)
+            if dec is None: continue                     # a turn with no decision is no training step in the authors' files
+            if role == "planner": rec = (hist, turn.content, "")
+            elif role == "caller":
+                if dec != "caller" or nxt is None or nxt.role != "caller": continue
+                rec = (umi_history(turns[:i + 1]), nxt.content, turn.content)
+            elif role == "summarizer":
+                if dec != "conclusion" or nxt is None or nxt.role != "summarizer": continue
+                rec = (umi_history(turns[:i + 1]), nxt.content, "")
+            else:
+                if dec == "caller" and nxt is not None and nxt.role == "caller": act = nxt.content
+                elif dec == "conclusion" and nxt is not None and nxt.role == "summarizer": act = "conclusion: " + nxt.content
+                elif dec == "give up": act = "conclusion: give up."
+                else: continue
+                rec = (hist, thought + "\n" + act, "")
+            h, target, th = rec
+            out.append({"tools": tools, "history": h, "input": tpl.render(tools, h, th), "target": target})
+    return out
+
+def umi_role_spans(role: str, target: str) -> list[tuple[str, str]]:
+    "A role target cut into labelled spans (rationale / action / answer) for the per-span loss."
+    if role == "planner": return [("rationale", target)]
+    if role == "caller": return [("action", target)]
+    if role == "summarizer": return [("answer", target)]
+    for marker, label in (("\nAction:", "action"), ("\nconclusion:", "answer")):
+        i = target.rfind(marker)
+        if i >= 0: return [s for s in (("rationale", target[:i]), (label, target[i:])) if s[1]]
+    return [("rationale", target)]
+
+def write_umi_role_file(path, records: Sequence[dict]) -> None:
+    "A role file as the authors' trainer reads it (a JSON list), written atomically."
+    from toolpaper.data import atomic_write_text
+    atomic_write_text(path, json.dumps(list(records), ensure_ascii=False, indent=1) + "\n")
+
+def file_role_examples(path, role: str) -> list[PromptExample]:
+    "Training examples from a role file in the authors' layout (theirs or one `write_umi_role_file` wrote): the `input` as a plain prompt, the target in spans."
+    from toolpaper.data import read_umi_role_file
+    name = Path(path).name
+    return [PromptExample(f"{name}:{i}", r.input, umi_role_spans(role, r.target)) for i, r in enumerate(read_umi_role_file(path))]
