@@ -115,6 +115,7 @@ class DeerExpConfig:
     batch_size: int = 4
     max_length: int = 1024
     lora_r: int = 16
+    lora_top_layers: int | None = None       # LoRA on the top N decoder layers only (faster on CPU); None: all layers, as the papers
     max_steps: int = -1
     max_new_tokens: int = 96
     answer_tokens: int = 64

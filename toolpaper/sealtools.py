@@ -148,6 +148,7 @@ class SealExpConfig:
     max_length: int = 1536
     lora: bool = True                       # False: full fine-tuning (paper profile)
     lora_r: int = 16
+    lora_top_layers: int | None = None       # LoRA on the top N decoder layers only (faster on CPU); None: all layers, as the papers
     max_steps: int = -1
     max_new_tokens: int = 160
     gen_batch_size: int = 8

@@ -14,7 +14,8 @@ import torch.nn.functional as F
 from .prompts import PromptExample, render
 
 # %% auto 0
-__all__ = ['tokenize_example', 'SpanCollator', 'SpanTrainer', 'SFTConfig', 'training_args', 'build_dataset', 'finetune']
+__all__ = ['tokenize_example', 'SpanCollator', 'SpanTrainer', 'SFTConfig', 'training_args', 'build_dataset', 'lora_config',
+           'finetune']
 
 # %% ../nbs/10_train.ipynb
 def tokenize_example(tok, ex: PromptExample, span_labels: Sequence[str], max_length: int = 1024) -> dict:
@@ -89,6 +90,7 @@ class SFTConfig:
     lora_alpha: int = 32
     lora_dropout: float = 0.05
     lora_targets: str | list[str] = "all-linear"
+    lora_top_layers: int | None = None  # LoRA on the top N decoder layers only (the backward pass stops early); None: all layers
     group_by_length: bool = True
     logging_steps: int = 5
     save_steps: int | None = None
@@ -123,6 +125,20 @@ def build_dataset(tok, examples: Sequence[PromptExample], span_labels: Sequence[
     import datasets
     return datasets.Dataset.from_list([tokenize_example(tok, e, span_labels, max_length) for e in examples])
 
+def lora_config(model, cfg: SFTConfig):
+    "The peft `LoraConfig` of `cfg`; with `lora_top_layers` the adapters sit on the linear layers of the top N decoder layers only."
+    from peft import LoraConfig
+    kw = dict(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout, target_modules=cfg.lora_targets, task_type="CAUSAL_LM")
+    if cfg.lora_top_layers:
+        n = model.config.num_hidden_layers
+        if not 0 < cfg.lora_top_layers <= n: raise ValueError(f"lora_top_layers={cfg.lora_top_layers}: the model has {n} decoder layers")
+        targets = cfg.lora_targets
+        if isinstance(targets, str):        # layers_to_transform needs the module names as a list: every linear layer inside the decoder layers
+            targets = sorted({name.rsplit(".", 1)[-1] for name, m in model.named_modules()
+                              if isinstance(m, torch.nn.Linear) and ".layers." in name})
+        kw.update(target_modules=list(targets), layers_to_transform=list(range(n - cfg.lora_top_layers, n)))
+    return LoraConfig(**kw)
+
 def finetune(model_name: str, examples: Sequence[PromptExample], cfg: SFTConfig, adapter: str | None = None,
              span_labels: Sequence[str] | None = None, resume: bool = False, callbacks: list | None = None) -> dict:
     "Fine-tune and save to `cfg.output_dir`; returns {'history', 'train_seconds', 'tokens', 'span_labels', 'trainable_params'}."
@@ -134,9 +150,8 @@ def finetune(model_name: str, examples: Sequence[PromptExample], cfg: SFTConfig,
     model, tok = load_model(model_name, adapter=adapter, device="cpu" if not torch.cuda.is_available() else None,
                             dtype=torch.float32, trainable=True)
     if cfg.lora and adapter is None:
-        from peft import LoraConfig, get_peft_model
-        model = get_peft_model(model, LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-                                                 target_modules=cfg.lora_targets, task_type="CAUSAL_LM"))
+        from peft import get_peft_model
+        model = get_peft_model(model, lora_config(model, cfg))
     if cfg.gradient_checkpointing: model.enable_input_require_grads()
     ds = build_dataset(tok, examples, span_labels, cfg.max_length)
     trainer = SpanTrainer(model=model, args=training_args(cfg), train_dataset=ds, data_collator=SpanCollator(tok.pad_token_id),
