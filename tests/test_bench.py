@@ -104,7 +104,7 @@ def test_bench_over_http_against_toolpaper_serve_equals_local(server, tmp_path, 
 
 
 def test_replay_reruns_a_bench_byte_for_byte_offline(tmp_path):
-    args = ["--limit", "3", "--max-tokens", "8", "--data-dir", "sample", "--no-progress"]
+    args = ["--limit", "3", "--max-tokens", "8", "--data-dir", "sample", "--no-progress", "--prompt", "toolpaper"]   # the sample has no released role layouts
     r = _cli("bench", "umi", "--split", "seal_heldout", "--model", "tiny-random-llama", "--out", tmp_path / "a", *args)
     assert r.returncode == 0, r.stderr[-2000:]
     r = _cli("bench", "umi", "--split", "seal_heldout", "--replay", tmp_path / "a" / "requests.jsonl", "--out", tmp_path / "b", *args)

@@ -129,3 +129,19 @@ def test_the_authors_role_files_train_in_toolpaper(released, tmp_path):
         examples += ex[:2]
     out = finetune("tiny-random-llama", examples, SFTConfig(str(tmp_path / "run"), max_steps=1, batch_size=2, max_length=384, logging_steps=1))
     assert out["history"] and all(math.isfinite(h["loss"]) for h in out["history"] if "loss" in h)
+
+
+def test_bench_umi_prompts_in_the_authors_layout(released, tmp_path):
+    "`toolpaper bench umi` (default --prompt released) sends the authors' role-file inputs: plain text, their closing cue."
+    import json, subprocess, sys
+    from pathlib import Path
+    exe = Path(sys.executable).with_name("toolpaper")
+    out = tmp_path / "umi"
+    r = subprocess.run([str(exe), "bench", "umi", "--model", "tiny-random-llama", "--limit", "1", "--max-tokens", "4",
+                        "--data-dir", str(released), "--out", str(out), "--no-progress"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    reqs = [json.loads(l) for l in (out / "requests.jsonl").read_text().splitlines()]
+    theirs = _role_file(released, "backbone")[0]["input"]
+    prompts = [q.get("prompt", q.get("messages")) for q in reqs]        # a plain-text request is recorded as `prompt`
+    assert reqs and all(isinstance(p, str) and p.startswith(theirs[:30]) and p.endswith(theirs[-12:]) for p in prompts), prompts[:1]
+    assert json.loads((out / "config.json").read_text())["run"]["prompt"] == "released"

@@ -14,8 +14,9 @@ from .tools import Observation, ToolEnv
 from .trajectories import backbone_messages, caller_messages, planner_messages, summarizer_messages
 
 # %% auto 0
-__all__ = ['PLAN_STOPS', 'ROLES', 'METHODS', 'UmiAgent', 'split_backbone', 'SingleAgent', 'AgentRun', 'run_agent',
-           'static_predictions', 'gold_calls', 'passed', 'realtime_eval', 'GLPFTConfig', 'train_methods', 'make_agent']
+__all__ = ['PLAN_STOPS', 'ROLES', 'METHODS', 'UmiAgent', 'split_backbone', 'split_released_backbone', 'SingleAgent', 'AgentRun',
+           'run_agent', 'static_predictions', 'gold_calls', 'passed', 'realtime_eval', 'GLPFTConfig', 'train_methods',
+           'make_agent']
 
 # %% ../nbs/18_agent.ipynb
 PLAN_STOPS = ("Next: caller", "Next: conclusion", "Next: give up")
@@ -24,22 +25,45 @@ def _finish_plan(text: str) -> str:
     text = (text or "").strip()
     return text + "." if any(text.endswith(s) for s in PLAN_STOPS) else text
 
-class UmiAgent:
-    "Planner, caller and summarizer, each a `toolpaper.client.Client` (the same object may play several roles)."
-    def __init__(self, planner, caller, summarizer, max_new_tokens: tuple[int, int, int] = (96, 96, 128)):
+class _Layout:
+    "The prompt layout of an agent: toolpaper's chat prompts, or the authors' role-file inputs (learned from their released examples)."
+    def _setup_style(self, style: str, templates: dict | None, data_dir):
+        from toolpaper.prompts import check_style
+        from toolpaper.trajectories import released_role_templates
+        self.style = check_style(style)
+        try: self.templates = (templates or released_role_templates(data_dir)) if style == "released" else None
+        except FileNotFoundError as e:
+            raise ValueError(f"the released prompt style learns the authors' role layouts from their example files, which are missing ({e}); "
+                             "use style='toolpaper' (--prompt toolpaper) with data that lacks them") from None
+
+    def _prompt(self, role: str, tools, turns, thought: str = ""):
+        from toolpaper.trajectories import released_role_input
+        if self.style == "released": return released_role_input(role, tools, turns, thought, self.templates)
+        return {"planner": lambda: planner_messages(tools, turns), "caller": lambda: caller_messages(tools, turns, thought),
+                "summarizer": lambda: summarizer_messages(turns), "backbone": lambda: backbone_messages(tools, turns)}[role]()
+
+class UmiAgent(_Layout):
+    "Planner, caller and summarizer, each a `toolpaper.client.Client` (the same object may play several roles); `style='released'` prompts in the authors' layout."
+    def __init__(self, planner, caller, summarizer, max_new_tokens: tuple[int, int, int] = (96, 96, 128), style: str = "toolpaper",
+                 templates: dict | None = None, data_dir=None):
         self.planner, self.caller, self.summarizer, self.max_new_tokens = planner, caller, summarizer, max_new_tokens
+        self._setup_style(style, templates, data_dir)
 
     def decide(self, tools: Sequence[Sequence[Tool]], histories: Sequence[list[Turn]]) -> list[tuple[str, str | None]]:
-        thoughts = [_finish_plan(t) for t in self.planner.generate([planner_messages(ts, h) for ts, h in zip(tools, histories)],
+        thoughts = [_finish_plan(t) for t in self.planner.generate([self._prompt("planner", ts, h) for ts, h in zip(tools, histories)],
                                                                    max_tokens=self.max_new_tokens[0], stop=PLAN_STOPS, include_stop=True)]
         need = [i for i, t in enumerate(thoughts) if planner_decision(t) == "caller"]
-        acts = self.caller.generate([caller_messages(tools[i], histories[i], thoughts[i]) for i in need], max_tokens=self.max_new_tokens[1]) if need else []
+        prompts = [self._prompt("caller", tools[i], histories[i] + ([Turn(role="planner", content=thoughts[i])] if self.style == "released" else []),
+                                thoughts[i]) for i in need]          # the authors' caller input ends its history with the planner's turn
+        acts = self.caller.generate(prompts, max_tokens=self.max_new_tokens[1]) if need else []
         out = [(t, None) for t in thoughts]
         for i, a in zip(need, acts): out[i] = (thoughts[i], a.strip())
         return out
 
-    def answer(self, histories: Sequence[list[Turn]]) -> list[str]:
-        return [a.strip() for a in self.summarizer.generate([summarizer_messages(h) for h in histories], max_tokens=self.max_new_tokens[2])]
+    def answer(self, histories: Sequence[list[Turn]], tools: Sequence[Sequence[Tool]] | None = None) -> list[str]:
+        tools = tools or [[] for _ in histories]
+        return [a.strip() for a in self.summarizer.generate([self._prompt("summarizer", ts, h) for ts, h in zip(tools, histories)],
+                                                            max_tokens=self.max_new_tokens[2])]
 
 _SPLIT = re.compile(r"(Next:\s*(?:caller|conclusion|give\s*up)\s*\.?)", re.I)
 
@@ -49,24 +73,40 @@ def split_backbone(text: str) -> tuple[str, str]:
     if not m: return (text or "").strip(), ""
     return _finish_plan(text[: m.end()].strip()), text[m.end():].strip()
 
-class SingleAgent:
-    "One model writes thought + action or answer in one reply (the backbone format)."
-    def __init__(self, model, max_new_tokens: int = 192):
+def split_released_backbone(text: str) -> tuple[str, str]:
+    """A backbone reply in the authors' layout (thought, a newline, then `Action: …` / `Action Input: …` or `conclusion: …`)
+    as (the planner turn it stands for, ending in its `Next:` decision; the action or the answer). No marker: (text, '')."""
+    t = text or ""
+    marks = [(i + (t[i] == "\n"), kind) for kind, m in (("caller", "Action:"), ("conclusion", "conclusion:"))
+             for i in ([0] if t.startswith(m) else []) + ([t.find("\n" + m)] if t.find("\n" + m) >= 0 else [])]
+    if not marks: return t.strip(), ""
+    at, kind = min(marks)
+    thought, rest = t[:at].rstrip(), t[at:].strip()
+    head = thought + "\n" if thought else ""
+    if kind == "caller": return head + " Next: caller.", rest
+    answer = rest[len("conclusion:"):].strip()
+    if answer.rstrip(".").strip().lower() == "give up": return head + " Next: give up.", ""
+    return head + " Next: conclusion.", answer
+
+class SingleAgent(_Layout):
+    "One model writes thought + action or answer in one reply (the backbone format; `style='released'`: the authors' backbone layout)."
+    def __init__(self, model, max_new_tokens: int = 192, style: str = "toolpaper", templates: dict | None = None, data_dir=None):
         self.model, self.max_new_tokens = model, max_new_tokens
         self._pending: dict[int, str] = {}
+        self._setup_style(style, templates, data_dir)
 
     def decide(self, tools, histories):
         from toolpaper.trajectories import history_text
-        outs = self.model.generate([backbone_messages(ts, h) for ts, h in zip(tools, histories)], max_tokens=self.max_new_tokens)
+        outs = self.model.generate([self._prompt("backbone", ts, h) for ts, h in zip(tools, histories)], max_tokens=self.max_new_tokens)
         res = []
         for h, o in zip(histories, outs):
-            thought, rest = split_backbone(o)
+            thought, rest = split_released_backbone(o) if self.style == "released" else split_backbone(o)
             dec = planner_decision(thought)
             if dec == "conclusion": self._pending[history_text(h)] = rest.removeprefix("Answer:").strip()
             res.append((thought, rest if dec == "caller" else None))
         return res
 
-    def answer(self, histories):
+    def answer(self, histories, tools=None):
         "The answer the model wrote after its 'Next: conclusion' (histories end with that planner turn)."
         from toolpaper.trajectories import history_text
         return [self._pending.pop(history_text(h[:-1] if h and h[-1].role == "planner" else h), "") for h in histories]
@@ -238,7 +278,7 @@ def train_methods(model: str, trajs: Sequence[Trajectory], out: str | Path, cfg:
     return res
 
 def make_agent(method: str, trained: dict, base: str, batch_size: int = 8, cache: dict | None = None,
-               max_new_tokens: tuple[int, int, int] = (96, 96, 128)):
+               max_new_tokens: tuple[int, int, int] = (96, 96, 128), style: str = "toolpaper", data_dir=None):
     "The agent of a trained method: `SingleAgent` for 'single', `UmiAgent` (one generator per distinct model folder) otherwise."
     from toolpaper.client import LocalClient
     cache = cache if cache is not None else {}
@@ -248,5 +288,5 @@ def make_agent(method: str, trained: dict, base: str, batch_size: int = 8, cache
             cache[folder] = LocalClient(base, adapter=folder, batch_size=batch_size) if lora else LocalClient(folder, batch_size=batch_size)
         return cache[folder]
     mods = trained[method]["models"]
-    if method == "single": return SingleAgent(gen(mods["planner"]), max_new_tokens[0] + max_new_tokens[1])
-    return UmiAgent(gen(mods["planner"]), gen(mods["caller"]), gen(mods["summarizer"]), max_new_tokens)
+    if method == "single": return SingleAgent(gen(mods["planner"]), max_new_tokens[0] + max_new_tokens[1], style=style, data_dir=data_dir)
+    return UmiAgent(gen(mods["planner"]), gen(mods["caller"]), gen(mods["summarizer"]), max_new_tokens, style=style, data_dir=data_dir)

@@ -54,7 +54,7 @@ class BenchConfig:
     def identity(self) -> dict:
         "The settings that decide the predictions (a run folder holds one identity)."
         keep = {"suite", "split", "limit", "seed", "max_tokens"} | ({"candidates", "subset", "k", "dense_model", "prompt"} if self.suite == "seal" else set()) \
-            | ({"agent"} if self.suite == "umi" else set()) | ({"prompt"} if self.suite == "deer" else set())
+            | ({"agent", "prompt"} if self.suite == "umi" else set()) | ({"prompt"} if self.suite == "deer" else set())
         d = asdict(self)
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in d.items() if k in keep}
 
@@ -171,7 +171,8 @@ class UmiPredictor:
         self.cfg, self.pos = cfg, {id(t): k for k, t in enumerate(items)}
         c = clients if isinstance(clients, dict) else {"planner": clients, "caller": clients, "summarizer": clients}
         mt = tuple(cfg.max_tokens) if isinstance(cfg.max_tokens, (list, tuple)) else (cfg.max_tokens,) * 3
-        self.agent = (SingleAgent(c["planner"], mt[0] + mt[1]) if cfg.agent == "single" else UmiAgent(c["planner"], c["caller"], c["summarizer"], mt))
+        kw = dict(style=cfg.prompt, data_dir=cfg.data_dir)             # released: the authors' role-file layouts, learned from their examples
+        self.agent = (SingleAgent(c["planner"], mt[0] + mt[1], **kw) if cfg.agent == "single" else UmiAgent(c["planner"], c["caller"], c["summarizer"], mt, **kw))
 
     def __call__(self, chunk: list) -> list[dict]:
         from toolpaper.agent import static_predictions
@@ -235,6 +236,7 @@ def run_bench(cfg: BenchConfig, client, out, progress: bool = False) -> dict:
     if conf_p.exists():
         try: old = json.loads(conf_p.read_text())["run"]
         except (json.JSONDecodeError, KeyError, TypeError): raise BenchError(f"{conf_p}: unreadable; remove the folder or choose another --out") from None
+        if ident["suite"] == "umi": old.setdefault("prompt", "toolpaper")     # umi runs made before `prompt` applied to umi used toolpaper's prompts
         if old != ident:
             diff = {k: (old.get(k), ident.get(k)) for k in set(old) | set(ident) if old.get(k) != ident.get(k)}
             raise BenchError(f"{out} holds a run with other settings {diff}; choose another --out")

@@ -209,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--k", type=int, default=5, help="(seal) candidates per prompt")
     b.add_argument("--dense-model", default="all-minilm-l6-v2", help="(seal) sentence encoder for --candidates dense (a fine-tuned DPR folder works)")
     b.add_argument("--prompt", choices=["released", "toolpaper", "native"], default="released",
-                   help="released: the authors' prompt layouts (seal, deer); toolpaper: the project's own; native (seal): tools through the model's chat template")
+                   help="released: the authors' prompt layouts (seal, deer, umi); toolpaper: the project's own; native (seal): tools through the model's chat template")
     b.add_argument("--agent", choices=["single", "umi"], default="single", help="(umi) one model, or planner / caller / summarizer")
     for r in ("planner", "caller", "summarizer"): b.add_argument(f"--{r}", default=None, help=f"(umi --agent umi) the {r}'s adapter folder or server model name")
     b.add_argument("--max-tokens", type=int, default=None)

@@ -17,7 +17,8 @@ __all__ = ['SPAN_LABELS', 'ROLES_ALL', 'TrajConfig', 'TrajectoryError', 'build_t
            'corpus_table', 'to_umi_records', 'save_trajectories', 'tool_doc', 'history_text', 'backbone_messages',
            'planner_messages', 'caller_messages', 'summarizer_messages', 'role_examples', 'umi_tool_dict',
            'umi_history', 'render_umi_history', 'UmiRoleTemplate', 'released_role_templates', 'released_planner_text',
-           'split_thought', 'umi_role_records', 'umi_role_spans', 'write_umi_role_file', 'file_role_examples']
+           'split_thought', 'umi_role_records', 'released_role_input', 'umi_role_spans', 'write_umi_role_file',
+           'file_role_examples']
 
 # %% ../nbs/17_trajectories.ipynb
 @dataclass
@@ -338,6 +339,12 @@ def umi_role_records(trajs: Sequence[Trajectory], role: str, templates: dict | N
             h, target, th = rec
             out.append({"tools": tools, "history": h, "input": tpl.render(tools, h, th), "target": target})
     return out
+
+def released_role_input(role: str, tools: Sequence[Tool], turns: Sequence[Turn], thought: str = "", templates: dict | None = None, root=None) -> str:
+    "The authors' `input` of `role` for a step with history `turns` (planner turns get the authors' decision line); the caller also gets the planner's `thought`."
+    tpl = (templates or released_role_templates(root))[role]
+    norm = [Turn(role=u.role, content=released_planner_text(u.content)) if u.role == "planner" else u for u in turns]
+    return tpl.render([umi_tool_dict(x) for x in tools], umi_history(norm), released_planner_text(thought) if thought else "")
 
 def umi_role_spans(role: str, target: str) -> list[tuple[str, str]]:
     "A role target cut into labelled spans (rationale / action / answer) for the per-span loss."
