@@ -230,6 +230,9 @@ def run_bench(cfg: BenchConfig, client, out, progress: bool = False) -> dict:
     from tqdm.auto import tqdm
     out = Path(out)
     if out.exists() and not out.is_dir(): raise BenchError(f"--out {out} is a file; give a folder")
+    if cfg.suite == "umi" and cfg.prompt == "released":           # fail before anything is written
+        from toolpaper.agent import released_layouts
+        released_layouts(cfg.data_dir)
     out.mkdir(parents=True, exist_ok=True)
     ident = cfg.identity()
     conf_p, pred_p = out / "config.json", out / "predictions.jsonl"
