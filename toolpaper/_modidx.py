@@ -692,5 +692,9 @@ d = { 'settings': { 'branch': 'main',
                                'toolpaper.umi.plot_umi_span_losses': ('umi.html#plot_umi_span_losses', 'toolpaper/umi.py'),
                                'toolpaper.umi.run_umi_experiment': ('umi.html#run_umi_experiment', 'toolpaper/umi.py'),
                                'toolpaper.umi.umi_cost_table': ('umi.html#umi_cost_table', 'toolpaper/umi.py'),
+                               'toolpaper.umi.umi_group': ('umi.html#umi_group', 'toolpaper/umi.py'),
                                'toolpaper.umi.umi_scaling': ('umi.html#umi_scaling', 'toolpaper/umi.py'),
-                               'toolpaper.umi.umi_table1': ('umi.html#umi_table1', 'toolpaper/umi.py')}}}
+                               'toolpaper.umi.umi_table1': ('umi.html#umi_table1', 'toolpaper/umi.py'),
+                               'toolpaper.umi.umi_table1_ood': ('umi.html#umi_table1_ood', 'toolpaper/umi.py'),
+                               'toolpaper.umi.umi_table2': ('umi.html#umi_table2', 'toolpaper/umi.py'),
+                               'toolpaper.umi.umi_table2_paper': ('umi.html#umi_table2_paper', 'toolpaper/umi.py')}}}

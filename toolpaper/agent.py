@@ -14,9 +14,9 @@ from .tools import Observation, ToolEnv
 from .trajectories import backbone_messages, caller_messages, planner_messages, summarizer_messages
 
 # %% auto 0
-__all__ = ['PLAN_STOPS', 'ROLES', 'METHODS', 'released_layouts', 'UmiAgent', 'split_backbone', 'split_released_backbone',
-           'SingleAgent', 'AgentRun', 'run_agent', 'static_predictions', 'gold_calls', 'passed', 'realtime_eval',
-           'GLPFTConfig', 'train_methods', 'make_agent']
+__all__ = ['PLAN_STOPS', 'ROLES', 'METHODS', 'EXTRA_METHODS', 'released_layouts', 'UmiAgent', 'split_backbone',
+           'split_released_backbone', 'SingleAgent', 'AgentRun', 'run_agent', 'static_predictions', 'gold_calls',
+           'passed', 'realtime_eval', 'GLPFTConfig', 'train_methods', 'make_agent']
 
 # %% ../nbs/18_agent.ipynb
 PLAN_STOPS = ("Next: caller", "Next: conclusion", "Next: give up")
@@ -222,6 +222,7 @@ def realtime_eval(agent, trajs: Sequence[Trajectory], env: ToolEnv, max_steps: i
 # %% ../nbs/18_agent.ipynb
 ROLES = ("planner", "caller", "summarizer")
 METHODS = ("single", "multi_one_stage", "multitask", "alpha_umi")
+EXTRA_METHODS = ("alpha_umi_wo_reuse",)     # needs a second, disjoint set of trajectories (see train_methods)
 
 @dataclass
 class GLPFTConfig:
@@ -243,12 +244,16 @@ def _dir_bytes(p: Path) -> int:
     return sum(f.stat().st_size for f in Path(p).rglob("*") if f.is_file() and f.suffix in (".safetensors", ".bin"))
 
 def train_methods(model: str, trajs: Sequence[Trajectory], out: str | Path, cfg: GLPFTConfig = GLPFTConfig(),
-                  methods: Sequence[str] = METHODS) -> dict:
-    "Train the requested methods; returns {method: {'models': {role: folder}, 'runs': {name: train info}, 'train_seconds', 'storage_bytes'}}."
+                  methods: Sequence[str] = METHODS, stage2: Sequence[Trajectory] | None = None) -> dict:
+    """Train the requested methods; returns {method: {'models': {role: folder}, 'runs': {name: train info}, 'train_seconds', 'storage_bytes'}}.
+    'alpha_umi_wo_reuse' (the paper's GLPFT without reuse) trains stage 2 on `stage2`, other instructions than stage 1's `trajs`."""
     from toolpaper.train import SFTConfig, finetune
     from toolpaper.trajectories import SPAN_LABELS, role_examples
-    bad = [m for m in methods if m not in METHODS]
-    if bad: raise ValueError(f"unknown method(s) {bad}; choose from {METHODS}")
+    bad = [m for m in methods if m not in METHODS + EXTRA_METHODS]
+    if bad: raise ValueError(f"unknown method(s) {bad}; choose from {METHODS + EXTRA_METHODS}")
+    if "alpha_umi_wo_reuse" in methods:
+        if not stage2: raise ValueError("alpha_umi_wo_reuse needs `stage2`: the trajectories of its second stage")
+        if {t.instruction for t in stage2} & {t.instruction for t in trajs}: raise ValueError("stage2 shares instructions with the stage-1 trajectories")
     out = Path(out); data = {r: role_examples(trajs, r) for r in ("backbone",) + ROLES}
     runs: dict[str, dict] = {}
     def ft(name, examples, lr, epochs, start=None):
@@ -259,7 +264,7 @@ def train_methods(model: str, trajs: Sequence[Trajectory], out: str | Path, cfg:
             runs[name]["folder"] = str(out / name)
         return str(out / name)
     res = {}
-    if "single" in methods or "alpha_umi" in methods:
+    if {"single", "alpha_umi", "alpha_umi_wo_reuse"} & set(methods):
         bb = ft("backbone", data["backbone"], cfg.lr1, cfg.epochs1)
     if "single" in methods:
         s = ft("single", data["backbone"], cfg.lr2, cfg.epochs_planner, start=bb)
@@ -274,6 +279,11 @@ def train_methods(model: str, trajs: Sequence[Trajectory], out: str | Path, cfg:
         ep = {"planner": cfg.epochs_planner, "caller": cfg.epochs_caller, "summarizer": cfg.epochs_summarizer}
         res["alpha_umi"] = {"models": {r: ft(f"glpft_{r}", data[r], cfg.lr2, ep[r], start=bb) for r in ROLES},
                             "stages": ["backbone"] + [f"glpft_{r}" for r in ROLES]}
+    if "alpha_umi_wo_reuse" in methods:
+        ep = {"planner": cfg.epochs_planner, "caller": cfg.epochs_caller, "summarizer": cfg.epochs_summarizer}
+        data2 = {r: role_examples(stage2, r) for r in ROLES}
+        res["alpha_umi_wo_reuse"] = {"models": {r: ft(f"glpft_wo_reuse_{r}", data2[r], cfg.lr2, ep[r], start=bb) for r in ROLES},
+                                     "stages": ["backbone"] + [f"glpft_wo_reuse_{r}" for r in ROLES]}
     for m, v in res.items():
         v["runs"] = {s: runs[s] for s in v["stages"]}
         v["train_seconds"] = sum(runs[s]["train_seconds"] for s in v["stages"])

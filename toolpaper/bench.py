@@ -320,7 +320,7 @@ def bench_rows(res: dict, name: str = "") -> pd.DataFrame:
 PAPER_UMI_OOD = {"ChatGPT (0-shot)": [81.62, 54.67, 8.19, 40.08, 22.85], "GPT-4 (0-shot)": [77.80, 55.26, 5.12, 47.45, 30.61],
                  "ToolLLaMA (len 8192)": [77.76, 45.07, 3.45, 40.41, 18.10], "Single-LLM 7B": [84.61, 56.54, 2.26, 50.09, 47.99],
                  "Multi-LLM one-stage 7B": [88.42, 53.40, 2.52, 45.79, 46.39], "Single-LLM multi-task 7B": [86.55, 56.89, 2.77, 49.50, 32.58],
-                 "alpha-UMi 7B": [89.72, 60.47, 0.45, 53.60, 46.26]}
+                 "alpha-UMi w/o reuse 7B": [87.91, 58.02, 2.32, 50.55, 42.59], "alpha-UMi 7B": [89.72, 60.47, 0.45, 53.60, 46.26]}
 
 
 def paper_quotes(suite: str, split: str) -> pd.DataFrame:

@@ -9,11 +9,12 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 import pandas as pd
-from .schema import Instance, Tool
+from .schema import Instance, Tool, Trajectory, planner_decision
 from .agent import GLPFTConfig, METHODS
 
 # %% auto 0
-__all__ = ['UMI_COLS', 'UMI_NAMES', 'PAPER_UMI', 'UmiExpConfig', 'UmiRun', 'run_umi_experiment', 'umi_table1', 'umi_scaling',
+__all__ = ['UMI_COLS', 'UMI_NAMES', 'PAPER_UMI', 'GROUPS', 'PAPER_UMI_T2', 'UmiExpConfig', 'umi_group', 'UmiRun',
+           'run_umi_experiment', 'umi_table1', 'umi_scaling', 'umi_table2', 'umi_table2_paper', 'umi_table1_ood',
            'umi_cost_table', 'plot_umi_scaling', 'plot_umi_span_losses']
 
 # %% ../nbs/19_umi.ipynb
@@ -32,12 +33,31 @@ class UmiExpConfig:
     recovery_frac: float = 0.15
     distractors: int = 2
     gen_batch_size: int = 8
+    wo_reuse: bool = True                       # also train alpha-UMi w/o reuse (stage 2 on other instructions) where enough trajectories are left
+    ood_n: int | None = 4                       # released ToolBench out-of-domain dialogues every method is also scored on (None: all 400; 0: none)
     seed: int = 0
 
 UMI_COLS = ["plan_acc", "act_em", "hallu", "arg_f1", "rouge_l"]
-UMI_NAMES = {"single": "Single-LLM", "multi_one_stage": "Multi-LLM one-stage", "multitask": "Single-LLM multi-task", "alpha_umi": "alpha-UMi (GLPFT)"}
+UMI_NAMES = {"single": "Single-LLM", "multi_one_stage": "Multi-LLM one-stage", "multitask": "Single-LLM multi-task", "alpha_umi": "alpha-UMi (GLPFT)",
+             "alpha_umi_wo_reuse": "alpha-UMi w/o reuse"}
 PAPER_UMI = {"Single-LLM": [81.92, 53.26, 2.32, 45.57, 42.66], "Multi-LLM one-stage": [87.52, 45.11, 7.71, 38.02, 41.01],
-             "Single-LLM multi-task": [85.06, 51.83, 2.96, 44.25, 27.40], "alpha-UMi": [88.92, 58.94, 0.57, 52.24, 43.17]}
+             "Single-LLM multi-task": [85.06, 51.83, 2.96, 44.25, 27.40], "alpha-UMi w/o reuse": [88.24, 55.50, 0.53, 48.97, 39.98],
+             "alpha-UMi": [88.92, 58.94, 0.57, 52.24, 43.17]}
+GROUPS = ("single", "multiple", "nested", "give-up")
+# Table 2 of the paper: real-time pass rate (ChatGPT judge, live RapidAPI) per ToolBench test group, 7B / 13B, DFSDT where marked
+PAPER_UMI_T2 = {"groups": ["I1-Inst.", "I1-Tool", "I1-Cat.", "I2-Inst.", "I2-Cat.", "I3-Inst.", "Average"],
+                "ChatGPT (ReACT)": [41.5, 44.0, 44.5, 42.5, 46.5, 22.0, 40.2], "GPT-4 (DFSDT)": [60.0, 71.5, 67.0, 79.5, 77.5, 71.0, 71.1],
+                "ToolLLaMA (DFSDT)": [57.0, 61.0, 62.0, 77.0, 77.0, 66.0, 60.7],
+                "alpha-UMi 7B": [65.0, 68.0, 64.0, 81.5, 76.5, 70.0, 70.9], "alpha-UMi 13B": [65.5, 69.0, 65.0, 84.5, 81.0, 71.0, 72.2]}
+
+def umi_group(t: Trajectory, instances: dict) -> str:
+    "The Table 2 group of a held-out trajectory: 'give-up' when its gold run gives up, else the kind of its Seal-Tools instance (nested before multiple)."
+    if any(u.role == "planner" and planner_decision(u.content) == "give up" for u in t.turns): return "give-up"
+    inst = instances.get(t.id.rsplit(":", 1)[0])
+    if inst is not None and inst.nested: return "nested"
+    from toolpaper.agent import gold_calls
+    n = len(inst.calls) if inst is not None else len(gold_calls(t))
+    return "multiple" if n > 1 else "single"
 
 # %% ../nbs/19_umi.ipynb
 @dataclass
@@ -53,13 +73,16 @@ class UmiRun:
     n_test: int
     skipped: list
     timings: dict = field(default_factory=dict)
+    groups: pd.DataFrame = field(default_factory=pd.DataFrame)   # method × Table 2 group: real-time pass rate at the main size
+    ood: pd.DataFrame = field(default_factory=pd.DataFrame)      # method × mode: step-level metrics on the released ToolBench out-of-domain dialogues
+    notes: list = field(default_factory=list)
 
 def _pick(xs: list, n: int | None, seed: int) -> list:
     return xs if n is None or n >= len(xs) else [xs[i] for i in sorted(random.Random(seed).sample(range(len(xs)), n))]
 
 def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance], test_instances: Sequence[Instance],
-                       cfg: UmiExpConfig, work_dir: str | Path) -> UmiRun:
-    "Build trajectories, train every method, evaluate (see above); trained folders and results.csv go under `work_dir`."
+                       cfg: UmiExpConfig, work_dir: str | Path, ood: Sequence[Trajectory] | None = None) -> UmiRun:
+    "Build trajectories, train every method, evaluate (see above); `ood`: dialogues every main-size method is also scored on step by step (the released ToolBench out-of-domain set)."
     from toolpaper.agent import make_agent, realtime_eval, static_predictions, train_methods
     from toolpaper.data import atomic_write_text
     from toolpaper.metrics import bootstrap_ci, ci_pct, mean_ci, pct, umi_scores
@@ -82,11 +105,19 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
     order = random.Random(cfg.seed).sample(range(len(train_all)), len(train_all))     # nested subsets: smaller sets are prefixes of larger ones
     subsets = {n: [train_all[i] for i in sorted(order[:n])] for n in sizes}
     timings["corpus_s"] = time.perf_counter() - t0
-    results, cost, trained_all = [], [], {}
+    results, cost, trained_all, groups, ood_rows, notes = [], [], {}, [], [], []
+    inst_by_id = {x.id: x for x in test_instances}
+    ood = _pick(list(ood), cfg.ood_n, cfg.seed) if ood and cfg.ood_n != 0 else []
     for n in sizes:
         methods = METHODS if n == main_n else ("single", "alpha_umi")
+        stage2 = None
+        if cfg.wo_reuse:                     # stage 2 on instructions no training subset uses (the paper's "w/o reuse")
+            used = {t.instruction for t in subsets[n]}
+            free = [train_all[i] for i in order[sizes[-1]:] if train_all[i].instruction not in used][:n]
+            if len(free) == n: stage2, methods = sorted(free, key=train_all.index), methods + ("alpha_umi_wo_reuse",)
+            else: notes.append(f"alpha-UMi w/o reuse not trained at {n} trajectories: only {len(free)} unused training trajectories are left")
         t1 = time.perf_counter()
-        trained = trained_all[n] = train_methods(cfg.model, subsets[n], work / f"n{n}", glpft, methods)
+        trained = trained_all[n] = train_methods(cfg.model, subsets[n], work / f"n{n}", glpft, methods, stage2=stage2)
         timings[f"n{n}_train_s"] = time.perf_counter() - t1; t1 = time.perf_counter()
         cache: dict = {}
         for m in methods:
@@ -105,6 +136,19 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
                 row["pass rate"] = pct(rt["pass_rate"], 2)
                 lohi = mean_ci([float(x) for x in rt["passed"]], seed=cfg.seed)
                 row["pass rate lo"], row["pass rate hi"] = (pct(lohi[0], 2), pct(lohi[1], 2)) if lohi else (None, None)
+                for grp in GROUPS + ("all",):
+                    ok = [float(p) for p, t in zip(rt["passed"], test) if grp == "all" or umi_group(t, inst_by_id) == grp]
+                    lohi = mean_ci(ok, seed=cfg.seed) if ok else None
+                    groups.append({"method": m, "group": grp, "n": len(ok), "pass rate": pct(sum(ok) / len(ok), 2) if ok else None,
+                                   "pass rate lo": pct(lohi[0], 2) if lohi else None, "pass rate hi": pct(lohi[1], 2) if lohi else None})
+                if ood:
+                    opreds = static_predictions(ag, ood)
+                    for mode in ("compat", "strict"):
+                        res = umi_scores(opreds, ood, mode)
+                        ci = bootstrap_ci("umi", res["items"], mode, seed=cfg.seed)
+                        orow = {"method": m, "mode": mode, "dialogues": len(ood), "steps": res["metrics"]["n_steps"]}
+                        for k in UMI_COLS: orow[k] = pct(res["metrics"][k], 2); orow[f"{k} lo"], orow[f"{k} hi"] = ci_pct(ci, k)
+                        ood_rows.append(orow)
                 cost.append({"method": m, "models": len(set(trained[m]["models"].values())), "storage (MB)": round(trained[m]["storage_bytes"] / 2 ** 20, 1),
                              "train seconds": round(trained[m]["train_seconds"], 1), "train tokens": int(trained[m]["train_tokens"]),
                              "inference seconds / task": round(rt["seconds_per_task"], 2)})
@@ -115,7 +159,7 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
     res = pd.DataFrame(results)
     atomic_write_text(work / "results.csv", res.to_csv(index=False))
     return UmiRun(asdict(cfg), res, pd.DataFrame(cost), trained_all, corpus_table(subsets[main_n] + test), sizes, main_n,
-                  len(train_all), len(test), skipped, timings)
+                  len(train_all), len(test), skipped, timings, pd.DataFrame(groups), pd.DataFrame(ood_rows), notes)
 
 # %% ../nbs/19_umi.ipynb
 def umi_table1(run: UmiRun) -> pd.DataFrame:
@@ -135,8 +179,33 @@ def umi_table1(run: UmiRun) -> pd.DataFrame:
 def umi_scaling(run: UmiRun) -> pd.DataFrame:
     "Every scaling run of Single-LLM and alpha-UMi, both modes, each metric with its 95% interval."
     from toolpaper.metrics import with_ci
-    d = run.results[run.results.method.isin(["single", "alpha_umi"])].reset_index(drop=True)
+    d = run.results[run.results.method.isin(["single", "alpha_umi", "alpha_umi_wo_reuse"])].reset_index(drop=True)
     return with_ci(d, [f"{k} ({m})" for m in ("compat", "strict") for k in UMI_COLS] + ["pass rate"])
+
+def umi_table2(run: UmiRun) -> pd.DataFrame:
+    "Table 2 shape: real-time pass rate against the simulator per group of held-out tasks (single / multiple / nested / give-up / all), 95% intervals over tasks."
+    from toolpaper.metrics import with_ci
+    if run.groups.empty: return pd.DataFrame()
+    g = with_ci(run.groups.copy(), ["pass rate"])
+    g["cell"] = g["pass rate"].astype(str) + g["n"].map(lambda n: f" (n={n})")
+    t = g.pivot(index="method", columns="group", values="cell").reindex(columns=[c for c in GROUPS + ("all",) if c in set(g.group)])
+    t = t.reindex([m for m in run.groups.method.drop_duplicates()])
+    return t.rename(index=UMI_NAMES).reset_index().rename_axis(columns=None)
+
+def umi_table2_paper() -> pd.DataFrame:
+    "The paper's Table 2 pass rates (quoted; ToolBench groups judged by ChatGPT on live APIs, not comparable with the simulator's groups)."
+    g = PAPER_UMI_T2["groups"]
+    return pd.DataFrame([{"method": f"{k} [quoted]", **dict(zip(g, v))} for k, v in PAPER_UMI_T2.items() if k != "groups"])
+
+def umi_table1_ood(run: UmiRun) -> pd.DataFrame:
+    "Table 1 out-of-domain shape: every main-size method scored step by step on the released ToolBench out-of-domain dialogues, then the quoted paper rows."
+    from toolpaper.metrics import with_ci
+    from toolpaper.bench import PAPER_UMI_OOD
+    if run.ood.empty: return pd.DataFrame()
+    ours = with_ci(run.ood.assign(method=lambda d: d.method.map(UMI_NAMES)), UMI_COLS)
+    quoted = pd.DataFrame([{"method": f"{k} [quoted, ToolBench out-of-domain]", "mode": "paper", **dict(zip(UMI_COLS, v))} for k, v in PAPER_UMI_OOD.items()])
+    return pd.concat([ours, quoted], ignore_index=True).rename(columns={"plan_acc": "Plan ACC", "act_em": "Act EM", "hallu": "Hallu",
+                                                                        "arg_f1": "Arg F1", "rouge_l": "R-L"})
 
 def umi_cost_table(run: UmiRun) -> pd.DataFrame:
     "Table 3 shape: models kept, storage, training time and tokens (all stages), real-time inference seconds per task."
@@ -148,8 +217,9 @@ def plot_umi_scaling(run: UmiRun):
     fig, axes = plt.subplots(1, 6, figsize=(17, 3))
     for i, (ax, c) in enumerate(zip(axes, UMI_COLS + ["plan_acc"])):
         key = f"{c} ({'strict' if i == 5 else 'compat'})"
-        for m in ("single", "alpha_umi"):
+        for m in ("single", "alpha_umi", "alpha_umi_wo_reuse"):
             d = run.results[run.results.method == m].sort_values("train trajectories")
+            if d.empty: continue
             ax.plot(d["train trajectories"], d[key].fillna(0), marker="o", label=UMI_NAMES[m])
         ax.set_title("plan_acc (strict)" if i == 5 else c); ax.set_xlabel("training trajectories")
     axes[0].legend(fontsize=7); fig.tight_layout()
