@@ -11,7 +11,7 @@ from .metrics import score, seal_gold_answer
 from .schema import Call, DecisionSample, Instance, REF_RE, dependencies
 
 # %% auto 0
-__all__ = ['SEAL_PERTURBATIONS', 'DEER_WHAT', 'seal_audit', 'score_released_echo', 'deer_audit']
+__all__ = ['SEAL_PERTURBATIONS', 'DEER_WHAT', 'seal_audit', 'score_released_echo', 'transcript', 'deer_audit']
 
 # %% ../nbs/06_audit.ipynb
 def _calls(inst: Instance) -> list[dict]:
@@ -113,14 +113,19 @@ def score_released_echo(root=None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 # %% ../nbs/06_audit.ipynb
+def transcript(chain: str) -> str:
+    "What the released two-round loop records for a model that writes `chain`: the text up to its first stop marker."
+    cut = [chain.index(m) + len(m) for m in ("#NoCallAPI#", "#APIResponse#", "#End#") if m in chain]
+    return chain[:min(cut)] if cut else chain
+
 def _deer_variants(s: DecisionSample, text: str) -> dict[str, str]:
-    out = {"gold": text}
+    out = {"gold": transcript(text)}
     if s.branch == "Call" and s.gold_call is not None:
         args = {k: ("WRONG" if isinstance(v, str) else v) for k, v in s.gold_call.arguments.items()}
         body = ", ".join(f"{k}={v!r}" for k, v in args.items())
         pre = text.split("#CallAPI#")[0]
-        out["wrong_arguments"] = f"{pre}#CallAPI# {s.gold_call.api}({body}) #APIResponse#  #End#"
-        out["name_prefix"] = f"{pre}#CallAPI# {s.gold_call.api[:max(1, len(s.gold_call.api) // 2)]}() #APIResponse#  #End#"
+        out["wrong_arguments"] = f"{pre}#CallAPI# {s.gold_call.api}({body}) #APIResponse#"
+        out["name_prefix"] = f"{pre}#CallAPI# {s.gold_call.api[:max(1, len(s.gold_call.api) // 2)]}() #APIResponse#"
         out["no_api_response"] = f"{pre}#CallAPI# {s.gold_call_text} #End#"
     return out
 
@@ -132,7 +137,7 @@ def deer_audit(samples: list[DecisionSample], chains: list[str]) -> pd.DataFrame
     "compat vs strict P_Call / P_DC / P_DS for each DEER perturbation (non-Call samples keep their gold chain)."
     rows = []
     for name, what in DEER_WHAT.items():
-        preds = [{"id": s.id, "output": _deer_variants(s, t).get(name, t)} for s, t in zip(samples, chains)]
+        preds = [{"id": s.id, "output": _deer_variants(s, t).get(name, transcript(t))} for s, t in zip(samples, chains)]
         row = {"perturbation": name}
         for mode in ("compat", "strict"):
             m = score("deer", preds, samples, mode).metrics

@@ -79,9 +79,13 @@ def released_tool_list(prompt: str) -> list[dict]:
     if not all(isinstance(d, dict) and "api_name" in d for d in tools): raise ValueError("a listed tool has no api_name")
     return tools
 
-@functools.lru_cache(maxsize=None)
 def seal_template(root: str | None = None) -> SealTemplate:
-    "The layout of the released fine-tuning prompts, read from `seal-tools:finetune/dev` (first record) in the data folder."
+    "The layout of the released fine-tuning prompts, read from `seal-tools:finetune/dev` (first record) in the data folder in use."
+    from toolpaper.data import data_dir
+    return _seal_template_in(str(data_dir(root).resolve()))    # cached per resolved folder
+
+@functools.lru_cache(maxsize=16)
+def _seal_template_in(root: str) -> SealTemplate:
     from toolpaper.data import DataMissingError, load
     try: recs = load("seal-tools:finetune/dev", root)
     except DataMissingError:

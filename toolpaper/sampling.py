@@ -204,13 +204,18 @@ TOOLPAPER_PHRASES = ChainPhrases("#Begin# I can answer this from my own knowledg
                                  "#Begin# A tool may help here, so I check the API pool. ",
                                  " None of these tools fits the request, so I answer it myself. ", " #APIResponse#  #End#")
 
-@functools.lru_cache(maxsize=None)
 def released_phrases(root: str | None = None) -> ChainPhrases:
-    "The released chains' phrases, from `tooldeer:valid` in the data folder (or the packaged sample when that folder lacks it)."
+    "The released chains' phrases, from `tooldeer:valid` in the data folder in use (or the packaged sample when that folder lacks it)."
+    from toolpaper.data import data_dir
+    return _phrases_in(str(data_dir(root).resolve()))      # cached per resolved folder: a changed TOOLPAPER_DATA_DIR is read afresh
+
+@functools.lru_cache(maxsize=16)
+def _phrases_in(folder: str) -> ChainPhrases:
     from toolpaper.data import DataMissingError, load
-    try: samples = load("tooldeer:valid", root)
+    try: samples = load("tooldeer:valid", folder)
     except DataMissingError: samples = load("tooldeer:valid", "sample")
     return ChainPhrases.from_chains([s.chain for s in samples])
+released_phrases.cache_clear = _phrases_in.cache_clear
 
 def chain_phrases(style: str = "released") -> ChainPhrases:
     if style not in ("released", "toolpaper"): raise ValueError(f"style {style!r}: expected 'released' or 'toolpaper'")
