@@ -217,13 +217,13 @@ def _phrases_in(folder: str) -> ChainPhrases:
     return ChainPhrases.from_chains([s.chain for s in samples])
 released_phrases.cache_clear = _phrases_in.cache_clear
 
-def chain_phrases(style: str = "released") -> ChainPhrases:
+def chain_phrases(style: str = "released", root=None) -> ChainPhrases:
     if style not in ("released", "toolpaper"): raise ValueError(f"style {style!r}: expected 'released' or 'toolpaper'")
-    return released_phrases() if style == "released" else TOOLPAPER_PHRASES
+    return released_phrases(root) if style == "released" else TOOLPAPER_PHRASES
 
-def render_chain(s: DecisionSample, style: str = "released") -> str:
-    "The gold chain of a sample in DEER's marker format, with the released phrases (or the project's own, `style='toolpaper'`)."
-    ph = chain_phrases(style)
+def render_chain(s: DecisionSample, style: str = "released", root=None) -> str:
+    "The gold chain of a sample in DEER's marker format, with the released phrases of the data folder `root` (or the project's own, `style='toolpaper'`)."
+    ph = chain_phrases(style, root)
     if s.branch == "NoSearch": return ph.nosearch
     head = f"{ph.search}#SearchAPI# {render_pool(s.candidates)}"
     if s.branch == "NoCall": return head + " #NoCallAPI#" + ph.nocall + "#End#"
