@@ -14,10 +14,11 @@ from .schema import DecisionSample, Tool
 from .prompts import DEER_STOPS, DEER_SYSTEM, PromptExample, deer_prompt
 
 # %% auto 0
-__all__ = ['PAPER_TRAIN_MIX', 'PAPER_VALID_MIX', 'PAPER_DEER', 'TABLE1_COLS', 'TABLE3_SETS', 'TABLE4_COLS', 'stratified',
-           'pool_text', 'gold_prefix', 'deer_generate', 'compact_chain', 'demonstrations', 'DeerExpConfig',
-           'mixture_of', 'DeerRun', 'run_deer_experiment', 'table1', 'table3', 'table4', 'plot_strategies',
-           'plot_span_losses']
+__all__ = ['PAPER_TRAIN_MIX', 'PAPER_VALID_MIX', 'PAPER_DEER', 'TABLE1_COLS', 'TABLE3_SETS', 'TABLE4_COLS', 'ABLATION_AXES',
+           'PAPER_ABLATION', 'stratified', 'pool_text', 'gold_prefix', 'deer_generate', 'compact_chain',
+           'demonstrations', 'DeerExpConfig', 'mixture_of', 'DeerRun', 'run_deer_experiment', 'table1', 'table3',
+           'table4', 'plot_strategies', 'plot_span_losses', 'DeerAblation', 'run_deer_ablation', 'ablation_table',
+           'plot_ablation']
 
 # %% ../nbs/15_deer.ipynb
 PAPER_TRAIN_MIX = {"NoSearch": 1807 / 9585, "NoCall": 3114 / 9585, "Call": 4664 / 9585}
@@ -308,4 +309,169 @@ def plot_span_losses(run: DeerRun):
             if f"loss_{span}" in h: ax.plot(h["step"], h[f"loss_{span}"], marker=".", label=name)
     for ax, span in zip(axes, ["decision", "call"]): ax.set_title(f"{span} span loss"); ax.set_xlabel("step")
     axes[0].legend(fontsize=8); fig.tight_layout()
+    return fig
+
+# %% ../nbs/15_deer.ipynb
+ABLATION_AXES = {   # axis: (paper figure, panel, x label)
+    "nosearch": ("6", "a", "# NoSearch training samples"), "pool": ("6", "b", "# tools in the pool |T|"),
+    "k": ("6", "c", "# tools in the candidate toolset |Tc|"), "clusters": ("6", "d", "# tool clusters |Ω|"),
+    "lora_r": ("8", "a", "LoRA bottleneck size r"), "batch_size": ("8", "b", "batch size"),
+    "lr": ("8", "c", "learning rate"), "epochs": ("8", "d", "epochs"),
+}
+PAPER_ABLATION = {
+    "6": {"setting": "validation set, LLaMA-7B backbone; the dashed line is the average of all metrics",
+          "star": "|Tc| = 5 and |Ω| = 30 (Section 5.2)",
+          "findings": "metrics rise with more NoSearch samples and with a larger tool pool; the best tool choice at |Tc| = 5 and |Ω| = 30, "
+                      "more clusters than that lowering the metrics"},
+    "8": {"setting": "LoRA bottleneck size, batch size, learning rate, epochs (Appendix A.2)", "star": "",
+          "findings": "the text gives neither the plotted values nor the starred settings"},
+}
+
+@dataclass
+class DeerAblation:
+    config: dict
+    grid: dict                    # axis -> values as run (None resolved)
+    star: dict                    # axis -> the shared setting
+    points: pd.DataFrame          # one row per axis × value × mode: the six metrics, their average, 95% intervals, sizes, seconds
+    timings: dict
+
+def _ablation_key(setting: dict, cfg: DeerExpConfig) -> str:
+    import hashlib
+    unused = ("lora_r", "batch_size", "lr", "epochs", "k", "clusters",            # in the setting
+              "strategies", "shots", "shot_trials", "compact_demos", "test_n", "baseline_n", "retention_n", "answer_tokens", "gen_batch_size")
+    fixed = {k: v for k, v in asdict(cfg).items() if k not in unused}
+    blob = json.dumps({"setting": setting, "cfg": fixed}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+def _point_rows(outs, samples, label, setting) -> list[dict]:
+    from toolpaper.metrics import bootstrap_ci, ci_pct, deer_scores, pct
+    rows = []
+    for mode in ("compat", "strict"):
+        r = _metric_row(outs, samples, label, "valid", mode)
+        s = deer_scores(outs, list(samples), mode)
+        vals = [v for v in s["metrics"].values() if v is not None]
+        r["Average"] = pct(sum(vals) / len(vals)) if vals else None
+        r["Average lo"], r["Average hi"] = ci_pct(bootstrap_ci("deer", s["items"], mode, average=True), "avg", 1)
+        rows.append({**setting, **r})
+    return rows
+
+def run_deer_ablation(tools: list[Tool], released_valid: list[DecisionSample], released_test: list[DecisionSample], cfg: DeerExpConfig,
+                      grid: dict, work_dir: str | Path, progress: bool = False) -> DeerAblation:
+    "Train and score one LoRA model per grid point (one axis moved from the star at a time; see above)."
+    from dataclasses import replace
+    from toolpaper.sampling import build_decision_data, cluster_tools, tool_split
+    from toolpaper.train import SFTConfig, finetune
+    from toolpaper.client import LocalClient
+    from toolpaper.data import atomic_write_text
+    if not grid: raise ValueError(f"an empty ablation grid; give {{axis: values}} with axes from {list(ABLATION_AXES)}")
+    bad = [a for a in grid if a not in ABLATION_AXES]
+    if bad: raise ValueError(f"unknown ablation axis {bad[0]!r}; choose from {list(ABLATION_AXES)}")
+    for a, vals in grid.items():
+        if isinstance(vals, (str, bytes)) or not hasattr(vals, "__iter__") or not len(list(vals)):
+            raise ValueError(f"ablation axis {a!r}: expected a non-empty list of values, got {vals!r}")
+    work = Path(work_dir); (work / "points").mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    mix = mixture_of(cfg.ratios[0])
+    seen, unseen, _ = tool_split(tools, released_test, seed=cfg.seed)
+    data_cache: dict = {}
+
+    def data_for(pool: int, k: int, m: int):
+        if (pool, k, m) not in data_cache:
+            keep = set(random.Random(cfg.seed).sample(sorted(seen), pool)) if pool < len(seen) else set(seen)
+            sub = [t for t in tools if t.name in keep or t.name in set(unseen)]
+            data_cache[(pool, k, m)] = build_decision_data(sub, released_valid, released_test, clusters=cluster_tools(sub, m=m, seed=cfg.seed), k=k,
+                                                            call_ratio=cfg.call_ratio, strategy="mixture", mixture=mix, seed=cfg.seed)
+        return data_cache[(pool, k, m)]
+
+    shares = cfg.train_mix or PAPER_TRAIN_MIX
+    ns_share = shares.get("NoSearch", 0) / sum(shares.values())
+    star_data = data_for(len(seen), cfg.k, cfg.clusters)
+    ns_avail = sum(s.branch == "NoSearch" for s in star_data.train)
+    n_search = None if cfg.train_n is None else cfg.train_n - int(round(cfg.train_n * ns_share))
+    star = {"nosearch": ns_avail if cfg.train_n is None else min(ns_avail, int(round(cfg.train_n * ns_share))), "pool": len(seen),
+            "k": cfg.k, "clusters": cfg.clusters, "lora_r": cfg.lora_r, "batch_size": cfg.batch_size, "lr": cfg.lr, "epochs": cfg.epochs}
+    full = {"nosearch": ns_avail, "pool": len(seen)}
+    grid = {a: [full[a] if v is None else v for v in vals] for a, vals in grid.items()}
+    for a, vals in grid.items():
+        for v in vals:
+            if a in ("nosearch", "pool", "k", "clusters", "lora_r", "batch_size") and (not isinstance(v, int) or isinstance(v, bool) or v < (0 if a == "nosearch" else 1)):
+                raise ValueError(f"ablation axis {a!r}: {v!r} is not a {'non-negative' if a == 'nosearch' else 'positive'} whole number")
+            if a in ("lr", "epochs") and (not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0):
+                raise ValueError(f"ablation axis {a!r}: {v!r} is not a positive number")
+            if a in full and v > full[a]:
+                raise ValueError(f"ablation axis {a!r}: {v} asked, only {full[a]} available ({'NoSearch training samples' if a == 'nosearch' else 'seen tools'})")
+    valid_pool = list(star_data.heldout_nosearch) + [s for s in released_valid if s.branch != "NoSearch"]
+    evalset = stratified(valid_pool, cfg.valid_n, PAPER_VALID_MIX, cfg.seed)
+    search_mix = {b: v for b, v in shares.items() if b != "NoSearch"}
+    rows, timings, done, trained = [], {}, {}, 0
+    settings = [dict(star)] + [{**star, a: v} for a, vals in grid.items() for v in vals]
+    for setting in settings:
+        key = _ablation_key(setting, cfg)
+        if key in done: continue
+        path = work / "points" / f"{key}.json"
+        if path.exists():
+            rec = json.loads(path.read_text())
+            if rec.get("setting") == json.loads(json.dumps(setting)):
+                done[key] = rec; continue
+        d = data_for(setting["pool"], setting["k"], setting["clusters"])
+        search = stratified([s for s in d.train if s.branch != "NoSearch"], n_search, search_mix, cfg.seed)
+        ns = [s for s in d.train if s.branch == "NoSearch"]
+        train = search + [ns[i] for i in sorted(random.Random(cfg.seed).sample(range(len(ns)), min(setting["nosearch"], len(ns))))]
+        pcfg = replace(cfg, lora_r=setting["lora_r"], batch_size=setting["batch_size"], lr=setting["lr"], epochs=setting["epochs"], k=setting["k"], clusters=setting["clusters"])
+        out = work / f"adapter_{key}"
+        info = finetune(cfg.model, [deer_prompt(s, style=cfg.prompt_style) for s in train], SFTConfig.from_experiment(out, pcfg), span_labels=["decision", "call"])
+        t1 = time.perf_counter()
+        gen = LocalClient(cfg.model, adapter=str(out), batch_size=cfg.gen_batch_size)
+        outs = deer_generate(gen, evalset, max_new_tokens=cfg.max_new_tokens, progress=progress, style=cfg.prompt_style)
+        del gen
+        c = Counter(s.branch for s in train)
+        rec = {"setting": setting, "train": {b: c.get(b, 0) for b in ("NoSearch", "NoCall", "Call")}, "train_s": info["train_seconds"],
+               "eval_s": time.perf_counter() - t1, "outputs": [{"id": s.id, "branch": s.branch, "output": o} for s, o in zip(evalset, outs)]}
+        atomic_write_text(path, json.dumps(rec, ensure_ascii=False, default=str))
+        done[key] = rec; trained += 1
+    by_id = {s.id: s for s in evalset}
+    for a, vals in grid.items():
+        for v in vals:
+            rec = done[_ablation_key({**star, a: v}, cfg)]
+            if [o["id"] for o in rec["outputs"]] != [s.id for s in evalset]:
+                raise ValueError(f"{work / 'points'}: a stored point was scored on another valid set; remove the folder or change work_dir")
+            outs = [o["output"] for o in rec["outputs"]]
+            label = f"{a}={v}" + (" *" if v == star[a] else "")
+            for r in _point_rows(outs, [by_id[o["id"]] for o in rec["outputs"]], label, {"axis": a, "value": v, "star": v == star[a]}):
+                r.update({"train samples": sum(rec["train"].values()), **{f"train {b}": n for b, n in rec["train"].items()},
+                          "train_s": round(rec["train_s"], 1), "eval_s": round(rec["eval_s"], 1)})
+                rows.append(r)
+    timings["total_s"] = time.perf_counter() - t0
+    timings["points_trained"], timings["points_reused"] = trained, len(done) - trained
+    pts = pd.DataFrame(rows)
+    atomic_write_text(work / "ablation_points.csv", pts.to_csv(index=False))
+    return DeerAblation(asdict(cfg), grid, star, pts, timings)
+
+def ablation_table(abl: DeerAblation, figure: str, mode: str = "compat") -> pd.DataFrame:
+    "The points of one paper figure ('6' or '8'): each metric and the average with its 95% interval, the training size and seconds."
+    from toolpaper.metrics import with_ci
+    axes = [a for a, (f, _, _) in ABLATION_AXES.items() if f == figure and a in abl.grid]
+    d = abl.points[(abl.points["mode"] == mode) & abl.points["axis"].isin(axes)]
+    d = with_ci(d, TABLE1_COLS + ["Average"])
+    d = d.assign(panel=[f"Figure {figure}({ABLATION_AXES[a][1]}) {ABLATION_AXES[a][2]}" for a in d["axis"]],
+                 value=[f"{v:g}{' *' if s else ''}" for v, s in zip(d["value"].astype(float), d["star"])])
+    return d[["panel", "value", "n", "train samples", "train NoSearch"] + TABLE1_COLS + ["Average", "train_s", "eval_s"]].reset_index(drop=True)
+
+def plot_ablation(abl: DeerAblation, figure: str, mode: str = "compat"):
+    "One panel per axis of the figure: the six metrics (thin) and their average (dashed, with its 95% band); * marks the star."
+    import matplotlib.pyplot as plt
+    axes_ = [a for a, (f, _, _) in ABLATION_AXES.items() if f == figure and a in abl.grid]
+    if not axes_: raise ValueError(f"the ablation ran no axis of Figure {figure}; its axes: {[a for a, v in ABLATION_AXES.items() if v[0] == figure]}")
+    fig, axs = plt.subplots(1, len(axes_), figsize=(3.6 * len(axes_), 3.4), sharey=True, squeeze=False)
+    for ax, a in zip(axs[0], axes_):
+        d = abl.points[(abl.points["mode"] == mode) & (abl.points["axis"] == a)]
+        x = list(range(len(d)))
+        for c in TABLE1_COLS: ax.plot(x, d[c].astype(float), marker=".", lw=1, alpha=0.7, label=c)
+        ax.plot(x, d["Average"].astype(float), "k--", lw=2, label="Average")
+        ax.fill_between(x, d["Average lo"].astype(float), d["Average hi"].astype(float), color="k", alpha=0.12, label="Average 95% CI")
+        ax.set_xticks(x); ax.set_xticklabels([f"{v:g}{'*' if s else ''}" for v, s in zip(d["value"].astype(float), d["star"])])
+        _, panel, label = ABLATION_AXES[a]
+        ax.set_title(f"({panel}) {label}", fontsize=9); ax.set_ylim(-2, 105)
+    axs[0][0].set_ylabel(f"percent ({mode})"); axs[0][-1].legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
     return fig

@@ -426,8 +426,9 @@ def _ratio_arrays(a, b):
     with np.errstate(divide="ignore", invalid="ignore"): return np.where(b > 0, a / np.where(b > 0, b, 1), np.nan)
 
 
-def bootstrap_ci(task: str, items: list[dict], mode: str = "compat", n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> dict:
-    "{metric: [low, high]} percentile-bootstrap intervals over instances (dialogues for umi); None where never defined."
+def bootstrap_ci(task: str, items: list[dict], mode: str = "compat", n_boot: int = 1000, seed: int = 0, level: float = 0.95,
+                 average: bool = False) -> dict:
+    "{metric: [low, high]} percentile-bootstrap intervals over instances (dialogues for umi); None where never defined. `average`: also `avg`, the mean of the metrics defined in each draw."
     if not items: return {}
     rng = np.random.default_rng(seed)
     if task == "umi":
@@ -458,6 +459,10 @@ def bootstrap_ci(task: str, items: list[dict], mode: str = "compat", n_boot: int
                      "p_nocall": _ratio_arrays(c["nocall_ok"], c["nocall"]), "p_call": _ratio_arrays(c["call_ok"], c["call"]),
                      "p_dc": _ratio_arrays(c["nocall_ok"] + c["call_ok"], c["nocall"] + c["call"])}
         else: raise ValueError(f"unknown task {task!r}; choose seal, deer or umi")
+    if average:
+        M = np.vstack(list(stats.values()))
+        n_def = (~np.isnan(M)).sum(0)
+        stats["avg"] = np.where(n_def > 0, np.nansum(M, 0) / np.maximum(n_def, 1), np.nan)
     lo, hi = 100 * (1 - level) / 2, 100 * (1 + level) / 2
     out = {}
     for k, v in stats.items():
