@@ -29,25 +29,18 @@ def test_released_gold_coverage_matches_the_spec(released):
 def test_deer_chains_render_with_the_released_phrases(released, monkeypatch):
     "The phrases are read from the data folder in use (the packaged sample words its chains differently)."
     from toolpaper.sampling import released_phrases, render_chain
-    monkeypatch.setenv("TOOLPAPER_DATA_DIR", str(released))
-    released_phrases.cache_clear()
+    monkeypatch.setenv("TOOLPAPER_DATA_DIR", str(released))        # the phrases are cached per resolved folder: no clearing needed
     for split in ("valid", "test"):
         samples = D.load(f"tooldeer:{split}", released)
         assert [render_chain(s) for s in samples] == [s.chain for s in samples]
-    released_phrases.cache_clear()
-
-
-def _protocol_transcript(s):
-    "What the released two-round protocol records for a model that follows the gold chain: it stops at the first stop marker."
-    for mark in ("#NoCallAPI#", "#APIResponse#"):
-        if mark in s.chain: return s.chain[: s.chain.index(mark) + len(mark)]
-    return s.chain
+    assert released_phrases(released) != released_phrases("sample")
 
 
 def test_authors_counting_gives_gold_transcripts_full_marks(released):
+    from toolpaper.audit import transcript
     from toolpaper.metrics import deer_scores
     valid = D.load("tooldeer:valid", released)
-    m = deer_scores([_protocol_transcript(s) for s in valid], valid, "compat")["metrics"]
+    m = deer_scores([transcript(s.chain) for s in valid], valid, "compat")["metrics"]
     assert m and all(v == 1.0 for v in m.values()), m
 
 

@@ -215,7 +215,6 @@ def _phrases_in(folder: str) -> ChainPhrases:
     try: samples = load("tooldeer:valid", folder)
     except DataMissingError: samples = load("tooldeer:valid", "sample")
     return ChainPhrases.from_chains([s.chain for s in samples])
-released_phrases.cache_clear = _phrases_in.cache_clear
 
 def chain_phrases(style: str = "released", root=None) -> ChainPhrases:
     if style not in ("released", "toolpaper"): raise ValueError(f"style {style!r}: expected 'released' or 'toolpaper'")
