@@ -302,6 +302,9 @@ def released_planner_text(content: str) -> str:
     thought = split_thought(content)
     return (thought + "\n" if thought else "") + " Next: " + dec + "."
 
+def _released_turns(turns: Sequence[Turn]) -> list[Turn]:
+    return [Turn(role=u.role, content=released_planner_text(u.content)) if u.role == "planner" else u for u in turns]
+
 def split_thought(content: str) -> str:
     "The thought of a planner turn: the text before its final `Next:` decision, trailing whitespace removed."
     from toolpaper.schema import planner_decision
@@ -317,7 +320,7 @@ def umi_role_records(trajs: Sequence[Trajectory], role: str, templates: dict | N
     out = []
     for t in trajs:
         tools = [umi_tool_dict(x) for x in t.tools]
-        turns = [Turn(role=u.role, content=released_planner_text(u.content)) if u.role == "planner" else u for u in t.turns]
+        turns = _released_turns(t.turns)
         for i, turn in enumerate(turns):
             if turn.role != "planner": continue
             dec, nxt = planner_decision(turn.content), (turns[i + 1] if i + 1 < len(turns) else None)
@@ -343,8 +346,7 @@ def umi_role_records(trajs: Sequence[Trajectory], role: str, templates: dict | N
 def released_role_input(role: str, tools: Sequence[Tool], turns: Sequence[Turn], thought: str = "", templates: dict | None = None, root=None) -> str:
     "The authors' `input` of `role` for a step with history `turns` (planner turns get the authors' decision line); the caller also gets the planner's `thought`."
     tpl = (templates or released_role_templates(root))[role]
-    norm = [Turn(role=u.role, content=released_planner_text(u.content)) if u.role == "planner" else u for u in turns]
-    return tpl.render([umi_tool_dict(x) for x in tools], umi_history(norm), released_planner_text(thought) if thought else "")
+    return tpl.render([umi_tool_dict(x) for x in tools], umi_history(_released_turns(turns)), released_planner_text(thought) if thought else "")
 
 def umi_role_spans(role: str, target: str) -> list[tuple[str, str]]:
     "A role target cut into labelled spans (rationale / action / answer) for the per-span loss."
