@@ -13,8 +13,10 @@ def test_data_check_on_released(released):
     assert "all files verified" in r.stdout
     assert "seal-tools:dev: 700 records" in r.stdout and "tooldeer:tools: 977 records" in r.stdout
     from toolpaper.data import DATASETS
-    assert r.stdout.count("OK ") == sum(len(spec.files) for spec in DATASETS.values()) == 21
+    assert r.stdout.count("OK ") == sum(len(spec.files) for spec in DATASETS.values()) == 23
     assert "alpha-umi:toolbench/test_out_domain: 400 records" in r.stdout
+    assert "gsm8k:train: 7473 records" in r.stdout and "gsm8k:test: 1319 records" in r.stdout
+    assert "math/MATH (archive" in r.stdout                    # listed, not required: it is fetched on a connected machine
 
 
 def test_data_check_reports_missing(tmp_path):

@@ -40,6 +40,10 @@ def data_check(root=None, download: bool = True, out=print) -> bool:
             out(f"  {split}: {len(recs)} records")
         except (D.DataError, D.DataMissingError, OSError) as e:
             ok = False; out(f"  {split}: FAILED {e}")
+    for name, spec in D.ARCHIVES.items():      # archives outside git (MATH): fetched on first use on a connected machine, never required here
+        there = (base / name / spec.folder).is_dir()
+        out(f"{'present ' if there else 'absent  '} {name}/{spec.folder} (archive {spec.url}, sha256 {spec.sha256[:12]}…; "
+            f"{'read on use' if there else 'downloaded, verified and extracted on first use on a connected machine'})")
     out(("every file of the packaged sample reads" if sample else "all files verified") if ok else "problems found")
     return ok
 

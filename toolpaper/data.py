@@ -14,16 +14,17 @@ from .schema import (PARAM_TYPES, Call, DecisionSample, Instance, Param, Record,
                               Trajectory, Turn, check_refs, description_examples, known_type, parse_call_expr, planner_decision)
 
 # %% auto 0
-__all__ = ['DATASETS', 'ERRATA', 'CHAIN_MARKERS', 'CHAIN_ORDERS', 'UMI_ROLES', 'SPLITS', 'SAMPLE_ONLY', 'DataError',
-           'DataMissingError', 'ChecksumError', 'RemoteFile', 'DatasetSpec', 'cache_root', 'data_dir', 'is_sample',
-           'sha256', 'atomic_write_bytes', 'atomic_write_text', 'fetch', 'ensure', 'read_text', 'nonfinite_at',
-           'read_jsonl', 'read_json', 'read_json_list', 'validate', 'SealParamRaw', 'SealToolRaw', 'SealCallRaw',
-           'SealInstanceRaw', 'seal_tool', 'read_seal_tools', 'read_seal_instances', 'read_seal_fields',
-           'FinetuneRecord', 'DprRecord', 'read_seal_finetune', 'read_seal_dpr', 'DeerToolRaw', 'parse_signature',
-           'deer_tool', 'read_deer_tools', 'ChainError', 'split_chain', 'parse_pool', 'parse_chain', 'read_deer_chains',
-           'read_deer_baseline', 'umi_tool', 'umi_turns', 'read_umi_steps', 'UmiRoleExample', 'read_umi_role_file',
-           'split_path', 'load', 'load_seal_tools', 'load_seal_split', 'load_deer_tools', 'load_deer_split',
-           'to_dataset']
+__all__ = ['DATASETS', 'ERRATA', 'CHAIN_MARKERS', 'CHAIN_ORDERS', 'UMI_ROLES', 'ARCHIVES', 'SPLITS', 'SAMPLE_ONLY',
+           'ARCHIVE_SPLITS', 'DataError', 'DataMissingError', 'ChecksumError', 'RemoteFile', 'DatasetSpec',
+           'cache_root', 'data_dir', 'is_sample', 'sha256', 'atomic_write_bytes', 'atomic_write_text', 'fetch',
+           'ensure', 'read_text', 'nonfinite_at', 'read_jsonl', 'read_json', 'read_json_list', 'validate',
+           'SealParamRaw', 'SealToolRaw', 'SealCallRaw', 'SealInstanceRaw', 'seal_tool', 'read_seal_tools',
+           'read_seal_instances', 'read_seal_fields', 'FinetuneRecord', 'DprRecord', 'read_seal_finetune',
+           'read_seal_dpr', 'DeerToolRaw', 'parse_signature', 'deer_tool', 'read_deer_tools', 'ChainError',
+           'split_chain', 'parse_pool', 'parse_chain', 'read_deer_chains', 'read_deer_baseline', 'umi_tool',
+           'umi_turns', 'read_umi_steps', 'UmiRoleExample', 'read_umi_role_file', 'MathProblem', 'read_gsm8k',
+           'boxed_answer', 'ArchiveSpec', 'ensure_archive', 'read_math', 'split_path', 'load', 'load_seal_tools',
+           'load_seal_split', 'load_deer_tools', 'load_deer_split', 'to_dataset']
 
 # %% ../nbs/01_data.ipynb
 class DataError(ValueError):
@@ -90,6 +91,10 @@ DATASETS: dict[str, DatasetSpec] = {
             ("caller", "117893491d6f555cbd4e761898fe637885c794c24a841077f365f73057d8d091"),
             ("planner", "3789490d911d0b2d5f82d9cb6483067a77b6432dd548e6388bbde32eba238b16"),
             ("summarizer", "5b4d7b242dee8926945686cd5aa57cec7b0d9d7378d9565c73f25273c4b0a502")]),
+    )),
+    "gsm8k": DatasetSpec("gsm8k", "openai/grade-school-math", "3101c7d5072418e28b9008a6636bde82a006892c", "MIT", (
+        RemoteFile("train.jsonl", "grade_school_math/data/train.jsonl", "17f347dc51477c50d4efb83959dbb7c56297aba886e5544ee2aaed3024813465"),
+        RemoteFile("test.jsonl", "grade_school_math/data/test.jsonl", "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14"),
     )),
 }
 
@@ -640,6 +645,104 @@ def read_umi_role_file(path) -> list[UmiRoleExample]:
     return out
 
 # %% ../nbs/01_data.ipynb
+class MathProblem(Record):
+    "A math word problem: its question, the reference solution text and the final answer string (`level` / `subject` for MATH)."
+    id: str
+    question: str
+    solution: str
+    answer: str
+    level: str | None = None
+    subject: str | None = None
+
+class _Gsm8kRaw(_Strict):
+    question: Annotated[StrictStr, AfterValidator(_named)]
+    answer: StrictStr
+
+def read_gsm8k(path, split: str = "test") -> list[MathProblem]:
+    "GSM8K problems of a JSONL file (as released)."
+    out = []
+    for n, obj in read_jsonl(path):
+        raw = validate(_Gsm8kRaw, obj, path, line=n)
+        if "####" not in raw.answer: raise DataError(path, "no '#### <answer>' line", line=n, field="answer")
+        sol, final = raw.answer.rsplit("####", 1)
+        if not final.strip(): raise DataError(path, "the '####' line has no answer", line=n, field="answer")
+        out.append(MathProblem(id=f"{split}-{len(out)}", question=raw.question, solution=sol.rstrip(), answer=final.strip()))
+    return out
+
+def boxed_answer(solution: str) -> str | None:
+    "The content of the last `\\boxed{...}` (or `\\fbox{...}`) of a solution, braces matched; None when there is none."
+    for key in ("\\boxed", "\\fbox"):
+        i = solution.rfind(key)
+        if i < 0: continue
+        j = i + len(key)
+        if j < len(solution) and solution[j] == " ":             # "\\boxed 5": the next token
+            m = re.match(r" ([^\s$]+)", solution[j:]); return m.group(1) if m else None
+        if j >= len(solution) or solution[j] != "{": continue
+        depth = 0
+        for k in range(j, len(solution)):
+            depth += {"{": 1, "}": -1}.get(solution[k], 0)
+            if depth == 0: return solution[j + 1:k]
+    return None
+
+@dataclass(frozen=True)
+class ArchiveSpec:
+    name: str
+    url: str
+    sha256: str
+    size: int
+    license: str
+    folder: str          # top folder inside the archive
+    checksum_from: str   # where the pinned checksum was read
+
+ARCHIVES: dict[str, ArchiveSpec] = {
+    "math": ArchiveSpec("math", "https://people.eecs.berkeley.edu/~hendrycks/MATH.tar",
+                        "01256fd7cd5430596fdf07e6e6a5827111b5235b7ffed679c662a12f898932da", 20327424, "MIT", "MATH",
+                        "huggingface/datasets@040102f100964a33fd334e2695f1c493fa6b92db datasets/competition_math/dataset_infos.json"),
+}
+
+def ensure_archive(name: str, root=None, download: bool | None = None, spec: ArchiveSpec | None = None, timeout: float = 120) -> Path:
+    "The data folder holding the extracted archive `name` (downloaded, verified and extracted when absent)."
+    import io, tarfile
+    spec, base = spec or ARCHIVES[name], data_dir(root) / name
+    if (base / spec.folder).is_dir(): return base
+    how = f"fetch {spec.url} (sha256 {spec.sha256}, {spec.size} bytes) and extract it into {base}"
+    if is_sample(data_dir(root)): raise DataMissingError(f"the packaged sample has no {name} archive; {how}")
+    if download is None: download = os.environ.get("TOOLPAPER_NO_DOWNLOAD", "") not in ("1", "true")
+    if not download: raise DataMissingError(f"{name}: {base / spec.folder} is missing and downloads are disabled: {how}")
+    try:
+        with urllib.request.urlopen(spec.url, timeout=timeout) as r: data = r.read()
+    except Exception as e: raise DataMissingError(f"{name}: download failed ({type(e).__name__}: {e}); {how}") from None
+    got = hashlib.sha256(data).hexdigest()
+    if got != spec.sha256: raise ChecksumError(spec.url, f"downloaded archive has sha256 {got}, the registry pins {spec.sha256}; nothing was written")
+    base.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=base))
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data)) as tf: tf.extractall(tmp, filter="data")
+        if not (tmp / spec.folder).is_dir(): raise DataError(spec.url, f"the archive has no top folder {spec.folder!r}")
+        os.replace(tmp / spec.folder, base / spec.folder)
+    finally: shutil.rmtree(tmp, ignore_errors=True)
+    return base
+
+class _MathRaw(BaseModel):
+    problem: StrictStr
+    level: StrictStr
+    type: StrictStr
+    solution: StrictStr
+
+def read_math(folder, split: str = "test") -> list[MathProblem]:
+    "MATH problems of `folder` (`<subject>/<n>.json` files), in subject then problem-number order."
+    folder = Path(folder)
+    if not folder.is_dir(): raise DataMissingError(f"{folder}: no such folder")
+    files = sorted(folder.glob("*/*.json"), key=lambda p: (p.parent.name, int(p.stem) if p.stem.isdigit() else 10**9, p.stem))
+    if not files: raise DataError(folder, "no <subject>/<n>.json files")
+    out = []
+    for f in files:
+        raw = validate(_MathRaw, read_json(f), f)
+        out.append(MathProblem(id=f"{split}-{f.parent.name}-{f.stem}", question=raw.problem, solution=raw.solution,
+                               answer=boxed_answer(raw.solution) or "", level=raw.level, subject=raw.type))
+    return out
+
+# %% ../nbs/01_data.ipynb
 SPLITS: dict[str, tuple[str, str, Callable]] = {
     "seal-tools:tools": ("seal-tools", "tool.jsonl", lambda p: read_seal_tools(p)),
     "seal-tools:fields": ("seal-tools", "field.jsonl", lambda p: read_seal_fields(p)),
@@ -656,8 +759,10 @@ SPLITS: dict[str, tuple[str, str, Callable]] = {
     **{f"tooldeer:{s}": ("tooldeer", f"{s}.json", (lambda s: lambda p: read_deer_chains(p, s))(s)) for s in ("valid", "test")},
     **{f"tooldeer:baselines/{s}": ("tooldeer", f"baselines/{s}.json", (lambda s: lambda p: read_deer_baseline(p, s))(s))
        for s in ("tool_bench", "tool_corpus")},
+    **{f"gsm8k:{s}": ("gsm8k", f"{s}.jsonl", (lambda s: lambda p: read_gsm8k(p, s))(s)) for s in ("train", "test")},
 }
 SAMPLE_ONLY = {"alpha-umi:steps": ("alpha-umi", "steps.json", read_umi_steps)}
+ARCHIVE_SPLITS = {f"math:{s}": ("math", f"MATH/{s}", (lambda s: lambda p: read_math(p, s))(s)) for s in ("train", "test")}   # connected machines
 
 def split_path(name: str, root=None, download: bool | None = None, verify: bool = True) -> Path:
     "Local path of a registered split (downloaded and verified if needed)."
@@ -667,13 +772,16 @@ def split_path(name: str, root=None, download: bool | None = None, verify: bool 
         if not p.exists(): raise DataMissingError(f"{name}: {p} not found (this name is the packaged sample only: use --data-dir sample / root='sample'; "
                                                   "the released dialogues are 'alpha-umi:toolbench/test_out_domain')")
         return p
-    if name not in SPLITS: raise KeyError(f"unknown dataset split {name!r}; known: {sorted(SPLITS) + sorted(SAMPLE_ONLY)}")
+    if name in ARCHIVE_SPLITS:
+        ds, rel, _ = ARCHIVE_SPLITS[name]
+        return ensure_archive(ds, root, download=download) / rel
+    if name not in SPLITS: raise KeyError(f"unknown dataset split {name!r}; known: {sorted(SPLITS) + sorted(SAMPLE_ONLY) + sorted(ARCHIVE_SPLITS)}")
     ds, rel, _ = SPLITS[name]
     return ensure(ds, [rel], root, download=download, verify=verify) / rel
 
 def load(name: str, root=None, download: bool | None = None, verify: bool = True):
     "Records of a registered split, e.g. `load('seal-tools:dev')`, `load('tooldeer:valid', root='sample')`."
-    reader = (SPLITS.get(name) or SAMPLE_ONLY.get(name) or (None, None, None))[2]
+    reader = (SPLITS.get(name) or SAMPLE_ONLY.get(name) or ARCHIVE_SPLITS.get(name) or (None, None, None))[2]
     return reader(split_path(name, root, download, verify)) if reader else split_path(name, root)
 
 def load_seal_tools(root=None, **kw) -> list[Tool]: return load("seal-tools:tools", root, **kw)
