@@ -105,6 +105,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
     Experiment("generation_yield", "06_generation_yield.ipynb", "Self-instruct generation yield (Seal-Tools pipeline, Figure 9 analogue; DEER pairs)"),
     Experiment("alpha_umi", "07_alpha_umi.ipynb", "alpha-UMi: GLPFT vs Single-LLM and baselines (Table 1, Figures 4-5, Table 3)"),
     Experiment("deer_ablation", "08_deer_ablation.ipynb", "DEER ablations: data (Figure 6) and training hyper-parameters (Appendix Figure 8)"),
+    Experiment("alpha_umi_math", "09_alpha_umi_math.ipynb", "alpha-UMi Appendix D: program-aided math agent on GSM8K (Table 4)"),
 ]}
 
 def repo_root(start: str | os.PathLike | None = None) -> Path:
