@@ -39,63 +39,72 @@ class ExecResult:
 # %% ../nbs/22_sandbox.ipynb
 _RUNNER = r'''
 import sys, os, io, json, ast, traceback
-os.environ.clear()
-root = os.path.realpath(os.getcwd())
-prog = json.loads(open("program.json", encoding="utf-8").read())
-WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
-DENY = {"socket.__new__", "socket.connect", "socket.bind", "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr",
+def _make_hook(root):
+    WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+    DENY = frozenset({"socket.__new__", "socket.connect", "socket.bind", "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr",
         "socket.sendto", "os.system", "os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "subprocess.Popen",
         "os.kill", "os.killpg", "ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata", "ctypes.call_function", "os.putenv", "os.unsetenv",
-        "os.chroot", "os.setuid", "os.setgid", "pty.spawn", "sys.setrecursionlimit_unused", "webbrowser.open", "urllib.Request"}
-PATH_EVENTS = {"os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.symlink", "os.link", "os.truncate",
-               "os.utime", "shutil.rmtree", "shutil.move", "shutil.copyfile", "os.replace", "os.chflags", "os.lchflags", "os.mkfifo", "os.mknod"}
-def inside(p):
-    try: p = os.fsdecode(p) if not isinstance(p, int) else None
-    except Exception: return False
-    if p is None: return True
-    q = os.path.realpath(os.path.join(root, p))
-    return q == root or q.startswith(root + os.sep)
-def hook(event, args):
-    if event in DENY: raise PermissionError(f"sandbox: {event} is not allowed")
-    if event == "open":
-        path, mode, flags = (list(args) + [None, None, None])[:3]
-        writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (isinstance(flags, int) and flags & WRITE_FLAGS)
-        if writing and path is not None and not inside(path): raise PermissionError(f"sandbox: writing {path!r} outside the working folder is not allowed")
-    elif event in PATH_EVENTS:
-        for a in args[:2]:
-            if isinstance(a, (str, bytes, os.PathLike)) and not inside(a): raise PermissionError(f"sandbox: {event} on {a!r} is not allowed")
-out = open("stdout.txt", "w", encoding="utf-8", buffering=1)
-sys.addaudithook(hook)
-sys.stdin = io.StringIO("")
-def run(src, name, show):
-    tree = ast.parse(src, name)
-    if show and tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = tree.body[-1]
-        tree.body[-1] = ast.Expr(ast.Call(ast.Name("__show__", ast.Load()), [last.value], []))
-        ast.fix_missing_locations(tree)
-    exec(compile(tree, name, "exec"), g)
-def __show__(v):
-    if v is not None: print(v)
-g = {"__name__": "__main__", "__builtins__": __builtins__, "__show__": __show__}
-status, err = "ok", None
-try:
-    sys.stdout = io.StringIO()
-    for i, s in enumerate(prog["setup"]): run(s, f"<setup {i}>", False)
-    sys.stdout = out
-    run(prog["code"], "<program>", True)
-except SystemExit as e:
-    if e.code not in (None, 0): status, err = "error", f"SystemExit: {e.code}"
-except BaseException as e:
-    tb = traceback.extract_tb(e.__traceback__)
-    line = next((f.lineno for f in reversed(tb) if f.filename == "<program>"), getattr(e, "lineno", None))
-    status = ("memory" if isinstance(e, MemoryError) else "blocked" if isinstance(e, PermissionError) and str(e).startswith("sandbox:")
-              else "output_limit" if isinstance(e, OSError) and e.errno == 27 else "error")     # EFBIG: RLIMIT_FSIZE reached (Python ignores SIGXFSZ)
-    err = f"{type(e).__name__}: {e}" + (f" (line {line})" if line else "")
-finally:
-    try: sys.stdout.flush()
-    except Exception: pass
-    sys.stdout = sys.__stdout__
-r = open("result.json", "w", encoding="utf-8"); r.write(json.dumps({"status": status, "error": err})); r.close()
+        "os.chroot", "os.setuid", "os.setgid", "pty.spawn", "webbrowser.open", "urllib.Request", "resource.setrlimit", "resource.prlimit",
+        "sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile", "sys.addaudithook", "code.__new__", "function.__new__"})
+    NO_IMPORT = frozenset({"gc", "_posixsubprocess", "ctypes", "_ctypes", "_xxsubinterpreters", "_testcapi", "_testinternalcapi"})
+    PATH_EVENTS = frozenset({"os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.symlink", "os.link", "os.truncate",
+        "os.utime", "shutil.rmtree", "shutil.move", "shutil.copyfile", "os.replace", "os.chflags", "os.lchflags", "os.mkfifo", "os.mknod"})
+    realpath, join, sep, fsdecode = os.path.realpath, os.path.join, os.sep, os.fsdecode
+    def inside(p):
+        if isinstance(p, int): return True
+        try: q = realpath(join(root, fsdecode(p)))
+        except Exception: return False
+        return q == root or q.startswith(root + sep)
+    def hook(event, args):
+        if event in DENY: raise PermissionError(f"sandbox: {event} is not allowed")
+        if event == "import" and args and isinstance(args[0], str) and args[0].split(".")[0] in NO_IMPORT:
+            raise PermissionError(f"sandbox: importing {args[0]} is not allowed")
+        if event == "open":
+            path, mode, flags = (list(args) + [None, None, None])[:3]
+            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (isinstance(flags, int) and flags & WRITE_FLAGS)
+            if writing and path is not None and not inside(path): raise PermissionError(f"sandbox: writing {path!r} outside the working folder is not allowed")
+        elif event in PATH_EVENTS:
+            for a in args[:2]:
+                if isinstance(a, (str, bytes, os.PathLike)) and not inside(a): raise PermissionError(f"sandbox: {event} on {a!r} is not allowed")
+    return hook
+
+def _main():
+    os.environ.clear()
+    prog = json.loads(open("program.json", encoding="utf-8").read())
+    out = open("stdout.txt", "w", encoding="utf-8", buffering=1)
+    result = open("result.json", "w", encoding="utf-8")
+    sys.addaudithook(_make_hook(os.path.realpath(os.getcwd())))     # from here on the hook holds its rules in a closure only
+    sys.stdin = io.StringIO("")
+    def show(v):
+        if v is not None: print(v)
+    g = {"__name__": "__main__", "__builtins__": __builtins__, "__show__": show}
+    def run(src, name, display):
+        tree = ast.parse(src, name)
+        if display and tree.body and isinstance(tree.body[-1], ast.Expr):
+            tree.body[-1] = ast.Expr(ast.Call(ast.Name("__show__", ast.Load()), [tree.body[-1].value], []))
+            ast.fix_missing_locations(tree)
+        exec(compile(tree, name, "exec"), g)
+    status, err = "ok", None
+    try:
+        sys.stdout = io.StringIO()
+        for i, s in enumerate(prog["setup"]): run(s, f"<setup {i}>", False)
+        sys.stdout = out
+        run(prog["code"], "<program>", True)
+    except SystemExit as e:
+        if e.code not in (None, 0): status, err = "error", f"SystemExit: {e.code}"
+    except BaseException as e:
+        tb = traceback.extract_tb(e.__traceback__)
+        line = next((f.lineno for f in reversed(tb) if f.filename == "<program>"), getattr(e, "lineno", None))
+        status = ("memory" if isinstance(e, MemoryError) else "blocked" if isinstance(e, PermissionError) and str(e).startswith("sandbox:")
+                  else "output_limit" if isinstance(e, OSError) and e.errno == 27 else "error")     # EFBIG: RLIMIT_FSIZE reached (Python ignores SIGXFSZ)
+        err = f"{type(e).__name__}: {e}" + (f" (line {line})" if line else "")
+    finally:
+        try: sys.stdout.flush()
+        except Exception: pass
+        sys.stdout = sys.__stdout__
+    result.write(json.dumps({"status": status, "error": err})); result.close()
+
+_main()
 '''
 
 # %% ../nbs/22_sandbox.ipynb
