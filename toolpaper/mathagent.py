@@ -222,8 +222,7 @@ def run_math_experiment(train: Sequence[MathProblem], test: Sequence[MathProblem
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
     lim = SandboxLimits(wall_s=cfg.wall_s, cpu_s=cfg.cpu_s)
     t0 = time.perf_counter(); timings = {}
-    pool = _subset(list(train), None, cfg.seed)
-    random.Random(cfg.seed).shuffle(pool)
+    pool = list(train); random.Random(cfg.seed).shuffle(pool)
     build_sb = PythonSandbox(lim)
     trajs, why = build_math_corpus(pool, build_sb, cfg.train_n)
     if not trajs: raise ValueError(f"no GSM8K training problem gave a checked trajectory ({dict(why)})")
@@ -250,7 +249,7 @@ def run_math_experiment(train: Sequence[MathProblem], test: Sequence[MathProblem
         timings[f"{m}_eval_s"] = time.perf_counter() - t1
     t1 = time.perf_counter()
     sb = PythonSandbox(lim)
-    base = cache.get(("base", cfg.model)) or LocalClient(cfg.model, batch_size=cfg.gen_batch_size)
+    base = LocalClient(cfg.model, batch_size=cfg.gen_batch_size)
     recs = run_pal(base, tests, demos, sb, cfg.pal_tokens, progress=progress)
     outputs["base_pal"] = recs
     rows.append({**_acc_row(f"base model, {len(demos)}-shot program-aided", recs), "calls per problem": 1.0})
