@@ -14,10 +14,11 @@ def seal(released):
     return tools, insts
 
 
-def test_bm25_fast_path_matches_rank_bm25_on_all_queries(seal):
+def test_bm25_fast_path_matches_rank_bm25_on_released_queries(seal):
+    "Scores equal to 1e-8 and identical top-10 on every fourth released query (benchmarks/bm25_speed.py compares all 2,054; the reference takes ~2 min)."
     tools, insts = seal
     assert len(insts) == 2054
-    qs = [i.query for i in insts]
+    qs = [i.query for i in insts[::4]]
     fast = R.BM25Retriever("authors").fit(tools).scores(qs)
     ref = R.BM25Retriever("authors", backend="rank_bm25").fit(tools).scores(qs)
     assert np.abs(fast - ref).max() < 1e-8
