@@ -14,9 +14,9 @@ from .tools import Observation, ToolEnv
 from .trajectories import backbone_messages, caller_messages, planner_messages, summarizer_messages
 
 # %% auto 0
-__all__ = ['PLAN_STOPS', 'ROLES', 'METHODS', 'EXTRA_METHODS', 'released_layouts', 'UmiAgent', 'split_backbone',
-           'split_released_backbone', 'SingleAgent', 'AgentRun', 'run_agent', 'static_predictions', 'gold_calls',
-           'passed', 'realtime_eval', 'GLPFTConfig', 'train_methods', 'make_agent']
+__all__ = ['PLAN_STOPS', 'ROLES', 'METHODS', 'EXTRA_METHODS', 'UmiAgent', 'split_backbone', 'split_released_backbone',
+           'SingleAgent', 'AgentRun', 'run_agent', 'static_predictions', 'gold_calls', 'passed', 'realtime_eval',
+           'GLPFTConfig', 'train_methods', 'make_agent']
 
 # %% ../nbs/18_agent.ipynb
 PLAN_STOPS = ("Next: caller", "Next: conclusion", "Next: give up")
@@ -25,20 +25,13 @@ def _finish_plan(text: str) -> str:
     text = (text or "").strip()
     return text + "." if any(text.endswith(s) for s in PLAN_STOPS) else text
 
-def released_layouts(data_dir=None) -> dict:
-    "The authors' role layouts learned from the data folder's released examples, or a ValueError that says what to do without them."
-    from toolpaper.trajectories import released_role_templates
-    try: return released_role_templates(data_dir)
-    except FileNotFoundError as e:
-        raise ValueError(f"the released prompt style learns the authors' role layouts from their example files, which are missing ({e}); "
-                         "use style='toolpaper' (--prompt toolpaper) with data that lacks them") from None
-
 class _Layout:
     "The prompt layout of an agent: toolpaper's chat prompts, or the authors' role-file inputs (learned from their released examples)."
     def _setup_style(self, style: str, templates: dict | None, data_dir):
         from toolpaper.prompts import check_style
         self.style = check_style(style)
-        self.templates = (templates or released_layouts(data_dir)) if style == "released" else None
+        from toolpaper.trajectories import released_role_templates
+        self.templates = (templates or released_role_templates(data_dir)) if style == "released" else None
 
     def _prompt(self, role: str, tools, turns, thought: str = ""):
         from toolpaper.trajectories import released_role_input

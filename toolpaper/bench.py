@@ -59,12 +59,6 @@ class BenchConfig:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in d.items() if k in keep}
 
 # %% ../nbs/20_bench.ipynb
-def _seeded(xs: list, n: int | None, seed: int) -> list:
-    import random
-    if n is None or n >= len(xs): return list(xs)
-    return [xs[i] for i in sorted(random.Random(seed).sample(range(len(xs)), n))]
-
-
 def bench_items(cfg: BenchConfig) -> list:
     "Gold records of the run, subset and limit applied, in a fixed order."
     from toolpaper import data as D
@@ -82,7 +76,8 @@ def bench_items(cfg: BenchConfig) -> list:
     else:
         from toolpaper.trajectories import TrajConfig, build_corpus
         trajs = build_corpus(D.load("seal-tools:test_in_domain", root), D.load("seal-tools:tools", root), TrajConfig(seed=cfg.seed))
-    return _seeded(trajs, cfg.limit, cfg.seed)
+    from toolpaper.sampling import seeded_subset
+    return seeded_subset(trajs, cfg.limit, cfg.seed)
 
 
 def unit_ids(cfg: BenchConfig, items: list) -> list[list[str]]:
@@ -231,8 +226,8 @@ def run_bench(cfg: BenchConfig, client, out, progress: bool = False) -> dict:
     out = Path(out)
     if out.exists() and not out.is_dir(): raise BenchError(f"--out {out} is a file; give a folder")
     if cfg.suite == "umi" and cfg.prompt == "released":           # fail before anything is written
-        from toolpaper.agent import released_layouts
-        released_layouts(cfg.data_dir)
+        from toolpaper.trajectories import released_role_templates
+        released_role_templates(cfg.data_dir)
     out.mkdir(parents=True, exist_ok=True)
     ident = cfg.identity()
     conf_p, pred_p = out / "config.json", out / "predictions.jsonl"

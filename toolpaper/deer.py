@@ -6,7 +6,7 @@
 from __future__ import annotations
 import json, random, time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 import pandas as pd
@@ -167,14 +167,23 @@ def _variants(cfg: DeerExpConfig) -> dict[str, tuple[str, dict | None]]:
 
 _KEYS = ["p_nosearch", "p_search", "p_ds", "p_nocall", "p_call", "p_dc"]
 
-def _metric_row(outs, samples, model, evalset, mode) -> dict:
-    "One row of decision metrics in percent, each with its 95% bootstrap interval (`<metric> lo`, `<metric> hi`)."
+def _metric_row(outs, samples, model, evalset, mode, average: bool = False) -> dict:
+    "One row of decision metrics in percent, each with its 95% bootstrap interval (`<metric> lo`, `<metric> hi`); `average` adds the mean of the defined metrics (`Average`) and its interval."
     from toolpaper.metrics import bootstrap_ci, ci_pct, deer_scores, pct
     s = deer_scores(outs, list(samples), mode)
     ci = bootstrap_ci("deer", s["items"], mode)
     row = {"model": model, "eval": evalset, "mode": mode, "n": len(samples), **{c: pct(s["metrics"][k]) for c, k in zip(TABLE1_COLS, _KEYS)}}
     for c, k in zip(TABLE1_COLS, _KEYS): row[f"{c} lo"], row[f"{c} hi"] = ci_pct(ci, k, 1)
+    if average:
+        vals = [v for v in s["metrics"].values() if v is not None]
+        row["Average"] = pct(sum(vals) / len(vals)) if vals else None
+        row["Average lo"], row["Average hi"] = ci_pct(bootstrap_ci("deer", s["items"], mode, average=True), "avg", 1)
     return row
+
+def _valid_set(heldout_nosearch, released_valid, cfg: DeerExpConfig) -> list[DecisionSample]:
+    "The DEER valid set of Table 1 and the ablations: held-out NoSearch queries + released valid NoCall/Call, drawn with the paper's valid shares."
+    pool = list(heldout_nosearch) + [s for s in released_valid if s.branch != "NoSearch"]
+    return stratified(pool, cfg.valid_n, PAPER_VALID_MIX, cfg.seed)
 
 # %% ../nbs/15_deer.ipynb
 def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample], released_test: list[DecisionSample],
@@ -196,8 +205,7 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
              for name, (strat, mix) in variants.items()}
     dd = datas[main]
     timings["data_s"] = time.perf_counter() - t0
-    valid_pool = list(dd.heldout_nosearch) + [s for s in released_valid if s.branch != "NoSearch"]
-    evals = {"valid": stratified(valid_pool, cfg.valid_n, PAPER_VALID_MIX, cfg.seed), "test": stratified(released_test, cfg.test_n, None, cfg.seed)}
+    evals = {"valid": _valid_set(dd.heldout_nosearch, released_valid, cfg), "test": stratified(released_test, cfg.test_n, None, cfg.seed)}
     base_sets = {k: stratified(v, cfg.baseline_n, None, cfg.seed) for k, v in baselines.items()}
     ret_q = dd.heldout_nosearch[: cfg.retention_n] if cfg.retention_n is not None else dd.heldout_nosearch
     rows, ret_rows, infos, counts = [], [], {}, []
@@ -336,30 +344,16 @@ class DeerAblation:
     timings: dict
 
 def _ablation_key(setting: dict, cfg: DeerExpConfig) -> str:
+    "A point's identity: its setting and the whole config with the setting applied (any other config change trains afresh)."
     import hashlib
-    unused = ("lora_r", "batch_size", "lr", "epochs", "k", "clusters",            # in the setting
-              "strategies", "shots", "shot_trials", "compact_demos", "test_n", "baseline_n", "retention_n", "answer_tokens", "gen_batch_size")
-    fixed = {k: v for k, v in asdict(cfg).items() if k not in unused}
-    blob = json.dumps({"setting": setting, "cfg": fixed}, sort_keys=True, default=str)
+    applied = asdict(replace(cfg, **{a: v for a, v in setting.items() if a in cfg.__dataclass_fields__}))
+    blob = json.dumps({"setting": setting, "cfg": applied}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-def _point_rows(outs, samples, label, setting) -> list[dict]:
-    from toolpaper.metrics import bootstrap_ci, ci_pct, deer_scores, pct
-    rows = []
-    for mode in ("compat", "strict"):
-        r = _metric_row(outs, samples, label, "valid", mode)
-        s = deer_scores(outs, list(samples), mode)
-        vals = [v for v in s["metrics"].values() if v is not None]
-        r["Average"] = pct(sum(vals) / len(vals)) if vals else None
-        r["Average lo"], r["Average hi"] = ci_pct(bootstrap_ci("deer", s["items"], mode, average=True), "avg", 1)
-        rows.append({**setting, **r})
-    return rows
 
 def run_deer_ablation(tools: list[Tool], released_valid: list[DecisionSample], released_test: list[DecisionSample], cfg: DeerExpConfig,
                       grid: dict, work_dir: str | Path, progress: bool = False) -> DeerAblation:
     "Train and score one LoRA model per grid point (one axis moved from the star at a time; see above)."
-    from dataclasses import replace
-    from toolpaper.sampling import build_decision_data, cluster_tools, tool_split
+    from toolpaper.sampling import build_decision_data, cluster_tools, seeded_subset, tool_split
     from toolpaper.train import SFTConfig, finetune
     from toolpaper.client import LocalClient
     from toolpaper.data import atomic_write_text
@@ -400,8 +394,7 @@ def run_deer_ablation(tools: list[Tool], released_valid: list[DecisionSample], r
                 raise ValueError(f"ablation axis {a!r}: {v!r} is not a positive number")
             if a in full and v > full[a]:
                 raise ValueError(f"ablation axis {a!r}: {v} asked, only {full[a]} available ({'NoSearch training samples' if a == 'nosearch' else 'seen tools'})")
-    valid_pool = list(star_data.heldout_nosearch) + [s for s in released_valid if s.branch != "NoSearch"]
-    evalset = stratified(valid_pool, cfg.valid_n, PAPER_VALID_MIX, cfg.seed)
+    evalset = _valid_set(star_data.heldout_nosearch, released_valid, cfg)
     search_mix = {b: v for b, v in shares.items() if b != "NoSearch"}
     rows, timings, done, trained = [], {}, {}, 0
     settings = [dict(star)] + [{**star, a: v} for a, vals in grid.items() for v in vals]
@@ -416,7 +409,7 @@ def run_deer_ablation(tools: list[Tool], released_valid: list[DecisionSample], r
         d = data_for(setting["pool"], setting["k"], setting["clusters"])
         search = stratified([s for s in d.train if s.branch != "NoSearch"], n_search, search_mix, cfg.seed)
         ns = [s for s in d.train if s.branch == "NoSearch"]
-        train = search + [ns[i] for i in sorted(random.Random(cfg.seed).sample(range(len(ns)), min(setting["nosearch"], len(ns))))]
+        train = search + seeded_subset(ns, setting["nosearch"], cfg.seed)
         pcfg = replace(cfg, lora_r=setting["lora_r"], batch_size=setting["batch_size"], lr=setting["lr"], epochs=setting["epochs"], k=setting["k"], clusters=setting["clusters"])
         out = work / f"adapter_{key}"
         info = finetune(cfg.model, [deer_prompt(s, style=cfg.prompt_style) for s in train], SFTConfig.from_experiment(out, pcfg), span_labels=["decision", "call"])
@@ -437,7 +430,8 @@ def run_deer_ablation(tools: list[Tool], released_valid: list[DecisionSample], r
                 raise ValueError(f"{work / 'points'}: a stored point was scored on another valid set; remove the folder or change work_dir")
             outs = [o["output"] for o in rec["outputs"]]
             label = f"{a}={v}" + (" *" if v == star[a] else "")
-            for r in _point_rows(outs, [by_id[o["id"]] for o in rec["outputs"]], label, {"axis": a, "value": v, "star": v == star[a]}):
+            for mode in ("compat", "strict"):
+                r = {"axis": a, "value": v, "star": v == star[a], **_metric_row(outs, [by_id[o["id"]] for o in rec["outputs"]], label, "valid", mode, average=True)}
                 r.update({"train samples": sum(rec["train"].values()), **{f"train {b}": n for b, n in rec["train"].items()},
                           "train_s": round(rec["train_s"], 1), "eval_s": round(rec["eval_s"], 1)})
                 rows.append(r)

@@ -13,6 +13,7 @@ import pandas as pd
 from .data import MathProblem, boxed_answer
 from .schema import Trajectory, Turn
 from .sandbox import PYTHON_TOOL_NAME, PythonSandbox, SandboxLimits, python_tool
+from .sampling import seeded_subset
 
 # %% auto 0
 __all__ = ['PAL_SYSTEM', 'PAPER_UMI_T4', 'parse_number', 'normalize_math', 'extract_answer', 'same_answer', 'is_correct',
@@ -201,10 +202,6 @@ class MathRun:
     train_info: dict
     timings: dict
 
-def _subset(items, n, seed):
-    if n is None or n >= len(items): return list(items)
-    return [items[i] for i in sorted(random.Random(seed).sample(range(len(items)), n))]
-
 def _acc_row(name, recs):
     from toolpaper.metrics import mean_ci, pct
     ok = [float(r["correct"]) for r in recs]
@@ -229,7 +226,7 @@ def run_math_experiment(train: Sequence[MathProblem], test: Sequence[MathProblem
     timings["corpus_s"] = time.perf_counter() - t0
     used = {t.instruction for t in trajs}
     demos = [p for p in pool if p.question not in used and pal_program(p)][: cfg.shots]
-    tests = _subset(list(test), cfg.test_n, cfg.seed)
+    tests = seeded_subset(list(test), cfg.test_n, cfg.seed)
     t1 = time.perf_counter()
     trained = train_methods(cfg.model, trajs, work / "models", GLPFTConfig(**{"seed": cfg.seed, **cfg.glpft}), methods=cfg.methods)
     timings["train_s"] = time.perf_counter() - t1

@@ -13,10 +13,17 @@ import pandas as pd
 from .schema import Call, DecisionSample, Tool
 
 # %% auto 0
-__all__ = ['STRATEGIES', 'MIXTURE', 'TOOLPAPER_PHRASES', 'ToolClusters', 'embed_tools', 'cluster_tools', 'sample_pool',
-           'tool_split', 'DecisionData', 'build_decision_data', 'render_pool', 'ChainPhrases', 'released_phrases',
-           'chain_phrases', 'render_chain', 'to_messages', 'to_released_format', 'save_decision_data', 'plot_pools',
-           'decision_table']
+__all__ = ['STRATEGIES', 'MIXTURE', 'TOOLPAPER_PHRASES', 'seeded_subset', 'ToolClusters', 'embed_tools', 'cluster_tools',
+           'sample_pool', 'tool_split', 'DecisionData', 'build_decision_data', 'render_pool', 'ChainPhrases',
+           'released_phrases', 'chain_phrases', 'render_chain', 'to_messages', 'to_released_format',
+           'save_decision_data', 'plot_pools', 'decision_table']
+
+# %% ../nbs/08_sampling.ipynb
+def seeded_subset(items: Sequence, n: int | None, seed: int = 0) -> list:
+    "`n` items drawn with `random.Random(seed)`, in their original order; all of them when `n` is None or not smaller than the input."
+    if n is None or n >= len(items): return list(items)
+    if n < 0: raise ValueError(f"seeded_subset: n must be >= 0 or None, got {n}")
+    return [items[i] for i in sorted(random.Random(seed).sample(range(len(items)), n))]
 
 # %% ../nbs/08_sampling.ipynb
 @dataclass

@@ -282,17 +282,21 @@ def _templates(folder: str) -> dict:
     out = {}
     for r in ROLES_ALL:
         p = Path(folder) / f"train_{r}.json"
-        recs = json.loads(p.read_text())
-        if not recs: raise ValueError(f"{p}: no records to learn the {r} layout from")
+        from toolpaper.data import read_json
+        recs = read_json(p)
+        if not isinstance(recs, list) or not recs: raise ValueError(f"{p}: no records to learn the {r} layout from")
         pair = lambda h: any(x["from"] == "assistant" and y["from"] == "caller" for x, y in zip(h, h[1:]))
         i = next((i for i, x in enumerate(recs) if pair(x.get("history", []))), 0)     # a record that shows how calls sit in the history
         out[r] = UmiRoleTemplate.learn(r, recs[i], where=f"{p}[record {i}]")
     return out
 
 def released_role_templates(root=None) -> dict:
-    "role -> `UmiRoleTemplate` learned from the released example role files (`alpha-umi/toolbench/train-example/`)."
+    "role -> `UmiRoleTemplate` learned from the released example role files (`alpha-umi/toolbench/train-example/`); without them, a ValueError that says what to do."
     from toolpaper.data import split_path
-    return _templates(str(split_path("alpha-umi:toolbench/train_backbone", root).parent))
+    try: return _templates(str(split_path("alpha-umi:toolbench/train_backbone", root).parent))
+    except FileNotFoundError as e:
+        raise ValueError(f"the released prompt style learns the authors' role layouts from their example files, which are missing ({e}); "
+                         "use style='toolpaper' (--prompt toolpaper) with data that lacks them") from None
 
 def released_planner_text(content: str) -> str:
     "A planner turn with its decision written as the authors' files do: the thought, then `\n Next: <decision>.`."

@@ -11,6 +11,7 @@ from typing import Sequence
 import pandas as pd
 from .schema import Instance, Tool, Trajectory, planner_decision
 from .agent import GLPFTConfig, METHODS
+from .sampling import seeded_subset
 
 # %% auto 0
 __all__ = ['UMI_COLS', 'UMI_NAMES', 'PAPER_UMI', 'GROUPS', 'PAPER_UMI_T2', 'UmiExpConfig', 'umi_group', 'UmiRun',
@@ -77,9 +78,6 @@ class UmiRun:
     ood: pd.DataFrame = field(default_factory=pd.DataFrame)      # method × mode: step-level metrics on the released ToolBench out-of-domain dialogues
     notes: list = field(default_factory=list)
 
-def _pick(xs: list, n: int | None, seed: int) -> list:
-    return xs if n is None or n >= len(xs) else [xs[i] for i in sorted(random.Random(seed).sample(range(len(xs)), n))]
-
 def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance], test_instances: Sequence[Instance],
                        cfg: UmiExpConfig, work_dir: str | Path, ood: Sequence[Trajectory] | None = None) -> UmiRun:
     "Build trajectories, train every method, evaluate (see above); `ood`: dialogues every main-size method is also scored on step by step (the released ToolBench out-of-domain set)."
@@ -94,7 +92,7 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
     tcfg = TrajConfig(give_up_frac=cfg.give_up_frac, recovery_frac=cfg.recovery_frac, distractors=cfg.distractors, seed=cfg.seed)
     skipped: list = []
     train_all = build_corpus(list(train_instances), list(tools), tcfg, skipped=skipped)
-    test = _pick(build_corpus(list(test_instances), list(tools), tcfg, skipped=skipped), cfg.test_n, cfg.seed)
+    test = seeded_subset(build_corpus(list(test_instances), list(tools), tcfg, skipped=skipped), cfg.test_n, cfg.seed)
     main_n = cfg.train_n or len(train_all)
     scaling = cfg.scaling if cfg.scaling is not None else (max(1, main_n // 4), max(1, main_n // 2))
     sizes = sorted(set(list(scaling) + [main_n]))
@@ -107,7 +105,7 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
     timings["corpus_s"] = time.perf_counter() - t0
     results, cost, trained_all, groups, ood_rows, notes = [], [], {}, [], [], []
     inst_by_id = {x.id: x for x in test_instances}
-    ood = _pick(list(ood), cfg.ood_n, cfg.seed) if ood and cfg.ood_n != 0 else []
+    ood = seeded_subset(list(ood), cfg.ood_n, cfg.seed) if ood and cfg.ood_n != 0 else []
     for n in sizes:
         methods = METHODS if n == main_n else ("single", "alpha_umi")
         stage2 = None
