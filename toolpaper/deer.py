@@ -117,7 +117,7 @@ class DeerExpConfig:
     max_length: int = 1024
     lora_r: int = 16
     lora_top_layers: int | None = None       # LoRA on the top N decoder layers only (faster on CPU); None: all layers, as the papers
-    group_by_length: bool = False      # False: training batches in random order; True: length-sorted mega-batches (less padding, see below)
+    group_by_length: bool = False      # False: random batch order; True: length-sorted mega-batches (less padding, but a small run sees its short NoSearch chains last)
     max_steps: int = -1
     max_new_tokens: int = 96
     answer_tokens: int = 64
