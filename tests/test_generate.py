@@ -166,8 +166,14 @@ def test_pipeline_over_a_faulty_server_counts_retries_and_rejections(tmp_path, m
                        jitter=0.1, max_wait=0.02, seed=0, prices=(1.0, 1.0))
         res = generate_seal(c, tmp_path / "faulty", SealGenConfig(**CFG))
         generate_seal(OracleChat(load("seal-tools:tools", "sample")), tmp_path / "clean", SealGenConfig(**CFG))
+        seen_first = dict(OracleServer.seen)
+        c2 = OpenAIClient("stub", base_url=f"http://127.0.0.1:{srv.server_address[1]}/v1", timeout=1.0, max_retries=2, backoff=0.01,
+                          jitter=0.1, max_wait=0.02, seed=0)
+        generate_seal(c2, tmp_path / "faulty", SealGenConfig(**CFG))            # a restart asks only the failed requests again
     finally:
         srv.shutdown(); srv.server_close()
+    asked_again = {p: n - seen_first.get(p, 0) for p, n in OracleServer.seen.items() if n != seen_first.get(p, 0)}
+    OracleServer.seen = seen_first
     prompts = list(OracleServer.seen)
     transient = [p for p in prompts if fault_of(p) in FAULTS]
     permanent = [p for p in prompts if fault_of(p) == "always500"]
@@ -181,10 +187,14 @@ def test_pipeline_over_a_faulty_server_counts_retries_and_rejections(tmp_path, m
     assert (u.prompt_tokens, u.completion_tokens) == (10 * ok, 5 * ok)
     y = res.yields.set_index("stage")
     assert y.loc["single", "requested"] - y.loc["single", "parsed"] == failed      # failed for good: recorded, not parsed
-    stage = [json.loads(l) for l in (tmp_path / "faulty" / "stages" / "single.jsonl").read_text().splitlines()]
-    assert sum(not r["ok"] for r in stage) == failed
     # everything that did not fail for good is exactly what a fault-free run produces
     clean = [json.loads(l) for l in (tmp_path / "clean" / "seal-tools" / "generated.jsonl").read_text().splitlines()]
     faulty = [json.loads(l) for l in (tmp_path / "faulty" / "seal-tools" / "generated.jsonl").read_text().splitlines()]
     assert len(faulty) == len(clean) - failed
     assert {x["query"] for x in faulty} <= {x["query"] for x in clean}
+    # the restart: only the requests that failed for good were sent again (1 + 2 client retries each), and failed again
+    assert set(asked_again) == set(permanent) and sum(asked_again.values()) == 3 * failed
+    again = json.loads((tmp_path / "faulty" / "yield.json").read_text())["requests"]["single"]
+    assert (again["failed"], again["given_up"], again["retried"]) == (failed, 0, 0)
+    stage = [json.loads(l) for l in (tmp_path / "faulty" / "stages" / "single.jsonl").read_text().splitlines()]
+    assert sorted(r["attempt"] for r in stage if not r["ok"]) == [1] * failed + [2] * failed

@@ -23,8 +23,14 @@ class StageFile:
     def __init__(self, path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.records: dict[str, dict] = {}
+        self.records: dict[str, dict] = {}        # key -> its finished record, or its latest failed attempt
+        self.attempts: dict[str, int] = {}        # key -> records written for it
         self._repair_and_load()
+
+    @staticmethod
+    def failed(rec: dict) -> bool:
+        "Whether `rec` is a failed attempt (`ok` is False) rather than a finished item."
+        return rec.get("ok") is False
 
     def _repair_and_load(self):
         if not self.path.exists(): return
@@ -38,17 +44,23 @@ class StageFile:
             try: rec = json.loads(line)
             except json.JSONDecodeError: raise ValueError(f"{self.path}:{n}: unreadable record (not a crash tail)") from None
             if "key" not in rec: raise ValueError(f"{self.path}:{n}: record without 'key'")
-            self.records.setdefault(rec["key"], rec)
+            self._keep(rec)
 
-    def __contains__(self, key) -> bool: return key in self.records
+    def _keep(self, rec: dict):
+        key = rec["key"]
+        if key not in self: self.records[key] = rec                # the first finished record wins; a failure gives way to the next attempt
+        self.attempts[key] = self.attempts.get(key, 0) + 1
+
+    def __contains__(self, key) -> bool: return key in self.records and not self.failed(self.records[key])
     def __len__(self) -> int: return len(self.records)
 
     def append(self, key: str, **fields) -> dict:
-        if key in self.records: return self.records[key]
+        "Write the record of `key` (or its next attempt after a failed one); a finished key returns its record unchanged."
+        if key in self: return self.records[key]
         rec = {"key": key, **fields}
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(rec, ensure_ascii=False) + "\n"); f.flush(); os.fsync(f.fileno())
-        self.records[key] = rec
+        self._keep(rec)
         return rec
 
 def run_stage(path, items: Iterable[tuple[str, Any]], fn: Callable[[Any], dict], on_error: Callable | None = None) -> StageFile:
@@ -219,6 +231,7 @@ class SealGenConfig:
     max_tokens: int = 1024
     temperature: float = 0.0
     chunk: int = 16                       # requests answered and recorded together (a crash loses at most one chunk)
+    max_attempts: int = 3                 # tries of one request across restarts (each try includes the client's own retries)
     seed: int = 0
 
 @dataclass
@@ -234,18 +247,27 @@ def _iso(ts) -> str | None:
     import datetime as dt
     return dt.datetime.fromtimestamp(int(ts), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if ts else None
 
-def _ask(client, stage: StageFile, jobs: list[tuple[str, list[dict], Any]], cfg, parse: Callable, what: str) -> None:
-    "Send the not-yet-recorded jobs (key, messages, context) in one batch; record text, parse result, provenance, or the failure."
+def _ask(client, stage: StageFile, jobs: list[tuple[str, list[dict], Any]], cfg, parse: Callable, what: str) -> dict:
+    """Send the unfinished jobs (key, messages, context) that have tries left, in chunks; record text, parse result and provenance,
+    or the failure. A failed request is tried again by the next run, up to `cfg.max_attempts` tries in all.
+    Returns the stage's request counts: finished, retried (finished after a failed try), failed (its last try failed) and given up."""
     from toolpaper.client import LLMError
-    todo = list({j[0]: j for j in jobs if j[0] not in stage}.values())
+    todo = list({j[0]: j for j in jobs if j[0] not in stage and stage.attempts.get(j[0], 0) < cfg.max_attempts}.values())
     for i in range(0, len(todo), max(1, cfg.chunk)):                  # record each chunk as soon as it is answered
         part = todo[i:i + max(1, cfg.chunk)]
         res = client.complete([m for _, m, _ in part], max_tokens=cfg.max_tokens, temperature=cfg.temperature, errors="return")
         for (key, _, ctx), r in zip(part, res):
+            attempt = stage.attempts.get(key, 0) + 1
             if isinstance(r, LLMError):
-                stage.append(key, ok=False, error=str(r)[:300], stage=what); continue
+                stage.append(key, ok=False, error=str(r)[:300], stage=what, attempt=attempt); continue
             stage.append(key, ok=True, text=r.text, parsed=parse(r.text, ctx), stage=what, model=r.model, created=r.created,
-                         prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens)
+                         prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens, attempt=attempt)
+    keys = list(dict.fromkeys(j[0] for j in jobs))
+    done = [k for k in keys if k in stage]
+    open_ = [k for k in keys if k not in stage]
+    return {"finished": len(done), "retried": sum(stage.attempts[k] > 1 for k in done), "failed": len(open_),
+            "given_up": sum(stage.attempts.get(k, 0) >= cfg.max_attempts for k in open_),
+            "errors": {k: stage.records[k].get("error") for k in open_ if k in stage.records}}
 
 def _prov(rec: dict, stage: str) -> dict:
     return {"model": rec.get("model"), "prompt_version": PROMPT_VERSION, "generated_at": _iso(rec.get("created")), "stage": stage}
@@ -296,18 +318,18 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(),
     out = Path(out); sd = out / "stages"
     t0 = time.perf_counter()
     u0 = dict(client.usage.as_dict())
-    Y = {}
+    Y, R = {}, {}
     # fields
     if cfg.fields: fields = list(cfg.fields); Y["fields"] = dict(requested=len(fields), parsed=len(fields), valid=len(fields), kept=len(fields))
     else:
         st = StageFile(sd / "fields.jsonl")
-        _ask(client, st, [("fields", prompt_fields(cfg.n_fields), None)], cfg, lambda t, _: read_names(t), "fields")
+        R["fields"] = _ask(client, st, [("fields", prompt_fields(cfg.n_fields), None)], cfg, lambda t, _: read_names(t), "fields")
         got = st.records["fields"].get("parsed") or []
         fields = list(dict.fromkeys(str(x).strip() for x in got if isinstance(x, str) and str(x).strip()))[: cfg.n_fields]
         Y["fields"] = dict(requested=cfg.n_fields, parsed=len(got), valid=len(fields), kept=len(fields))
     # subfields
     st = StageFile(sd / "subfields.jsonl")
-    _ask(client, st, [(f, prompt_subfields(f, cfg.subfields_per_field), f) for f in fields], cfg, lambda t, _: read_names(t), "subfields")
+    R["subfields"] = _ask(client, st, [(f, prompt_subfields(f, cfg.subfields_per_field), f) for f in fields], cfg, lambda t, _: read_names(t), "subfields")
     subs, parsed = [], 0
     for f in fields:
         got = st.records[f].get("parsed") or []
@@ -317,7 +339,7 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(),
     Y["subfields"] = dict(requested=len(fields) * cfg.subfields_per_field, parsed=parsed, valid=len(subs), kept=len(subs))
     # tools
     st = StageFile(sd / "tools.jsonl")
-    _ask(client, st, [(f"{f}/{s}", prompt_tools(f, s, cfg.tools_per_subfield), (f, s)) for f, s in subs], cfg,
+    R["tools"] = _ask(client, st, [(f"{f}/{s}", prompt_tools(f, s, cfg.tools_per_subfield), (f, s)) for f, s in subs], cfg,
          lambda t, _: read_reply(t, list), "tools")
     cand, backfill, trace, prov = [], [], [], {}
     n_parsed = n_valid = 0
@@ -336,7 +358,7 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(),
     # back-fill missing examples, in batches
     st = StageFile(sd / "backfill.jsonl")
     batches = [backfill[i:i + cfg.backfill_batch] for i in range(0, len(backfill), cfg.backfill_batch)]
-    _ask(client, st, [("|".join(t["api_name"] for t in b), prompt_backfill(b), None) for b in batches], cfg,
+    R["backfill"] = _ask(client, st, [("|".join(t["api_name"] for t in b), prompt_backfill(b), None) for b in batches], cfg,
          lambda t, _: read_reply(t, dict), "backfill")
     fixed = 0
     for b in batches:
@@ -360,7 +382,7 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(),
     for i, t in enumerate(picks):
         fx = sensitive_values(t, f"single-{i}", cfg.seed)
         jobs.append((f"single-{i}:{t['api_name']}", prompt_single(t, fx), None))
-    _ask(client, st, jobs, cfg, lambda t, _: read_reply(t, dict), "single")
+    R["single"] = _ask(client, st, jobs, cfg, lambda t, _: read_reply(t, dict), "single")
     instances, iprov, n_parsed, rejects = [], {}, 0, []
     for (key, _, _), t in zip(jobs, picks):
         rec = st.records[key]; d = rec.get("parsed")
@@ -382,7 +404,7 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(),
         if len(pool) < min(cfg.combo_candidates, len(kept)): pool = list(kept)
         c = r.sample(pool, min(cfg.combo_candidates, len(pool)))
         cands.append(c); jobs1.append((f"combo-{i}:" + ",".join(t["api_name"] for t in c), prompt_combo(c, cfg.max_combo), None))
-    _ask(client, st1, jobs1, cfg, lambda t, _: read_reply(t, list), "combos")
+    R["combos"] = _ask(client, st1, jobs1, cfg, lambda t, _: read_reply(t, list), "combos")
     jobs2, plans, n_combo = [], [], 0
     for (key, _, _), c in zip(jobs1, cands):
         names = [x for x in (st1.records[key].get("parsed") or []) if isinstance(x, str)]
@@ -396,7 +418,7 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(),
         for j, t in enumerate(ts): fx.update(sensitive_values(t, f"{key}-{j}", cfg.seed))
         jobs2.append((key + "|" + ",".join(names), prompt_multi(ts, plan, fx), None)); plans.append(plan)
     Y["combos"] = dict(requested=len(jobs1), parsed=sum(1 for k, _, _ in jobs1 if isinstance(st1.records[k].get("parsed"), list)), valid=n_combo, kept=n_combo)
-    _ask(client, st2, jobs2, cfg, lambda t, _: read_reply(t, dict), "multi")
+    R["multi"] = _ask(client, st2, jobs2, cfg, lambda t, _: read_reply(t, dict), "multi")
     n_parsed = n_multi = 0
     for (key, _, _), plan in zip(jobs2, plans):
         rec = st2.records[key]; d = rec.get("parsed")
@@ -427,7 +449,7 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(),
     usage = {k: v - u0.get(k, 0) for k, v in client.usage.as_dict().items()}
     yields = pd.DataFrame([{"stage": k, **v} for k, v in Y.items()])
     secs = time.perf_counter() - t0
-    files["yield"] = atomic_write_text(out / "yield.json", json.dumps({"prompt_version": PROMPT_VERSION, "stages": Y, "per_subfield": trace,
+    files["yield"] = atomic_write_text(out / "yield.json", json.dumps({"prompt_version": PROMPT_VERSION, "stages": Y, "requests": R, "per_subfield": trace,
                                                                       "dropped_as_duplicates": dropped, "rejected_instances": rejects}, indent=1, ensure_ascii=False))
     files["usage"] = atomic_write_text(out / "usage.json", json.dumps({**usage, "seconds": round(secs, 2)}, indent=1))
     return GenResult(out, yields, pd.DataFrame(trace), usage, secs, {k: str(v) for k, v in files.items()})
@@ -440,6 +462,7 @@ class DeerGenConfig:
     max_tokens: int = 1024
     temperature: float = 0.0
     chunk: int = 16
+    max_attempts: int = 3                 # tries of one request across restarts (each try includes the client's own retries)
 
 def _check_deer_pair(e: Any, name: str, params) -> str | None:
     from toolpaper.schema import parse_call_expr
@@ -457,8 +480,9 @@ def generate_deer(client, seeds: Sequence[dict], out: str | Path, cfg: DeerGenCo
     out = Path(out); sd = out / "stages"
     t0 = time.perf_counter(); u0 = dict(client.usage.as_dict())
     st1, st2 = StageFile(sd / "deer_examples.jsonl"), StageFile(sd / "deer_filter.jsonl")
+    R = {}
     seeds = [s for s in seeds if isinstance(s, dict) and isinstance(s.get("api_name"), str)]
-    _ask(client, st1, [(s["api_name"], prompt_deer_examples(s, cfg.examples_per_tool), None) for s in seeds], cfg, lambda t, _: read_reply(t, dict), "deer_examples")
+    R["deer_examples"] = _ask(client, st1, [(s["api_name"], prompt_deer_examples(s, cfg.examples_per_tool), None) for s in seeds], cfg, lambda t, _: read_reply(t, dict), "deer_examples")
     Y = {"signatures": dict(requested=len(seeds), parsed=0, valid=0, kept=None), "pairs": dict(requested=len(seeds) * cfg.examples_per_tool, parsed=0, valid=0, kept=None)}
     staged, trace = [], []
     for s in seeds:
@@ -475,7 +499,7 @@ def generate_deer(client, seeds: Sequence[dict], out: str | Path, cfg: DeerGenCo
         Y["pairs"]["valid"] += len(good)
         if good: staged.append((s, sig, [{"query": e["query"], "call": e["call"]} for e in good], rec))
     if cfg.filter:
-        _ask(client, st2, [(s["api_name"], prompt_deer_filter({**s, "api_function": sig}, exs), None) for s, sig, exs, _ in staged], cfg,
+        R["deer_filter"] = _ask(client, st2, [(s["api_name"], prompt_deer_filter({**s, "api_function": sig}, exs), None) for s, sig, exs, _ in staged], cfg,
              lambda t, _: read_reply(t, list), "deer_filter")
     tools, prov = [], []
     for s, sig, exs, rec in staged:
@@ -495,7 +519,7 @@ def generate_deer(client, seeds: Sequence[dict], out: str | Path, cfg: DeerGenCo
     usage = {k: v - u0.get(k, 0) for k, v in client.usage.as_dict().items()}
     files = {"tools": atomic_write_text(out / "tooldeer" / "tool.json", json.dumps(tools, indent=1, ensure_ascii=False) + "\n"),
              "provenance": atomic_write_text(out / "tooldeer" / "provenance.jsonl", "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in prov)),
-             "yield": atomic_write_text(out / "deer_yield.json", json.dumps({"prompt_version": PROMPT_VERSION, "stages": Y, "per_tool": trace}, indent=1)),
+             "yield": atomic_write_text(out / "deer_yield.json", json.dumps({"prompt_version": PROMPT_VERSION, "stages": Y, "requests": R, "per_tool": trace}, indent=1)),
              "usage": atomic_write_text(out / "deer_usage.json", json.dumps({**usage, "seconds": round(secs, 2)}, indent=1))}
     return GenResult(out, pd.DataFrame([{"stage": k, **v} for k, v in Y.items()]), pd.DataFrame(trace), usage, secs, {k: str(v) for k, v in files.items()})
 
