@@ -15,11 +15,14 @@ run_stage(sys.argv[1], [(f"item-{i}", i) for i in range(int(sys.argv[2]))], slow
 def test_sigkill_restart_loses_and_duplicates_nothing(tmp_path):
     out, n = tmp_path / "stage.jsonl", 400
     rng = random.Random(0)
+    t0 = time.perf_counter()                     # start-up time on this machine (imports), so every kill lands inside the stage's work
+    subprocess.run([sys.executable, "-c", "import toolpaper.generate"], check=True)
+    boot = time.perf_counter() - t0
     kills = 0
     for attempt in range(200):
         p = subprocess.Popen([sys.executable, "-c", WORKER, str(out), str(n)], stderr=subprocess.DEVNULL)
         try:
-            p.wait(timeout=rng.uniform(0.4, 1.0))
+            p.wait(timeout=boot + rng.uniform(0.1, 0.7))
             if p.returncode == 0: break
         except subprocess.TimeoutExpired:
             p.send_signal(signal.SIGKILL); p.wait(); kills += 1

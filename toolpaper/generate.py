@@ -15,8 +15,9 @@ from .schema import PARAM_TYPES, fits_type
 # %% auto 0
 __all__ = ['PROMPT_VERSION', 'TOOL_TEMPLATE', 'SENSITIVE', 'StageFile', 'run_stage', 'read_reply', 'read_names', 'prompt_fields',
            'prompt_subfields', 'prompt_tools', 'prompt_backfill', 'prompt_single', 'prompt_combo', 'prompt_multi',
-           'prompt_deer_examples', 'prompt_deer_filter', 'check_tool', 'check_calls', 'sensitive_values',
-           'SealGenConfig', 'GenResult', 'dedup_tools', 'generate_seal', 'DeerGenConfig', 'generate_deer', 'OracleChat']
+           'prompt_deer_examples', 'prompt_deer_filter', 'check_tool', 'check_calls', 'execution_env',
+           'execution_problems', 'sensitive_values', 'SealGenConfig', 'GenResult', 'dedup_tools', 'generate_seal',
+           'DeerGenConfig', 'generate_deer', 'OracleChat']
 
 # %% ../nbs/13_generate.ipynb
 class StageFile:
@@ -200,6 +201,23 @@ def check_calls(calls: Sequence[dict], query: str, tools: dict[str, dict]) -> li
     return probs
 
 # %% ../nbs/13_generate.ipynb
+def execution_env(tools: Sequence[dict], functions: dict[str, Callable] | None = None, seed: int = 0):
+    "A `ToolEnv` simulating the generated Seal-Tools `tools` (dicts), with `functions` registered as the real implementations of the tools they name."
+    from toolpaper.data import SealToolRaw, seal_tool
+    from toolpaper.tools import ToolEnv
+    env = ToolEnv([seal_tool(SealToolRaw.model_validate(t)) for t in tools], seed=seed)
+    for name, fn in (functions or {}).items():
+        if name in env.tools: env.register(fn, tool=env.tools[name])
+    return env
+
+def execution_problems(env, calls: Sequence[dict]) -> list[str]:
+    "The refusal met when running a generated call list (`api`, `parameters`, `responses` dicts) through `env`; empty when every call runs."
+    from toolpaper.schema import Call
+    from toolpaper.tools import execute_calls
+    ex = execute_calls(env, [Call(api=c["api"], arguments=c.get("parameters") or {}, responses=c.get("responses") or []) for c in calls], typed_refs=False)
+    return [] if ex.ok else [f"execution: {ex.error}"]
+
+# %% ../nbs/13_generate.ipynb
 SENSITIVE = [(re.compile(r"e[-_]?mail", re.I), lambda r: f"user{r.randint(100, 999)}@example.com"),
              (re.compile(r"phone|mobile|tel(ephone)?(_|$)", re.I), lambda r: f"+1-555-01{r.randint(10, 99)}"),
              (re.compile(r"pass(word|wd)|pin(_|$)", re.I), lambda r: "".join(r.choice("abcdefghjkmnpqrstuvwxyz23456789") for _ in range(10))),
@@ -232,6 +250,7 @@ class SealGenConfig:
     temperature: float = 0.0
     chunk: int = 16                       # requests answered and recorded together (a crash loses at most one chunk)
     max_attempts: int = 3                 # tries of one request across restarts (each try includes the client's own retries)
+    execute: bool = True                  # keep only instances whose calls run in the tool environment (execution_problems)
     seed: int = 0
 
 @dataclass
@@ -311,8 +330,10 @@ def _plan(tools: list[dict], start: int = 0) -> list[dict]:
     return plan
 
 # %% ../nbs/13_generate.ipynb
-def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(), embedder=None, progress: bool = False) -> GenResult:
-    "Run (or resume) the Seal-Tools self-instruct pipeline into `out` (see above)."
+def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(), embedder=None, progress: bool = False,
+                  functions: dict[str, Callable] | None = None) -> GenResult:
+    """Run (or resume) the Seal-Tools self-instruct pipeline into `out`: stage files under `out/stages/`, the dataset under `out/seal-tools/`,
+    per-stage yields in `out/yield.json`. `functions` are real implementations of generated tools (by name) for the execution check."""
     from toolpaper.data import atomic_write_text
     from toolpaper.schema import description_examples
     out = Path(out); sd = out / "stages"
@@ -374,6 +395,9 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(),
     kept_names = {t["api_name"] for t in kept}
     for row in trace: row["kept"] = sum(t["field"] == f"{row['field']}/{row['subfield']}" for t in kept)
     by_name = {t["api_name"]: t for t in kept}
+    env = execution_env(kept, functions, cfg.seed) if cfg.execute else None
+    def problems(calls: list[dict], query: str) -> list[str]:
+        return check_calls(calls, query, by_name) or (execution_problems(env, calls) if env is not None else [])
     # single-tool instances
     rng = random.Random(f"{cfg.seed}:single")
     picks = [kept[i % len(kept)] for i in rng.sample(range(max(len(kept), cfg.n_single)), cfg.n_single)] if kept else []
@@ -389,7 +413,7 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(),
         if not (isinstance(d, dict) and isinstance(d.get("query"), str) and isinstance(d.get("parameters"), dict)): continue
         n_parsed += 1
         calls = [{"api": t["api_name"], "parameters": d["parameters"], "responses": _plan([t])[0]["responses"]}]
-        probs = check_calls(calls, d["query"], by_name)
+        probs = problems(calls, d["query"])
         if probs: rejects.append({"key": key, "problems": probs}); continue
         iid = f"generated-single-{len(instances)}"
         instances.append({"id": iid, "query": d["query"], "calling": calls}); iprov[iid] = _prov(rec, "single")
@@ -429,7 +453,7 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(),
             rejects.append({"key": key, "problems": ["the filled calls do not follow the plan"]}); continue
         calls = [{"api": p["api"], "parameters": c.get("parameters") if isinstance(c.get("parameters"), dict) else {}, "responses": p["responses"]}
                  for c, p in zip(filled, plan)]
-        probs = check_calls(calls, d["query"], by_name)
+        probs = problems(calls, d["query"])
         if probs: rejects.append({"key": key, "problems": probs}); continue
         iid = f"generated-multiple-{n_multi}"; n_multi += 1
         instances.append({"id": iid, "query": d["query"], "calling": calls}); iprov[iid] = _prov(rec, "multi")
@@ -463,8 +487,9 @@ class DeerGenConfig:
     temperature: float = 0.0
     chunk: int = 16
     max_attempts: int = 3                 # tries of one request across restarts (each try includes the client's own retries)
+    execute: bool = True                  # keep only pairs whose call the tool environment accepts (types from the signature)
 
-def _check_deer_pair(e: Any, name: str, params) -> str | None:
+def _check_deer_pair(e: Any, name: str, params, env=None) -> str | None:
     from toolpaper.schema import parse_call_expr
     if not (isinstance(e, dict) and isinstance(e.get("query"), str) and isinstance(e.get("call"), str)): return "not a query/call pair"
     c = parse_call_expr(e["call"], [p.name for p in params])
@@ -472,11 +497,16 @@ def _check_deer_pair(e: Any, name: str, params) -> str | None:
     known = {p.name for p in params}
     if set(c.arguments) - known: return f"unknown arguments {sorted(set(c.arguments) - known)}"
     if any(p.required and p.name not in c.arguments for p in params): return "required argument missing"
+    if env is not None:
+        obs = env.call(name, c.arguments)
+        if not obs.ok: return f"execution: {obs.error}"
     return None
 
 def generate_deer(client, seeds: Sequence[dict], out: str | Path, cfg: DeerGenConfig = DeerGenConfig()) -> GenResult:
     "Run (or resume) the DEER query-call generation for `seeds` into `out` (see above)."
     from toolpaper.data import atomic_write_text, parse_signature
+    from toolpaper.schema import Tool
+    from toolpaper.tools import ToolEnv
     out = Path(out); sd = out / "stages"
     t0 = time.perf_counter(); u0 = dict(client.usage.as_dict())
     st1, st2 = StageFile(sd / "deer_examples.jsonl"), StageFile(sd / "deer_filter.jsonl")
@@ -495,7 +525,8 @@ def generate_deer(client, seeds: Sequence[dict], out: str | Path, cfg: DeerGenCo
         Y["signatures"]["valid"] += 1
         exs = [e for e in (d.get("examples") or [])][: cfg.examples_per_tool]
         Y["pairs"]["parsed"] += sum(isinstance(e, dict) for e in exs)
-        good = [e for e in exs if _check_deer_pair(e, s["api_name"], params) is None]
+        env = ToolEnv([Tool(name=s["api_name"], parameters=params)]) if cfg.execute else None
+        good = [e for e in exs if _check_deer_pair(e, s["api_name"], params, env) is None]
         Y["pairs"]["valid"] += len(good)
         if good: staged.append((s, sig, [{"query": e["query"], "call": e["call"]} for e in good], rec))
     if cfg.filter:

@@ -7,10 +7,11 @@ from __future__ import annotations
 import hashlib, inspect, json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
-from .schema import Param, ResponseField, Tool, canonical_type, fits_type
+from .schema import REF_RE, Call, Param, ResponseField, Tool, canonical_type, fits_type, substitute, topo_order
 
 # %% auto 0
-__all__ = ['Observation', 'type_ok', 'coerce_args', 'simulated_value', 'tool_from_function', 'ToolEnv']
+__all__ = ['Observation', 'type_ok', 'coerce_args', 'simulated_value', 'tool_from_function', 'ToolEnv', 'response_types',
+           'Execution', 'execute_calls']
 
 # %% ../nbs/16_tools.ipynb
 @dataclass
@@ -113,3 +114,48 @@ class ToolEnv:
             obs = Observation(True, {f.name: simulated_value(name, arguments, f.name, rt.get(f.name, f.type), self.seed) for f in fields})
         self.log.append((name, arguments, obs))
         return obs
+
+# %% ../nbs/16_tools.ipynb
+def response_types(calls: Sequence[Call], tools: dict[str, Tool]) -> dict[str, str]:
+    "Response id -> the type of the parameter that takes it as a whole value (whole-value references only)."
+    out = {}
+    for c in calls:
+        t = tools.get(c.api)
+        for k, v in c.arguments.items():
+            if isinstance(v, str) and REF_RE.fullmatch(v.strip()) and t is not None:
+                p = t.param(k)
+                if p is not None and canonical_type(p.type): out[v.strip()] = canonical_type(p.type)
+    return out
+
+@dataclass
+class Execution:
+    "What `execute_calls` did: the call indices in the order they ran, their tools, the arguments as sent and the observations; `failed` is the step refused."
+    order: list[int]
+    apis: list[str] = field(default_factory=list)
+    arguments: list[dict] = field(default_factory=list)
+    observations: list[Observation] = field(default_factory=list)
+    failed: int | None = None
+    @property
+    def ok(self) -> bool: return self.failed is None
+    @property
+    def error(self) -> str | None:
+        "The refused step, its tool and the environment's error, or None."
+        if self.failed is None: return None
+        return f"step {self.failed + 1} {self.apis[self.failed]}: {self.observations[self.failed].error}"
+
+def execute_calls(env: ToolEnv, calls: Sequence[Call], typed_refs: bool = True) -> Execution:
+    "Run `calls` through `env` in dependency order with references replaced by observed values; stop at the first refused call. A reference cycle raises `RefError`."
+    order = topo_order(list(calls))
+    rtypes = response_types([calls[i] for i in order], env.tools) if typed_refs else {}
+    ex, observed = Execution(order), {}
+    for s, i in enumerate(order):
+        c, t = calls[i], env.tools.get(calls[i].api)
+        args = substitute(c, observed).arguments
+        if t is not None: args = coerce_args(t, args)
+        fields = [r.name for r in t.responses] if t is not None and t.responses else ["result"]
+        obs = env.call(c.api, args, response_types={f: rtypes[rid] for f, rid in zip(fields, c.responses) if rid in rtypes})
+        ex.apis.append(c.api); ex.arguments.append(args); ex.observations.append(obs)
+        if not obs.ok:
+            ex.failed = s; return ex
+        for k, rid in enumerate(c.responses): observed[rid] = obs.content.get(fields[k], obs.text) if k < len(fields) else obs.text
+    return ex

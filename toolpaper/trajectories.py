@@ -8,8 +8,8 @@ import functools, json, random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
-from .schema import Call, Instance, Tool, Trajectory, Turn, REF_RE, canonical_type, substitute, topo_order
-from .tools import ToolEnv, coerce_args
+from .schema import Instance, Tool, Trajectory, Turn, REF_RE, topo_order
+from .tools import ToolEnv, execute_calls
 from .prompts import PromptExample
 
 # %% auto 0
@@ -32,17 +32,6 @@ def _desc(t: Tool) -> str:
     d = (t.description or t.name).strip().rstrip(".")
     return d[0].lower() + d[1:] if d else t.name
 
-def _response_types(calls: list[Call], tools: dict[str, Tool]) -> dict[str, str]:
-    "Response id -> the type the argument that uses it needs (whole-value references only)."
-    out = {}
-    for c in calls:
-        t = tools.get(c.api)
-        for k, v in c.arguments.items():
-            if isinstance(v, str) and REF_RE.fullmatch(v.strip()) and t is not None:
-                p = next((p for p in t.parameters if p.name == k), None)
-                if p is not None and canonical_type(p.type): out[v.strip()] = canonical_type(p.type)
-    return out
-
 class TrajectoryError(ValueError):
     "An instance whose gold calls do not pass the tool schemas (it cannot make a clean trajectory)."
 
@@ -61,15 +50,16 @@ def build_trajectory(inst: Instance, tools: dict[str, Tool], env: ToolEnv, kind:
         turns.append(Turn(role="planner", content=f"The request needs a tool to {_desc(tools[missing])}, but none of the available tools can do that, "
                                                   "so I cannot complete it. Next: give up."))
         return Trajectory(id=f"{inst.id}:give_up", instruction=inst.query, tools=listed, turns=turns)
-    rtypes = _response_types(calls, tools)
+    ex = execute_calls(env, inst.calls)             # released values such as "25" for an int become 25; references take observed values
+    if not ex.ok: raise TrajectoryError(f"{inst.id}: the gold call {ex.apis[ex.failed]} fails the tool's own schema: {ex.observations[ex.failed].error}")
     broken_at = rng.randrange(len(calls)) if kind == "recovery" else None
-    observed, step_of = {}, {}
+    step_of = {}
     for s, c in enumerate(calls):
         t = tools[c.api]
         uses = sorted({step_of[m.group(0)] for v in c.arguments.values() if isinstance(v, str) for m in REF_RE.finditer(v) if m.group(0) in step_of})
         why = f" It takes the result of step {', '.join(str(u + 1) for u in uses)}." if uses else ""
         turns.append(Turn(role="planner", content=f"Step {s + 1}: I need to {_desc(t)}.{why} I will call {t.name}. Next: caller."))
-        args = coerce_args(t, substitute(c, observed).arguments)      # released values such as "25" for an int become 25
+        args = ex.arguments[s]
         if s == broken_at:
             req = [p.name for p in t.parameters if p.required and p.name in args]
             bad = {k: v for k, v in args.items() if k != req[0]} if req else {**args, "extra_option": "yes"}
@@ -78,14 +68,8 @@ def build_trajectory(inst: Instance, tools: dict[str, Tool], env: ToolEnv, kind:
             turns.append(Turn(role="observation", content=err.text))
             turns.append(Turn(role="planner", content=f"The call failed: {err.error}. I will call {t.name} again with the input fixed. Next: caller."))
         turns.append(Turn(role="caller", content=f"Action: {t.name}\nAction Input: {json.dumps(args, ensure_ascii=False)}"))
-        fields = [r.name for r in t.responses] or ["result"]
-        types = {f: rtypes.get(rid) for f, rid in zip(fields, c.responses) if rid in rtypes}
-        obs = env.call(t.name, args, response_types=types)
-        if not obs.ok: raise TrajectoryError(f"{inst.id}: the gold call {t.name} fails the tool's own schema: {obs.error}")
-        turns.append(Turn(role="observation", content=obs.text))
-        for k, rid in enumerate(c.responses):
-            observed[rid] = obs.content.get(fields[k], obs.text) if obs.ok and k < len(fields) else obs.text
-            step_of[rid] = s
+        turns.append(Turn(role="observation", content=ex.observations[s].text))
+        for rid in c.responses: step_of[rid] = s
     turns.append(Turn(role="planner", content="I have all the results the request needs. Next: conclusion."))
     parts = []
     for c, o in zip(calls, [t for t in turns if t.role == "observation"][-len(calls):]):
