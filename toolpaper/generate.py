@@ -162,8 +162,8 @@ def prompt_deer_filter(tool: dict, examples: Sequence[dict]) -> list[dict]:
                 "by the query. Answer with a JSON list of numbers only ([] when all pairs are fine).")
 
 # %% ../nbs/13_generate.ipynb
-def check_tool(d: Any, field: str, subfield: str) -> tuple[dict | None, list[str], list[str]]:
-    "(normalised tool dict or None, problems, parameters without an example)."
+def check_tool(d: Any, field: str, subfield: str, allow_no_params: bool = True) -> tuple[dict | None, list[str], list[str]]:
+    "(normalised tool dict or None, problems, parameters without an example); a tool without parameters is refused only when `allow_no_params` is False."
     from pydantic import ValidationError
     from toolpaper.data import SealToolRaw
     from toolpaper.schema import description_examples
@@ -174,7 +174,7 @@ def check_tool(d: Any, field: str, subfield: str) -> tuple[dict | None, list[str
     except ValidationError as e: return None, [f"schema: {err['loc']}: {err['msg']}" for err in e.errors()[:3]], []
     probs = [f"type of {k}: {v['type']!r}" for k, v in {**t["parameters"], **t["responses"]}.items() if v["type"] not in PARAM_TYPES]
     if not t["api_name"].isidentifier(): probs.append(f"name {t['api_name']!r} is not an identifier")
-    if not t["parameters"]: probs.append("no parameters")
+    if not t["parameters"] and not allow_no_params: probs.append("no parameters")
     no_ex = [k for k, v in t["parameters"].items() if not description_examples(v["description"])]
     return (None if probs else t), probs, no_ex
 
@@ -242,9 +242,13 @@ class SealGenConfig:
     tools_per_subfield: int = 4
     n_single: int = 10
     n_multi: int = 6
-    combo_candidates: int = 6
+    combo_candidates: int = 100           # tools offered when choosing a combination (the release: about 100)
+    combo_scope: str = "any"              # "any": candidates drawn from every field, so cross-field combinations arise (the release); "field": the anchor's field
     max_combo: int = 3
-    dedup_threshold: float = 0.9
+    allow_no_params: bool = True          # keep tools without parameters (226 of the 4,076 released tools)
+    dedup: str = "name"                   # "name": name similarity >= name_similarity to any kept tool (the release); "embedding"; "both"
+    name_similarity: float = 0.8          # difflib quick_ratio of the two api_names, as the release
+    dedup_threshold: float = 0.9          # embedding cosine for dedup="embedding" / "both"
     backfill_batch: int = 4
     max_tokens: int = 1024
     temperature: float = 0.0
@@ -291,15 +295,23 @@ def _ask(client, stage: StageFile, jobs: list[tuple[str, list[dict], Any]], cfg,
 def _prov(rec: dict, stage: str) -> dict:
     return {"model": rec.get("model"), "prompt_version": PROMPT_VERSION, "generated_at": _iso(rec.get("created")), "stage": stage}
 
-def dedup_tools(tools: list[dict], threshold: float, embedder=None) -> tuple[list[dict], dict[str, str]]:
-    "Kept tools and {dropped name: reason} (exact name repeat, or embedding cosine >= threshold to a kept tool)."
+def dedup_tools(tools: list[dict], by: str = "name", name_similarity: float = 0.8, threshold: float = 0.9, embedder=None) -> tuple[list[dict], dict[str, str]]:
+    """Kept tools (first come, first kept) and {dropped name: reason}. A repeated name (case-insensitive) is always dropped; `by` adds
+    "name" (difflib `quick_ratio` of the two api_names >= `name_similarity`, the release's rule), "embedding" (cosine of
+    `name: description` embeddings >= `threshold`) or "both"."""
+    import difflib
     import numpy as np
+    if by not in ("name", "embedding", "both"): raise ValueError(f"dedup by {by!r}: expected 'name', 'embedding' or 'both'")
     kept, dropped, names = [], {}, {}
     for t in tools:
         k = t["api_name"].casefold()
-        if k in names: dropped[t["api_name"]] = f"same name as {names[k]}"
-        else: names[k] = t["api_name"]; kept.append(t)
-    if len(kept) > 1 and threshold < 1:
+        if k in names: dropped[t["api_name"]] = f"same name as {names[k]}"; continue
+        if by in ("name", "both"):
+            close = next(((o["api_name"], r) for o in kept
+                          if (r := difflib.SequenceMatcher(None, o["api_name"], t["api_name"]).quick_ratio()) >= name_similarity), None)
+            if close: dropped[t["api_name"]] = f"name close to {close[0]} ({close[1]:.2f})"; continue
+        names[k] = t["api_name"]; kept.append(t)
+    if by in ("embedding", "both") and len(kept) > 1 and threshold < 1:
         from toolpaper.models import load_embedder
         emb = (embedder or load_embedder(device="cpu")).encode([f"{t['api_name']}: {t['api_description']}" for t in kept], normalize_embeddings=True)
         keep_idx = []
@@ -369,7 +381,7 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(),
         got = [x for x in (rec.get("parsed") or []) if isinstance(x, dict)][: cfg.tools_per_subfield]
         n_parsed += len(got); ok_here = 0
         for d in got:
-            t, probs, no_ex = check_tool(d, f, s)
+            t, probs, no_ex = check_tool(d, f, s, cfg.allow_no_params)
             if t is None: continue
             n_valid += 1; ok_here += 1
             prov[t["api_name"]] = _prov(rec, "tools")
@@ -389,7 +401,7 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(),
             if all(description_examples(p["description"]) for p in t2["parameters"].values()): cand.append(t2); fixed += 1
     Y["backfill"] = dict(requested=len(backfill), parsed=len(backfill), valid=fixed, kept=fixed)
     cand.sort(key=lambda t: [i for i, (f, s) in enumerate(subs) if t["field"] == f"{f}/{s}"][0])
-    kept, dropped = dedup_tools(cand, cfg.dedup_threshold, embedder)
+    kept, dropped = dedup_tools(cand, cfg.dedup, cfg.name_similarity, cfg.dedup_threshold, embedder)
     Y["tools"]["kept"] = len(kept)
     Y["dedup"] = dict(requested=len(cand), parsed=len(cand), valid=len(cand), kept=len(kept))
     kept_names = {t["api_name"] for t in kept}
@@ -421,27 +433,34 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(),
     # multiple-tool instances: step 1, choose a combination from a sampled candidate list
     st1, st2 = StageFile(sd / "combos.jsonl"), StageFile(sd / "multi.jsonl")
     jobs1, cands = [], []
+    if cfg.combo_scope not in ("any", "field"): raise ValueError(f"combo_scope {cfg.combo_scope!r}: expected 'any' or 'field'")
+    import hashlib
     for i in range(cfg.n_multi if len(kept) >= 2 else 0):
         r = random.Random(f"{cfg.seed}:combo:{i}")
-        anchor = kept[r.randrange(len(kept))]
-        pool = [t for t in kept if t["field"].split("/")[0] == anchor["field"].split("/")[0]]
-        if len(pool) < min(cfg.combo_candidates, len(kept)): pool = list(kept)
+        pool = list(kept)
+        if cfg.combo_scope == "field":
+            anchor = kept[r.randrange(len(kept))]
+            pool = [t for t in kept if t["field"].split("/")[0] == anchor["field"].split("/")[0]]
+            if len(pool) < min(cfg.combo_candidates, len(kept)): pool = list(kept)
         c = r.sample(pool, min(cfg.combo_candidates, len(pool)))
-        cands.append(c); jobs1.append((f"combo-{i}:" + ",".join(t["api_name"] for t in c), prompt_combo(c, cfg.max_combo), None))
+        digest = hashlib.sha256(",".join(t["api_name"] for t in c).encode()).hexdigest()[:12]
+        cands.append(c); jobs1.append((f"combo-{i}:{digest}", prompt_combo(c, cfg.max_combo), None))
     R["combos"] = _ask(client, st1, jobs1, cfg, lambda t, _: read_reply(t, list), "combos")
-    jobs2, plans, n_combo = [], [], 0
+    jobs2, plans, n_combo, taken = [], [], 0, set()
     for (key, _, _), c in zip(jobs1, cands):
         names = [x for x in (st1.records[key].get("parsed") or []) if isinstance(x, str)]
         allowed = {t["api_name"] for t in c}
         names = list(dict.fromkeys(n for n in names if n in allowed))[: cfg.max_combo]
         if len(names) < 2: continue
         n_combo += 1
+        if frozenset(names) in taken: rejects.append({"key": key, "problems": [f"combination {names} already taken"]}); continue
+        taken.add(frozenset(names))
         ts = [by_name[n] for n in names]
         plan = _plan(ts)
         fx = {}
         for j, t in enumerate(ts): fx.update(sensitive_values(t, f"{key}-{j}", cfg.seed))
         jobs2.append((key + "|" + ",".join(names), prompt_multi(ts, plan, fx), None)); plans.append(plan)
-    Y["combos"] = dict(requested=len(jobs1), parsed=sum(1 for k, _, _ in jobs1 if isinstance(st1.records[k].get("parsed"), list)), valid=n_combo, kept=n_combo)
+    Y["combos"] = dict(requested=len(jobs1), parsed=sum(1 for k, _, _ in jobs1 if isinstance(st1.records[k].get("parsed"), list)), valid=n_combo, kept=len(taken))
     R["multi"] = _ask(client, st2, jobs2, cfg, lambda t, _: read_reply(t, dict), "multi")
     n_parsed = n_multi = 0
     for (key, _, _), plan in zip(jobs2, plans):
@@ -463,6 +482,8 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(),
     nested = sum(Instance(id=x["id"], query=x["query"], calls=[Call(api=c["api"], arguments=c["parameters"], responses=c["responses"]) for c in x["calling"]]).nested
                  for x in instances)
     Y["nested"] = dict(requested=None, parsed=None, valid=nested, kept=nested)
+    cross = sum(len({by_name[c["api"]]["field"].split("/")[0] for c in x["calling"]}) > 1 for x in instances)
+    Y["cross_field"] = dict(requested=None, parsed=None, valid=cross, kept=cross)
     ds = out / "seal-tools"
     files = {"tools": atomic_write_text(ds / "tool.jsonl", "".join(json.dumps(t, ensure_ascii=False) + "\n" for t in kept)),
              "instances": atomic_write_text(ds / "generated.jsonl", "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in instances)),
