@@ -16,8 +16,8 @@ from .schema import PARAM_TYPES, fits_type
 __all__ = ['PROMPT_VERSION', 'TOOL_TEMPLATE', 'SENSITIVE', 'StageFile', 'run_stage', 'read_reply', 'read_names', 'prompt_fields',
            'prompt_subfields', 'prompt_tools', 'prompt_backfill', 'prompt_single', 'prompt_combo', 'prompt_multi',
            'prompt_deer_examples', 'prompt_deer_filter', 'check_tool', 'check_calls', 'execution_env',
-           'execution_problems', 'sensitive_values', 'SealGenConfig', 'GenResult', 'dedup_tools', 'generate_seal',
-           'DeerGenConfig', 'generate_deer', 'OracleChat']
+           'execution_problems', 'sensitive_values', 'SealGenConfig', 'GenResult', 'name_duplicate', 'dedup_tools',
+           'generate_seal', 'DeerGenConfig', 'generate_deer', 'OracleChat']
 
 # %% ../nbs/13_generate.ipynb
 class StageFile:
@@ -249,6 +249,9 @@ class SealGenConfig:
     dedup: str = "name"                   # "name": name similarity >= name_similarity to any kept tool (the release); "embedding"; "both"
     name_similarity: float = 0.8          # difflib quick_ratio of the two api_names, as the release
     dedup_threshold: float = 0.9          # embedding cosine for dedup="embedding" / "both"
+    saturate: bool = True                 # ask each subfield again (avoiding its tools so far) until `empty_rounds` rounds in a row bring no new tool (the release)
+    empty_rounds: int = 2
+    max_tool_rounds: int = 10             # bound on the rounds per subfield
     backfill_batch: int = 4
     max_tokens: int = 1024
     temperature: float = 0.0
@@ -292,25 +295,39 @@ def _ask(client, stage: StageFile, jobs: list[tuple[str, list[dict], Any]], cfg,
             "given_up": sum(stage.attempts.get(k, 0) >= cfg.max_attempts for k in open_),
             "errors": {k: stage.records[k].get("error") for k in open_ if k in stage.records}}
 
+def _merge_requests(parts: list[dict]) -> dict:
+    "The request counts of several `_ask` calls of one stage, added up."
+    out = {"finished": 0, "retried": 0, "failed": 0, "given_up": 0, "errors": {}}
+    for p in parts:
+        for k in ("finished", "retried", "failed", "given_up"): out[k] += p[k]
+        out["errors"].update(p["errors"])
+    return out
+
 def _prov(rec: dict, stage: str) -> dict:
     return {"model": rec.get("model"), "prompt_version": PROMPT_VERSION, "generated_at": _iso(rec.get("created")), "stage": stage}
+
+def name_duplicate(name: str, kept: Sequence[str], similarity: float | None = 0.8) -> str | None:
+    "Why `name` duplicates one of `kept`: the same name ignoring case, or (unless `similarity` is None) difflib `quick_ratio` >= `similarity`; None if it does not."
+    import difflib
+    same = next((o for o in kept if o.casefold() == name.casefold()), None)
+    if same is not None: return f"same name as {same}"
+    if similarity is not None:
+        for o in kept:
+            r = difflib.SequenceMatcher(None, o, name).quick_ratio()
+            if r >= similarity: return f"name close to {o} ({r:.2f})"
+    return None
 
 def dedup_tools(tools: list[dict], by: str = "name", name_similarity: float = 0.8, threshold: float = 0.9, embedder=None) -> tuple[list[dict], dict[str, str]]:
     """Kept tools (first come, first kept) and {dropped name: reason}. A repeated name (case-insensitive) is always dropped; `by` adds
     "name" (difflib `quick_ratio` of the two api_names >= `name_similarity`, the release's rule), "embedding" (cosine of
     `name: description` embeddings >= `threshold`) or "both"."""
-    import difflib
     import numpy as np
     if by not in ("name", "embedding", "both"): raise ValueError(f"dedup by {by!r}: expected 'name', 'embedding' or 'both'")
-    kept, dropped, names = [], {}, {}
+    kept, dropped, names = [], {}, []
     for t in tools:
-        k = t["api_name"].casefold()
-        if k in names: dropped[t["api_name"]] = f"same name as {names[k]}"; continue
-        if by in ("name", "both"):
-            close = next(((o["api_name"], r) for o in kept
-                          if (r := difflib.SequenceMatcher(None, o["api_name"], t["api_name"]).quick_ratio()) >= name_similarity), None)
-            if close: dropped[t["api_name"]] = f"name close to {close[0]} ({close[1]:.2f})"; continue
-        names[k] = t["api_name"]; kept.append(t)
+        why = name_duplicate(t["api_name"], names, name_similarity if by in ("name", "both") else None)
+        if why: dropped[t["api_name"]] = why; continue
+        names.append(t["api_name"]); kept.append(t)
     if by in ("embedding", "both") and len(kept) > 1 and threshold < 1:
         from toolpaper.models import load_embedder
         emb = (embedder or load_embedder(device="cpu")).encode([f"{t['api_name']}: {t['api_description']}" for t in kept], normalize_embeddings=True)
@@ -372,22 +389,35 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(),
     Y["subfields"] = dict(requested=len(fields) * cfg.subfields_per_field, parsed=parsed, valid=len(subs), kept=len(subs))
     # tools
     st = StageFile(sd / "tools.jsonl")
-    R["tools"] = _ask(client, st, [(f"{f}/{s}", prompt_tools(f, s, cfg.tools_per_subfield), (f, s)) for f, s in subs], cfg,
-         lambda t, _: read_reply(t, list), "tools")
-    cand, backfill, trace, prov = [], [], [], {}
-    n_parsed = n_valid = 0
-    for f, s in subs:
-        rec = st.records[f"{f}/{s}"]
-        got = [x for x in (rec.get("parsed") or []) if isinstance(x, dict)][: cfg.tools_per_subfield]
-        n_parsed += len(got); ok_here = 0
-        for d in got:
-            t, probs, no_ex = check_tool(d, f, s, cfg.allow_no_params)
-            if t is None: continue
-            n_valid += 1; ok_here += 1
-            prov[t["api_name"]] = _prov(rec, "tools")
-            (backfill if no_ex else cand).append(t)
-        trace.append({"field": f, "subfield": s, "requested": cfg.tools_per_subfield, "parsed": len(got), "valid": ok_here})
-    Y["tools"] = dict(requested=len(subs) * cfg.tools_per_subfield, parsed=n_parsed, valid=n_valid, kept=None)
+    cand, backfill, prov, early = [], [], {}, {}
+    sim = cfg.name_similarity if cfg.dedup in ("name", "both") else None
+    per = {sub: {"field": sub[0], "subfield": sub[1], "rounds": 0, "requested": 0, "parsed": 0, "valid": 0, "new": 0} for sub in subs}
+    found, empty, names_all = {sub: [] for sub in subs}, {sub: 0 for sub in subs}, []
+    key = lambda f, s, r: f"{f}/{s}" + (f"#{r}" if r else "")
+    for r in range(max(1, cfg.max_tool_rounds) if cfg.saturate else 1):
+        todo = [sub for sub in subs if empty[sub] < cfg.empty_rounds]
+        if not todo: break
+        R[f"tools#{r}"] = _ask(client, st, [(key(f, s, r), prompt_tools(f, s, cfg.tools_per_subfield, avoid=[t["api_name"] for t in found[(f, s)]]), (f, s))
+                                            for f, s in todo], cfg, lambda t, _: read_reply(t, list), "tools")
+        for f, s in todo:
+            rec, row = st.records[key(f, s, r)], per[(f, s)]
+            got = [x for x in (rec.get("parsed") or []) if isinstance(x, dict)][: cfg.tools_per_subfield]
+            row["rounds"] += 1; row["requested"] += cfg.tools_per_subfield; row["parsed"] += len(got)
+            new = 0
+            for d in got:
+                t, probs, no_ex = check_tool(d, f, s, cfg.allow_no_params)
+                if t is None: continue
+                row["valid"] += 1
+                why = name_duplicate(t["api_name"], names_all, sim)
+                if why: early.setdefault(t["api_name"], why); continue
+                names_all.append(t["api_name"]); found[(f, s)].append(t); new += 1
+                prov[t["api_name"]] = _prov(rec, "tools")
+                (backfill if no_ex else cand).append(t)
+            row["new"] += new
+            empty[(f, s)] = 0 if new else empty[(f, s)] + 1
+    trace = list(per.values())
+    R["tools"] = _merge_requests([R.pop(k) for k in [k for k in R if k.startswith("tools#")]])
+    Y["tools"] = dict(requested=sum(x["requested"] for x in trace), parsed=sum(x["parsed"] for x in trace), valid=sum(x["valid"] for x in trace), kept=None)
     # back-fill missing examples, in batches
     st = StageFile(sd / "backfill.jsonl")
     batches = [backfill[i:i + cfg.backfill_batch] for i in range(0, len(backfill), cfg.backfill_batch)]
@@ -402,8 +432,9 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(),
     Y["backfill"] = dict(requested=len(backfill), parsed=len(backfill), valid=fixed, kept=fixed)
     cand.sort(key=lambda t: [i for i, (f, s) in enumerate(subs) if t["field"] == f"{f}/{s}"][0])
     kept, dropped = dedup_tools(cand, cfg.dedup, cfg.name_similarity, cfg.dedup_threshold, embedder)
+    dropped = {**early, **dropped}
     Y["tools"]["kept"] = len(kept)
-    Y["dedup"] = dict(requested=len(cand), parsed=len(cand), valid=len(cand), kept=len(kept))
+    Y["dedup"] = dict(requested=len(cand) + len(early), parsed=len(cand) + len(early), valid=len(cand) + len(early), kept=len(kept))
     kept_names = {t["api_name"] for t in kept}
     for row in trace: row["kept"] = sum(t["field"] == f"{row['field']}/{row['subfield']}" for t in kept)
     by_name = {t["api_name"]: t for t in kept}
@@ -603,7 +634,8 @@ class OracleChat(Client):
             return repr(list(dict.fromkeys(t["field"].split("/", 1)[1] for t in self.seal if t["field"].startswith(f + "/"))))
         if text.startswith("Invent "):
             n = int(text.split()[1]); s = self._between(text, "for the topic '", "'"); f = self._between(text, "(area: ", ")")
-            return json.dumps([{k: v for k, v in t.items() if k != "field"} for t in self.seal if t["field"] == f"{f}/{s}"][:n])
+            avoid = set(self._between(text, "Do not reuse these names: ", ". Answer").split(", ")) if "Do not reuse" in text else set()
+            return json.dumps([{k: v for k, v in t.items() if k != "field"} for t in self.seal if t["field"] == f"{f}/{s}" and t["api_name"] not in avoid][:n])
         if text.startswith("Some parameter descriptions"):
             tools = json.loads(text[text.index("\n") + 1:])
             return json.dumps({t["api_name"]: {k: str(self._example(k, {"description": d})) for k, d in t["parameters"].items()} for t in tools})
