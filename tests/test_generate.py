@@ -121,7 +121,7 @@ FAULTS = ["429", "500", "slow", "truncated", "nonjson"]
 
 def fault_of(prompt: str) -> str | None:
     "Deterministic fault script per prompt: ~1 in 3 prompts fail once (one of FAULTS); single-tool prompts about bookings always fail."
-    if prompt.startswith("Here is an API:") and '"api_name": "book' in prompt: return "always500"
+    if prompt.startswith("Here is an API and one call of it:") and '"api_name": "book' in prompt: return "always500"
     h = int(hashlib.sha256(prompt.encode()).hexdigest(), 16)
     return FAULTS[h % len(FAULTS)] if h % 3 == 0 else None
 

@@ -13,10 +13,11 @@ from .client import Client, Completion
 from .schema import PARAM_TYPES, fits_type
 
 # %% auto 0
-__all__ = ['PROMPT_VERSION', 'TOOL_TEMPLATE', 'SENSITIVE', 'StageFile', 'run_stage', 'read_reply', 'read_names', 'prompt_fields',
-           'prompt_subfields', 'prompt_tools', 'prompt_backfill', 'prompt_single', 'prompt_combo', 'prompt_multi',
-           'prompt_deer_examples', 'prompt_deer_filter', 'check_tool', 'check_calls', 'execution_env',
-           'execution_problems', 'sensitive_values', 'SealGenConfig', 'GenResult', 'name_duplicate', 'dedup_tools',
+__all__ = ['PROMPT_VERSION', 'TOOL_TEMPLATE', 'RELEASE_STR', 'RELEASE_INT', 'RELEASE_FLOAT', 'SENSITIVE', 'RULES', 'StageFile',
+           'run_stage', 'read_reply', 'read_names', 'prompt_fields', 'prompt_subfields', 'prompt_tools',
+           'prompt_backfill', 'prompt_single', 'prompt_query', 'prompt_combo', 'prompt_multi', 'prompt_deer_examples',
+           'prompt_deer_filter', 'check_tool', 'check_calls', 'execution_env', 'execution_problems', 'rule_value',
+           'sensitive_values', 'program_call', 'SealGenConfig', 'GenResult', 'name_duplicate', 'dedup_tools',
            'generate_seal', 'DeerGenConfig', 'generate_deer', 'OracleChat']
 
 # %% ../nbs/13_generate.ipynb
@@ -103,7 +104,7 @@ def read_names(text: str) -> list | None:
     return out or None
 
 # %% ../nbs/13_generate.ipynb
-PROMPT_VERSION = "toolpaper-selfinstruct-1"
+PROMPT_VERSION = "toolpaper-selfinstruct-2"
 
 def _msg(text: str) -> list[dict]: return [{"role": "user", "content": text}]
 
@@ -135,6 +136,12 @@ def prompt_single(tool: dict, fixed: dict) -> list[dict]:
     return _msg("Here is an API:\n" + json.dumps(tool, ensure_ascii=False) + "\nWrite a natural request a user might make that this API answers with one call, "
                 "and the call's parameter values. Fill all required parameters; every value must appear word for word in the request." + fx +
                 ' Answer with a JSON object {"query": "...", "parameters": {...}} only.')
+
+def prompt_query(tool: dict, arguments: dict) -> list[dict]:
+    return _msg("Here is an API and one call of it:\n" + json.dumps(tool, ensure_ascii=False) + "\nCall: " +
+                json.dumps({"api": tool["api_name"], "parameters": arguments}, ensure_ascii=False) +
+                "\nWrite a natural request a user might make that this call answers; every parameter value must appear word for word in it. "
+                'Answer with a JSON object {"query": "..."} only.')
 
 def prompt_combo(candidates: Sequence[dict], max_tools: int) -> list[dict]:
     names = json.dumps([{"api_name": t["api_name"], "api_description": t["api_description"]} for t in candidates], ensure_ascii=False)
@@ -218,19 +225,65 @@ def execution_problems(env, calls: Sequence[dict]) -> list[str]:
     return [] if ex.ok else [f"execution: {ex.error}"]
 
 # %% ../nbs/13_generate.ipynb
+def _words(name: str, description: str = "") -> set[str]:
+    "Lower-case words of a camelCase / snake_case name and a description."
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name).replace("_", " ")
+    return set(re.findall(r"[a-z0-9]+", (spaced + " " + description).lower()))
+
+def _alnum(r, lo: int = 8, hi: int = 12) -> str: return "".join(r.choice("ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnpqrstuvwxyz23456789") for _ in range(r.randint(lo, hi)))
+def _date(r) -> str: return f"{r.randint(2000, 2023):04d}-{r.randint(1, 12):02d}-{r.randint(1, 28):02d}"
+def _clock(r) -> str: return f"{r.randint(0, 23):02d}:{r.randint(0, 59):02d}"
+
+RELEASE_STR = [("timestamp", lambda r: f"{_date(r)} {_clock(r)}:{r.randint(0, 59):02d}"), ("time", _clock), ("date", _date),
+               ("email", lambda r: f"{_alnum(r).lower()}@example.com"), ("id", _alnum), ("ip", lambda r: f"192.168.{r.randint(0, 255)}.{r.randint(1, 255)}")]
+RELEASE_INT = [("age", lambda r: r.randint(5, 80)), ("year", lambda r: r.randint(1975, 2023)), ("", lambda r: r.randint(1, 100))]
+RELEASE_FLOAT = [("rate", lambda r: round(r.random(), 2)), ("rating", lambda r: round(r.uniform(0, 10), 1)), ("latitude", lambda r: round(r.uniform(-90, 90), 4)),
+                 ("longitude", lambda r: round(r.uniform(-180, 180), 4)), ("temperature", lambda r: round(r.uniform(20, 32), 1)),
+                 ("speed", lambda r: round(r.uniform(1, 20), 1)), ("weight", lambda r: round(r.uniform(50, 70), 1)), ("", lambda r: round(r.uniform(5, 50), 1))]
 SENSITIVE = [(re.compile(r"e[-_]?mail", re.I), lambda r: f"user{r.randint(100, 999)}@example.com"),
              (re.compile(r"phone|mobile|tel(ephone)?(_|$)", re.I), lambda r: f"+1-555-01{r.randint(10, 99)}"),
              (re.compile(r"pass(word|wd)|pin(_|$)", re.I), lambda r: "".join(r.choice("abcdefghjkmnpqrstuvwxyz23456789") for _ in range(10))),
              (re.compile(r"card(_?number)?$|credit", re.I), lambda r: f"4000 0000 0000 {r.randint(1000, 9999)}"),
              (re.compile(r"ssn|id_?card|passport|national_?id", re.I), lambda r: f"X{r.randint(10 ** 7, 10 ** 8 - 1)}")]
+RULES = ("release", "toolpaper")
 
-def sensitive_values(tool: dict, key: str, seed: int = 0) -> dict[str, str]:
-    "Rule-generated values for the sensitive string parameters of `tool` (empty when none)."
+def rule_value(name: str, p: dict, r: random.Random, rules: str = "release") -> Any:
+    "The value a rule gives parameter `name` (schema `p`) under `rules`, or None when no rule applies."
+    if rules not in RULES: raise ValueError(f"rules {rules!r}: expected one of {RULES}")
+    typ = p.get("type")
+    if rules == "toolpaper":
+        if typ != "str": return None
+        return next((make(r) for pat, make in SENSITIVE if pat.search(name)), None)
+    words = _words(name, p.get("description", ""))
+    if typ == "bool": return r.random() < 0.5
+    table = {"str": RELEASE_STR, "int": RELEASE_INT, "float": RELEASE_FLOAT}.get(typ, [])
+    return next((make(r) for w, make in table if w == "" or w in words), None)
+
+def sensitive_values(tool: dict, key: str, seed: int = 0, rules: str = "release") -> dict[str, str]:
+    "Rule values of the `str` parameters of `tool` that a rule covers (what the model must use verbatim when it chooses the other values)."
     out = {}
     for name, p in tool["parameters"].items():
         if p.get("type") != "str": continue
-        for pat, make in SENSITIVE:
-            if pat.search(name): out[name] = make(random.Random(f"{seed}|{key}|{tool['api_name']}|{name}")); break
+        v = rule_value(name, p, random.Random(f"{seed}|{key}|{tool['api_name']}|{name}"), rules)
+        if v is not None: out[name] = v
+    return out
+
+def program_call(tool: dict, key: str, seed: int = 0, rules: str = "release") -> dict[str, Any]:
+    "Arguments chosen by program: required parameters and, with probability 0.5, optional ones that have examples; rule values first, else an example."
+    from toolpaper.schema import description_examples
+    r = random.Random(f"{seed}|{key}|{tool['api_name']}")
+    out = {}
+    for name, p in tool["parameters"].items():
+        ex = description_examples(p.get("description", ""))
+        if name not in tool["required"] and not (ex and r.random() < 0.5): continue
+        v = rule_value(name, p, r, rules)
+        if v is None and ex:
+            v = ex[r.randrange(len(ex))]
+            if p.get("type") in ("int", "float"):
+                try: v = int(v) if p["type"] == "int" else float(v)
+                except ValueError: v = None
+            elif p.get("type") == "bool": v = str(v).strip().lower() == "true"
+        if v is not None: out[name] = v
     return out
 
 # %% ../nbs/13_generate.ipynb
@@ -258,6 +311,8 @@ class SealGenConfig:
     chunk: int = 16                       # requests answered and recorded together (a crash loses at most one chunk)
     max_attempts: int = 3                 # tries of one request across restarts (each try includes the client's own retries)
     execute: bool = True                  # keep only instances whose calls run in the tool environment (execution_problems)
+    values: str = "program"               # "program": single-tool values chosen by program, the model writes the request (the release); "model": the model chooses them
+    rules: str = "release"                # value rules: "release" (ids, times, dates, timestamps, e-mails, IPs; numbers, booleans) or "toolpaper"
     seed: int = 0
 
 @dataclass
@@ -349,13 +404,14 @@ def _with_examples(t: dict, examples: dict) -> dict:
             p["description"] = p["description"].rstrip().rstrip(".") + f" (e.g., {ex})"
     return t
 
-def _plan(tools: list[dict], start: int = 0) -> list[dict]:
+def _plan(tools: list[dict], start: int = 0, params: list[Sequence[str]] | None = None) -> list[dict]:
+    "Call plan with empty values: `params[i]` names tool i's parameters (default: the required ones, else the first one); response ids numbered from `start`."
     plan, n = [], start
-    for t in tools:
+    for j, t in enumerate(tools):
         resp = [f"API_call_{n + i}" for i in range(max(1, len(t["responses"])))]
         n += len(resp)
-        plan.append({"api": t["api_name"], "parameters": {k: "" for k in t["parameters"] if k in t["required"]} or
-                     {next(iter(t["parameters"])): ""}, "responses": resp})
+        names = list(params[j]) if params is not None else ([k for k in t["parameters"] if k in t["required"]] or list(t["parameters"])[:1])
+        plan.append({"api": t["api_name"], "parameters": {k: "" for k in names}, "responses": resp})
     return plan
 
 # %% ../nbs/13_generate.ipynb
@@ -445,17 +501,20 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(),
     rng = random.Random(f"{cfg.seed}:single")
     picks = [kept[i % len(kept)] for i in rng.sample(range(max(len(kept), cfg.n_single)), cfg.n_single)] if kept else []
     st = StageFile(sd / "single.jsonl")
+    if cfg.values not in ("program", "model"): raise ValueError(f"values {cfg.values!r}: expected 'program' or 'model'")
     jobs = []
     for i, t in enumerate(picks):
-        fx = sensitive_values(t, f"single-{i}", cfg.seed)
-        jobs.append((f"single-{i}:{t['api_name']}", prompt_single(t, fx), None))
+        if cfg.values == "program":
+            args = program_call(t, f"single-{i}", cfg.seed, cfg.rules)
+            jobs.append((f"single-{i}:{t['api_name']}:program", prompt_query(t, args), args))
+        else: jobs.append((f"single-{i}:{t['api_name']}", prompt_single(t, sensitive_values(t, f"single-{i}", cfg.seed, cfg.rules)), None))
     R["single"] = _ask(client, st, jobs, cfg, lambda t, _: read_reply(t, dict), "single")
     instances, iprov, n_parsed, rejects = [], {}, 0, []
-    for (key, _, _), t in zip(jobs, picks):
+    for (key, _, args), t in zip(jobs, picks):
         rec = st.records[key]; d = rec.get("parsed")
-        if not (isinstance(d, dict) and isinstance(d.get("query"), str) and isinstance(d.get("parameters"), dict)): continue
+        if not (isinstance(d, dict) and isinstance(d.get("query"), str) and (args is not None or isinstance(d.get("parameters"), dict))): continue
         n_parsed += 1
-        calls = [{"api": t["api_name"], "parameters": d["parameters"], "responses": _plan([t])[0]["responses"]}]
+        calls = [{"api": t["api_name"], "parameters": args if args is not None else d["parameters"], "responses": _plan([t])[0]["responses"]}]
         probs = problems(calls, d["query"])
         if probs: rejects.append({"key": key, "problems": probs}); continue
         iid = f"generated-single-{len(instances)}"
@@ -487,9 +546,9 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(),
         if frozenset(names) in taken: rejects.append({"key": key, "problems": [f"combination {names} already taken"]}); continue
         taken.add(frozenset(names))
         ts = [by_name[n] for n in names]
-        plan = _plan(ts)
+        plan = _plan(ts, params=[list(program_call(t, f"{key}-{j}", cfg.seed, cfg.rules)) for j, t in enumerate(ts)] if cfg.values == "program" else None)
         fx = {}
-        for j, t in enumerate(ts): fx.update(sensitive_values(t, f"{key}-{j}", cfg.seed))
+        for j, t in enumerate(ts): fx.update(sensitive_values(t, f"{key}-{j}", cfg.seed, cfg.rules))
         jobs2.append((key + "|" + ",".join(names), prompt_multi(ts, plan, fx), None)); plans.append(plan)
     Y["combos"] = dict(requested=len(jobs1), parsed=sum(1 for k, _, _ in jobs1 if isinstance(st1.records[k].get("parsed"), list)), valid=n_combo, kept=len(taken))
     R["multi"] = _ask(client, st2, jobs2, cfg, lambda t, _: read_reply(t, dict), "multi")
@@ -646,6 +705,11 @@ class OracleChat(Client):
                    {k: self._example(k, p) for k, p in list(t["parameters"].items())[:1]}
             q = f"Please {t['api_description'].rstrip('.').lower()}: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in args.items() if not isinstance(v, bool)) + "."
             return json.dumps({"query": q, "parameters": args})
+        if text.startswith("Here is an API and one call of it:"):
+            t = json.loads(self._between(text, "one call of it:\n", "\nCall: "))
+            args = json.loads(self._between(text, "\nCall: ", "\nWrite"))["parameters"]
+            q = f"Please {t['api_description'].rstrip('.').lower()}: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in args.items() if not isinstance(v, bool)) + "."
+            return json.dumps({"query": q})
         if text.startswith("Here are some APIs:"):
             names = [t["api_name"] for t in json.loads(self._between(text, "Here are some APIs:\n", "\nPick"))]
             return json.dumps(names[:2])
