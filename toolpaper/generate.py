@@ -16,9 +16,9 @@ from .schema import PARAM_TYPES, fits_type
 __all__ = ['PROMPT_VERSION', 'TOOL_TEMPLATE', 'RELEASE_STR', 'RELEASE_INT', 'RELEASE_FLOAT', 'SENSITIVE', 'RULES', 'StageFile',
            'run_stage', 'read_reply', 'read_names', 'prompt_fields', 'prompt_subfields', 'prompt_tools',
            'prompt_backfill', 'prompt_single', 'prompt_query', 'prompt_combo', 'prompt_multi', 'prompt_deer_examples',
-           'prompt_deer_filter', 'check_tool', 'check_calls', 'execution_env', 'execution_problems', 'rule_value',
-           'sensitive_values', 'program_call', 'SealGenConfig', 'GenResult', 'name_duplicate', 'dedup_tools',
-           'generate_seal', 'DeerGenConfig', 'generate_deer', 'OracleChat']
+           'prompt_deer_filter', 'prompt_deer_check', 'read_yes_no', 'check_tool', 'check_calls', 'execution_env',
+           'execution_problems', 'rule_value', 'sensitive_values', 'program_call', 'SealGenConfig', 'GenResult',
+           'name_duplicate', 'dedup_tools', 'generate_seal', 'DeerGenConfig', 'generate_deer', 'OracleChat']
 
 # %% ../nbs/13_generate.ipynb
 class StageFile:
@@ -167,6 +167,15 @@ def prompt_deer_filter(tool: dict, examples: Sequence[dict]) -> list[dict]:
     return _msg(f"API: {tool['api_function']} — {tool.get('description_for_human', '')}\nQuery–call pairs:\n{rows}\n"
                 "List the numbers of the pairs that are unreasonable: the call does not serve the query, or an argument value is not given "
                 "by the query. Answer with a JSON list of numbers only ([] when all pairs are fine).")
+
+def prompt_deer_check(signature: str, query: str, call: str) -> list[dict]:
+    return _msg(f"API signature: {signature}\nUser query: {query}\nProposed call: {call}\n"
+                "Does the call follow the signature, with every argument value stated in the query or clearly implied by it? Answer YES or NO only.")
+
+def read_yes_no(text: str) -> bool | None:
+    "True / False from the first standalone yes or no in `text` (any case), None when there is neither."
+    m = re.search(r"\b(yes|no)\b", text or "", re.I)
+    return None if m is None else m.group(1).lower() == "yes"
 
 # %% ../nbs/13_generate.ipynb
 def check_tool(d: Any, field: str, subfield: str, allow_no_params: bool = True) -> tuple[dict | None, list[str], list[str]]:
@@ -594,6 +603,7 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(),
 class DeerGenConfig:
     examples_per_tool: int = 10
     filter: bool = True
+    filter_mode: str = "pair"             # "pair": one YES/NO question per query-call pair (the release); "batch": one question per tool listing its pairs
     max_tokens: int = 1024
     temperature: float = 0.0
     chunk: int = 16
@@ -640,13 +650,21 @@ def generate_deer(client, seeds: Sequence[dict], out: str | Path, cfg: DeerGenCo
         good = [e for e in exs if _check_deer_pair(e, s["api_name"], params, env) is None]
         Y["pairs"]["valid"] += len(good)
         if good: staged.append((s, sig, [{"query": e["query"], "call": e["call"]} for e in good], rec))
-    if cfg.filter:
+    if cfg.filter_mode not in ("pair", "batch"): raise ValueError(f"filter_mode {cfg.filter_mode!r}: expected 'pair' or 'batch'")
+    pairwise = cfg.filter and cfg.filter_mode == "pair"
+    if pairwise:
+        st3 = StageFile(sd / "deer_check.jsonl")
+        R["deer_check"] = _ask(client, st3, [(f"{s['api_name']}#{i}", prompt_deer_check(sig, e["query"], e["call"]), None)
+                                             for s, sig, exs, _ in staged for i, e in enumerate(exs)], cfg, lambda t, _: read_yes_no(t), "deer_check")
+    elif cfg.filter:
         R["deer_filter"] = _ask(client, st2, [(s["api_name"], prompt_deer_filter({**s, "api_function": sig}, exs), None) for s, sig, exs, _ in staged], cfg,
              lambda t, _: read_reply(t, list), "deer_filter")
     tools, prov = [], []
     for s, sig, exs, rec in staged:
         drop = set()
-        if cfg.filter:
+        if pairwise:                                          # kept only on a YES (a NO, an unclear reply or a failed request drops the pair)
+            drop = {i for i in range(len(exs)) if st3.records.get(f"{s['api_name']}#{i}", {}).get("parsed") is not True}
+        elif cfg.filter:
             got = st2.records[s["api_name"]].get("parsed")
             drop = {int(x) for x in got if isinstance(x, (int, float)) and not isinstance(x, bool)} if isinstance(got, list) else set()
         keep = [e for i, e in enumerate(exs) if i not in drop]
@@ -678,6 +696,14 @@ class OracleChat(Client):
     def _between(text: str, a: str, b: str) -> str:
         i = text.index(a) + len(a)
         return text[i: text.index(b, i)]
+
+    @staticmethod
+    def _grounded(query: str, call: str) -> bool:
+        "The oracle's judgement of a query-call pair: every quoted or numeric argument value of the call appears in the query."
+        from toolpaper.schema import parse_call_expr
+        c = parse_call_expr(call)
+        if c is None: return False
+        return all(str(v).casefold() in query.casefold() for v in c.arguments.values() if isinstance(v, (str, int, float)) and not isinstance(v, bool))
 
     def _example(self, name: str, p: dict) -> Any:
         from toolpaper.schema import description_examples
@@ -732,7 +758,11 @@ class OracleChat(Client):
             t = self.deer.get(name)
             if t is None: return "I do not know this API."
             return json.dumps({"api_function": t.signature, "examples": [{"query": e.query, "call": e.call_text} for e in t.examples]})
-        if text.startswith("API: ") and "Query–call pairs" in text: return "[]"
+        if text.startswith("API: ") and "Query–call pairs" in text:
+            rows = re.findall(r"^(\d+)\. query: (.*)\n   call: (.*)$", text, re.M)
+            return json.dumps([int(i) for i, q, c in rows if not self._grounded(q, c)])
+        if text.startswith("API signature: "):
+            return "YES" if self._grounded(self._between(text, "User query: ", "\n"), self._between(text, "Proposed call: ", "\n")) else "NO"
         return "Sorry, I cannot help with that."
 
     def _complete(self, items, progress=False) -> list[Completion]:
