@@ -18,7 +18,8 @@ __all__ = ['PROMPT_VERSION', 'TOOL_TEMPLATE', 'RELEASE_STR', 'RELEASE_INT', 'REL
            'prompt_backfill', 'prompt_single', 'prompt_query', 'prompt_combo', 'prompt_multi', 'prompt_deer_examples',
            'prompt_deer_filter', 'prompt_deer_check', 'read_yes_no', 'check_tool', 'check_calls', 'execution_env',
            'execution_problems', 'rule_value', 'sensitive_values', 'program_call', 'SealGenConfig', 'GenResult',
-           'name_duplicate', 'dedup_tools', 'generate_seal', 'DeerGenConfig', 'generate_deer', 'OracleChat']
+           'name_duplicate', 'dedup_tools', 'generate_seal', 'DeerGenConfig', 'generate_deer', 'dataset_shape',
+           'OracleChat']
 
 # %% ../nbs/13_generate.ipynb
 class StageFile:
@@ -682,6 +683,17 @@ def generate_deer(client, seeds: Sequence[dict], out: str | Path, cfg: DeerGenCo
              "yield": atomic_write_text(out / "deer_yield.json", json.dumps({"prompt_version": PROMPT_VERSION, "stages": Y, "requests": R, "per_tool": trace}, indent=1)),
              "usage": atomic_write_text(out / "deer_usage.json", json.dumps({**usage, "seconds": round(secs, 2)}, indent=1))}
     return GenResult(out, pd.DataFrame([{"stage": k, **v} for k, v in Y.items()]), pd.DataFrame(trace), usage, secs, {k: str(v) for k, v in files.items()})
+
+# %% ../nbs/13_generate.ipynb
+def dataset_shape(tools: Sequence, instances: Sequence) -> dict:
+    "Counts and shares (%) of a Seal-Tools-style dataset: no-parameter tools, single / multiple / nested instances, cross-field multiple-tool instances."
+    field = {t.name: t.field for t in tools}
+    multi = [x for x in instances if x.kind == "multiple"]
+    cross = sum(len({field.get(c.api) for c in x.calls}) > 1 for x in multi)
+    pct = lambda a, b: round(100 * a / b, 1) if b else None
+    return {"tools": len(tools), "no-parameter tools %": pct(sum(not t.parameters for t in tools), len(tools)), "instances": len(instances),
+            "single %": pct(len(instances) - len(multi), len(instances)), "multiple %": pct(len(multi), len(instances)),
+            "nested %": pct(sum(x.nested for x in instances), len(instances)), "cross-field % of multiple": pct(cross, len(multi))}
 
 # %% ../nbs/13_generate.ipynb
 class OracleChat(Client):
