@@ -19,7 +19,7 @@ __all__ = ['PROMPT_VERSION', 'TOOL_TEMPLATE', 'RELEASE_STR', 'RELEASE_INT', 'REL
            'prompt_deer_filter', 'prompt_deer_check', 'read_yes_no', 'check_tool', 'check_calls', 'execution_env',
            'execution_problems', 'rule_value', 'sensitive_values', 'program_call', 'SealGenConfig', 'GenResult',
            'name_duplicate', 'dedup_tools', 'generate_seal', 'DeerGenConfig', 'generate_deer', 'dataset_shape',
-           'OracleChat']
+           'generated_set', 'OracleChat']
 
 # %% ../nbs/13_generate.ipynb
 class StageFile:
@@ -694,6 +694,14 @@ def dataset_shape(tools: Sequence, instances: Sequence) -> dict:
     return {"tools": len(tools), "no-parameter tools %": pct(sum(not t.parameters for t in tools), len(tools)), "instances": len(instances),
             "single %": pct(len(instances) - len(multi), len(instances)), "multiple %": pct(len(multi), len(instances)),
             "nested %": pct(sum(x.nested for x in instances), len(instances)), "cross-field % of multiple": pct(cross, len(multi))}
+
+def generated_set(out: str | Path) -> tuple[list, list]:
+    "The tools and instances a `generate_seal` run wrote under `out`, loaded with the released-data readers (empty lists when it produced none)."
+    from toolpaper.data import read_seal_instances, read_seal_tools
+    ds = Path(out) / "seal-tools"
+    full = lambda f: (ds / f).exists() and (ds / f).read_bytes().strip() != b""
+    return (read_seal_tools(ds / "tool.jsonl") if full("tool.jsonl") else [],
+            read_seal_instances(ds / "generated.jsonl", split="generated") if full("generated.jsonl") else [])
 
 # %% ../nbs/13_generate.ipynb
 class OracleChat(Client):
