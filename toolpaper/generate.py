@@ -5,7 +5,7 @@
 # %% ../nbs/13_generate.ipynb 3
 from __future__ import annotations
 import json, os, random, re, time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 import pandas as pd
@@ -18,8 +18,8 @@ __all__ = ['PROMPT_VERSION', 'TOOL_TEMPLATE', 'RELEASE_STR', 'RELEASE_INT', 'REL
            'prompt_backfill', 'prompt_single', 'prompt_query', 'prompt_combo', 'prompt_multi', 'prompt_deer_examples',
            'prompt_deer_filter', 'prompt_deer_check', 'read_yes_no', 'check_tool', 'check_calls', 'execution_env',
            'execution_problems', 'rule_value', 'sensitive_values', 'program_call', 'SealGenConfig', 'GenResult',
-           'name_duplicate', 'dedup_tools', 'generate_seal', 'DeerGenConfig', 'generate_deer', 'dataset_shape',
-           'generated_set', 'OracleChat']
+           'name_duplicate', 'dedup_tools', 'StageYield', 'generate_seal', 'DeerGenConfig', 'generate_deer',
+           'dataset_shape', 'generated_set', 'OracleChat']
 
 # %% ../nbs/13_generate.ipynb
 class StageFile:
@@ -425,37 +425,64 @@ def _plan(tools: list[dict], start: int = 0, params: list[Sequence[str]] | None 
     return plan
 
 # %% ../nbs/13_generate.ipynb
-def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(), embedder=None, progress: bool = False,
-                  functions: dict[str, Callable] | None = None) -> GenResult:
-    """Run (or resume) the Seal-Tools self-instruct pipeline into `out`: stage files under `out/stages/`, the dataset under `out/seal-tools/`,
-    per-stage yields in `out/yield.json`. `functions` are real implementations of generated tools (by name) for the execution check."""
-    from toolpaper.data import atomic_write_text
-    from toolpaper.schema import description_examples
-    out = Path(out); sd = out / "stages"
-    t0 = time.perf_counter()
-    u0 = dict(client.usage.as_dict())
-    Y, R = {}, {}
-    # fields
-    if cfg.fields: fields = list(cfg.fields); Y["fields"] = dict(requested=len(fields), parsed=len(fields), valid=len(fields), kept=len(fields))
-    else:
-        st = StageFile(sd / "fields.jsonl")
-        R["fields"] = _ask(client, st, [("fields", prompt_fields(cfg.n_fields), None)], cfg, lambda t, _: read_names(t), "fields")
-        got = st.records["fields"].get("parsed") or []
-        fields = list(dict.fromkeys(str(x).strip() for x in got if isinstance(x, str) and str(x).strip()))[: cfg.n_fields]
-        Y["fields"] = dict(requested=cfg.n_fields, parsed=len(got), valid=len(fields), kept=len(fields))
-    # subfields
-    st = StageFile(sd / "subfields.jsonl")
-    R["subfields"] = _ask(client, st, [(f, prompt_subfields(f, cfg.subfields_per_field), f) for f in fields], cfg, lambda t, _: read_names(t), "subfields")
+@dataclass
+class StageYield:
+    "One stage's yield: items requested, replies parsed, items that passed the checks, items kept (None where a count does not apply)."
+    requested: int | None = None
+    parsed: int | None = None
+    valid: int | None = None
+    kept: int | None = None
+
+@dataclass
+class _Run:
+    "What the stages of one pipeline run share: client, config, stage folder (one StageFile per stage), request counts per stage."
+    client: Any
+    cfg: Any
+    folder: Path
+    requests: dict = field(default_factory=dict)
+    files: dict = field(default_factory=dict)
+
+    def ask(self, stage: str, jobs: list[tuple[str, list[dict], Any]], parse: Callable, file: str | None = None) -> StageFile:
+        "Send a stage's unfinished jobs through `_ask` and add up its request counts; the stage's file (`file` or the stage name)."
+        name = file or stage
+        if name not in self.files: self.files[name] = StageFile(self.folder / f"{name}.jsonl")
+        got = _ask(self.client, self.files[name], jobs, self.cfg, parse, stage)
+        self.requests[stage] = _merge_requests([self.requests[stage], got]) if stage in self.requests else got
+        return self.files[name]
+
+def _seal_fields(run: _Run) -> tuple[list[str], StageYield]:
+    "Fields: the configured seeds, or the model's list."
+    cfg = run.cfg
+    if cfg.fields: return list(cfg.fields), StageYield(len(cfg.fields), len(cfg.fields), len(cfg.fields), len(cfg.fields))
+    st = run.ask("fields", [("fields", prompt_fields(cfg.n_fields), None)], lambda t, _: read_names(t))
+    got = st.records["fields"].get("parsed") or []
+    fields = list(dict.fromkeys(str(x).strip() for x in got if isinstance(x, str) and str(x).strip()))[: cfg.n_fields]
+    return fields, StageYield(cfg.n_fields, len(got), len(fields), len(fields))
+
+def _seal_subfields(run: _Run, fields: list[str]) -> tuple[list[tuple[str, str]], StageYield]:
+    "(field, subfield) pairs, at most `subfields_per_field` per field."
+    cfg = run.cfg
+    st = run.ask("subfields", [(f, prompt_subfields(f, cfg.subfields_per_field), f) for f in fields], lambda t, _: read_names(t))
     subs, parsed = [], 0
     for f in fields:
         got = st.records[f].get("parsed") or []
         parsed += len(got)
         clean = list(dict.fromkeys(str(x).strip().replace("/", "-") for x in got if isinstance(x, str) and str(x).strip()))[: cfg.subfields_per_field]
         subs += [(f, s) for s in clean]
-    Y["subfields"] = dict(requested=len(fields) * cfg.subfields_per_field, parsed=parsed, valid=len(subs), kept=len(subs))
-    # tools
-    st = StageFile(sd / "tools.jsonl")
-    cand, backfill, prov, early = [], [], {}, {}
+    return subs, StageYield(len(fields) * cfg.subfields_per_field, parsed, len(subs), len(subs))
+
+@dataclass
+class _Tools:
+    ready: list[dict]           # valid new tools with an example in every parameter description
+    backfill: list[dict]        # valid new tools that still lack examples
+    prov: dict                  # api_name -> provenance
+    early: dict                 # api_name -> why it duplicates an earlier tool
+    trace: list[dict]           # per subfield: rounds, requested, parsed, valid, new
+
+def _seal_tools(run: _Run, subs: list[tuple[str, str]]) -> tuple[_Tools, StageYield]:
+    "Tools per subfield, asked again (avoiding the subfield's tools so far) until `empty_rounds` rounds in a row bring no new tool."
+    cfg = run.cfg
+    out = _Tools([], [], {}, {}, [])
     sim = cfg.name_similarity if cfg.dedup in ("name", "both") else None
     per = {sub: {"field": sub[0], "subfield": sub[1], "rounds": 0, "requested": 0, "parsed": 0, "valid": 0, "new": 0} for sub in subs}
     found, empty, names_all = {sub: [] for sub in subs}, {sub: 0 for sub in subs}, []
@@ -463,78 +490,71 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(),
     for r in range(max(1, cfg.max_tool_rounds) if cfg.saturate else 1):
         todo = [sub for sub in subs if empty[sub] < cfg.empty_rounds]
         if not todo: break
-        R[f"tools#{r}"] = _ask(client, st, [(key(f, s, r), prompt_tools(f, s, cfg.tools_per_subfield, avoid=[t["api_name"] for t in found[(f, s)]]), (f, s))
-                                            for f, s in todo], cfg, lambda t, _: read_reply(t, list), "tools")
+        st = run.ask("tools", [(key(f, s, r), prompt_tools(f, s, cfg.tools_per_subfield, avoid=[t["api_name"] for t in found[(f, s)]]), (f, s))
+                               for f, s in todo], lambda t, _: read_reply(t, list))
         for f, s in todo:
             rec, row = st.records[key(f, s, r)], per[(f, s)]
             got = [x for x in (rec.get("parsed") or []) if isinstance(x, dict)][: cfg.tools_per_subfield]
             row["rounds"] += 1; row["requested"] += cfg.tools_per_subfield; row["parsed"] += len(got)
             new = 0
             for d in got:
-                t, probs, no_ex = check_tool(d, f, s, cfg.allow_no_params)
+                t, _, no_ex = check_tool(d, f, s, cfg.allow_no_params)
                 if t is None: continue
                 row["valid"] += 1
                 why = name_duplicate(t["api_name"], names_all, sim)
-                if why: early.setdefault(t["api_name"], why); continue
+                if why: out.early.setdefault(t["api_name"], why); continue
                 names_all.append(t["api_name"]); found[(f, s)].append(t); new += 1
-                prov[t["api_name"]] = _prov(rec, "tools")
-                (backfill if no_ex else cand).append(t)
+                out.prov[t["api_name"]] = _prov(rec, "tools")
+                (out.backfill if no_ex else out.ready).append(t)
             row["new"] += new
             empty[(f, s)] = 0 if new else empty[(f, s)] + 1
-    trace = list(per.values())
-    R["tools"] = _merge_requests([R.pop(k) for k in [k for k in R if k.startswith("tools#")]])
-    Y["tools"] = dict(requested=sum(x["requested"] for x in trace), parsed=sum(x["parsed"] for x in trace), valid=sum(x["valid"] for x in trace), kept=None)
-    # back-fill missing examples, in batches
-    st = StageFile(sd / "backfill.jsonl")
-    batches = [backfill[i:i + cfg.backfill_batch] for i in range(0, len(backfill), cfg.backfill_batch)]
-    R["backfill"] = _ask(client, st, [("|".join(t["api_name"] for t in b), prompt_backfill(b), None) for b in batches], cfg,
-         lambda t, _: read_reply(t, dict), "backfill")
-    fixed = 0
+    out.trace = list(per.values())
+    return out, StageYield(sum(x["requested"] for x in out.trace), sum(x["parsed"] for x in out.trace), sum(x["valid"] for x in out.trace))
+
+def _seal_backfill(run: _Run, tools: list[dict]) -> tuple[list[dict], StageYield]:
+    "Tools whose missing example values the model supplied, in batches of `backfill_batch`."
+    from toolpaper.schema import description_examples
+    cfg = run.cfg
+    batches = [tools[i:i + cfg.backfill_batch] for i in range(0, len(tools), cfg.backfill_batch)]
+    st = run.ask("backfill", [("|".join(t["api_name"] for t in b), prompt_backfill(b), None) for b in batches], lambda t, _: read_reply(t, dict))
+    fixed = []
     for b in batches:
         got = st.records["|".join(t["api_name"] for t in b)].get("parsed") or {}
         for t in b:
             t2 = _with_examples(t, got.get(t["api_name"], {}) if isinstance(got, dict) else {})
-            if all(description_examples(p["description"]) for p in t2["parameters"].values()): cand.append(t2); fixed += 1
-    Y["backfill"] = dict(requested=len(backfill), parsed=len(backfill), valid=fixed, kept=fixed)
-    cand.sort(key=lambda t: [i for i, (f, s) in enumerate(subs) if t["field"] == f"{f}/{s}"][0])
-    kept, dropped = dedup_tools(cand, cfg.dedup, cfg.name_similarity, cfg.dedup_threshold, embedder)
-    dropped = {**early, **dropped}
-    Y["tools"]["kept"] = len(kept)
-    Y["dedup"] = dict(requested=len(cand) + len(early), parsed=len(cand) + len(early), valid=len(cand) + len(early), kept=len(kept))
-    kept_names = {t["api_name"] for t in kept}
-    for row in trace: row["kept"] = sum(t["field"] == f"{row['field']}/{row['subfield']}" for t in kept)
-    by_name = {t["api_name"]: t for t in kept}
-    env = execution_env(kept, functions, cfg.seed) if cfg.execute else None
-    def problems(calls: list[dict], query: str) -> list[str]:
-        return check_calls(calls, query, by_name) or (execution_problems(env, calls) if env is not None else [])
-    # single-tool instances
+            if all(description_examples(p["description"]) for p in t2["parameters"].values()): fixed.append(t2)
+    return fixed, StageYield(len(tools), len(tools), len(fixed), len(fixed))
+
+def _seal_single(run: _Run, kept: list[dict], problems: Callable) -> tuple[list[tuple[dict, dict]], list[dict], StageYield]:
+    "Single-tool instances ((instance, provenance) pairs), their rejections: values by program (the model writes the request) or by the model."
+    cfg = run.cfg
+    if cfg.values not in ("program", "model"): raise ValueError(f"values {cfg.values!r}: expected 'program' or 'model'")
     rng = random.Random(f"{cfg.seed}:single")
     picks = [kept[i % len(kept)] for i in rng.sample(range(max(len(kept), cfg.n_single)), cfg.n_single)] if kept else []
-    st = StageFile(sd / "single.jsonl")
-    if cfg.values not in ("program", "model"): raise ValueError(f"values {cfg.values!r}: expected 'program' or 'model'")
     jobs = []
     for i, t in enumerate(picks):
         if cfg.values == "program":
             args = program_call(t, f"single-{i}", cfg.seed, cfg.rules)
             jobs.append((f"single-{i}:{t['api_name']}:program", prompt_query(t, args), args))
         else: jobs.append((f"single-{i}:{t['api_name']}", prompt_single(t, sensitive_values(t, f"single-{i}", cfg.seed, cfg.rules)), None))
-    R["single"] = _ask(client, st, jobs, cfg, lambda t, _: read_reply(t, dict), "single")
-    instances, iprov, n_parsed, rejects = [], {}, 0, []
+    st = run.ask("single", jobs, lambda t, _: read_reply(t, dict))
+    made, rejects, parsed = [], [], 0
     for (key, _, args), t in zip(jobs, picks):
         rec = st.records[key]; d = rec.get("parsed")
         if not (isinstance(d, dict) and isinstance(d.get("query"), str) and (args is not None or isinstance(d.get("parameters"), dict))): continue
-        n_parsed += 1
+        parsed += 1
         calls = [{"api": t["api_name"], "parameters": args if args is not None else d["parameters"], "responses": _plan([t])[0]["responses"]}]
         probs = problems(calls, d["query"])
         if probs: rejects.append({"key": key, "problems": probs}); continue
-        iid = f"generated-single-{len(instances)}"
-        instances.append({"id": iid, "query": d["query"], "calling": calls}); iprov[iid] = _prov(rec, "single")
-    Y["single"] = dict(requested=len(jobs), parsed=n_parsed, valid=sum(1 for x in instances), kept=None)
-    # multiple-tool instances: step 1, choose a combination from a sampled candidate list
-    st1, st2 = StageFile(sd / "combos.jsonl"), StageFile(sd / "multi.jsonl")
-    jobs1, cands = [], []
-    if cfg.combo_scope not in ("any", "field"): raise ValueError(f"combo_scope {cfg.combo_scope!r}: expected 'any' or 'field'")
+        made.append(({"id": f"generated-single-{len(made)}", "query": d["query"], "calling": calls}, _prov(rec, "single")))
+    return made, rejects, StageYield(len(jobs), parsed, len(made))
+
+def _seal_combos(run: _Run, kept: list[dict]) -> tuple[list[tuple[str, list[dict], list[dict], dict]], list[dict], StageYield]:
+    "Combinations the model chose from `combo_candidates` tools (any field, or the field of a random anchor), each with its call plan and fixed values."
     import hashlib
+    cfg = run.cfg
+    if cfg.combo_scope not in ("any", "field"): raise ValueError(f"combo_scope {cfg.combo_scope!r}: expected 'any' or 'field'")
+    jobs, cands = [], []
     for i in range(cfg.n_multi if len(kept) >= 2 else 0):
         r = random.Random(f"{cfg.seed}:combo:{i}")
         pool = list(kept)
@@ -544,29 +564,34 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(),
             if len(pool) < min(cfg.combo_candidates, len(kept)): pool = list(kept)
         c = r.sample(pool, min(cfg.combo_candidates, len(pool)))
         digest = hashlib.sha256(",".join(t["api_name"] for t in c).encode()).hexdigest()[:12]
-        cands.append(c); jobs1.append((f"combo-{i}:{digest}", prompt_combo(c, cfg.max_combo), None))
-    R["combos"] = _ask(client, st1, jobs1, cfg, lambda t, _: read_reply(t, list), "combos")
-    jobs2, plans, n_combo, taken = [], [], 0, set()
-    for (key, _, _), c in zip(jobs1, cands):
-        names = [x for x in (st1.records[key].get("parsed") or []) if isinstance(x, str)]
+        cands.append(c); jobs.append((f"combo-{i}:{digest}", prompt_combo(c, cfg.max_combo), None))
+    st = run.ask("combos", jobs, lambda t, _: read_reply(t, list))
+    by_name = {t["api_name"]: t for t in kept}
+    combos, rejects, valid, taken = [], [], 0, set()
+    for (key, _, _), c in zip(jobs, cands):
+        names = [x for x in (st.records[key].get("parsed") or []) if isinstance(x, str)]
         allowed = {t["api_name"] for t in c}
         names = list(dict.fromkeys(n for n in names if n in allowed))[: cfg.max_combo]
         if len(names) < 2: continue
-        n_combo += 1
+        valid += 1
         if frozenset(names) in taken: rejects.append({"key": key, "problems": [f"combination {names} already taken"]}); continue
         taken.add(frozenset(names))
         ts = [by_name[n] for n in names]
         plan = _plan(ts, params=[list(program_call(t, f"{key}-{j}", cfg.seed, cfg.rules)) for j, t in enumerate(ts)] if cfg.values == "program" else None)
-        fx = {}
-        for j, t in enumerate(ts): fx.update(sensitive_values(t, f"{key}-{j}", cfg.seed, cfg.rules))
-        jobs2.append((key + "|" + ",".join(names), prompt_multi(ts, plan, fx), None)); plans.append(plan)
-    Y["combos"] = dict(requested=len(jobs1), parsed=sum(1 for k, _, _ in jobs1 if isinstance(st1.records[k].get("parsed"), list)), valid=n_combo, kept=len(taken))
-    R["multi"] = _ask(client, st2, jobs2, cfg, lambda t, _: read_reply(t, dict), "multi")
-    n_parsed = n_multi = 0
-    for (key, _, _), plan in zip(jobs2, plans):
-        rec = st2.records[key]; d = rec.get("parsed")
+        fixed = {}
+        for j, t in enumerate(ts): fixed.update(sensitive_values(t, f"{key}-{j}", cfg.seed, cfg.rules))
+        combos.append((key + "|" + ",".join(names), ts, plan, fixed))
+    parsed = sum(1 for k, _, _ in jobs if isinstance(st.records[k].get("parsed"), list))
+    return combos, rejects, StageYield(len(jobs), parsed, valid, len(taken))
+
+def _seal_multi(run: _Run, combos: list, problems: Callable) -> tuple[list[tuple[dict, dict]], list[dict], StageYield]:
+    "Multiple-tool instances: the model fills each combination's plan (values or earlier response ids) and writes the request."
+    st = run.ask("multi", [(key, prompt_multi(ts, plan, fixed), None) for key, ts, plan, fixed in combos], lambda t, _: read_reply(t, dict))
+    made, rejects, parsed = [], [], 0
+    for key, _, plan, _ in combos:
+        rec = st.records[key]; d = rec.get("parsed")
         if not (isinstance(d, dict) and isinstance(d.get("query"), str) and isinstance(d.get("calling"), list)): continue
-        n_parsed += 1
+        parsed += 1
         filled = [c for c in d["calling"] if isinstance(c, dict)]
         if len(filled) != len(plan) or any(c.get("api") != p["api"] for c, p in zip(filled, plan)):
             rejects.append({"key": key, "problems": ["the filled calls do not follow the plan"]}); continue
@@ -574,30 +599,57 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(),
                  for c, p in zip(filled, plan)]
         probs = problems(calls, d["query"])
         if probs: rejects.append({"key": key, "problems": probs}); continue
-        iid = f"generated-multiple-{n_multi}"; n_multi += 1
-        instances.append({"id": iid, "query": d["query"], "calling": calls}); iprov[iid] = _prov(rec, "multi")
-    Y["multi"] = dict(requested=len(jobs2), parsed=n_parsed, valid=n_multi, kept=None)
-    # write the dataset
+        made.append(({"id": f"generated-multiple-{len(made)}", "query": d["query"], "calling": calls}, _prov(rec, "multi")))
+    return made, rejects, StageYield(len(combos), parsed, len(made))
+
+def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(), embedder=None, progress: bool = False,
+                  functions: dict[str, Callable] | None = None) -> GenResult:
+    """Run (or resume) the Seal-Tools self-instruct pipeline into `out`: stage files under `out/stages/`, the dataset under `out/seal-tools/`,
+    per-stage yields in `out/yield.json`. `functions` are real implementations of generated tools (by name) for the execution check."""
     from toolpaper.schema import Call, Instance
+    out = Path(out); t0 = time.perf_counter(); u0 = dict(client.usage.as_dict())
+    run, Y = _Run(client, cfg, out / "stages"), {}
+    fields, Y["fields"] = _seal_fields(run)
+    subs, Y["subfields"] = _seal_subfields(run, fields)
+    tools, Y["tools"] = _seal_tools(run, subs)
+    fixed, Y["backfill"] = _seal_backfill(run, tools.backfill)
+    cand = sorted(tools.ready + fixed, key=lambda t: [i for i, (f, s) in enumerate(subs) if t["field"] == f"{f}/{s}"][0])
+    kept, dropped = dedup_tools(cand, cfg.dedup, cfg.name_similarity, cfg.dedup_threshold, embedder)
+    n_in = len(cand) + len(tools.early)
+    Y["tools"].kept, Y["dedup"] = len(kept), StageYield(n_in, n_in, n_in, len(kept))
+    for row in tools.trace: row["kept"] = sum(t["field"] == f"{row['field']}/{row['subfield']}" for t in kept)
+    by_name = {t["api_name"]: t for t in kept}
+    env = execution_env(kept, functions, cfg.seed) if cfg.execute else None
+    problems = lambda calls, query: check_calls(calls, query, by_name) or (execution_problems(env, calls) if env is not None else [])
+    singles, rej1, Y["single"] = _seal_single(run, kept, problems)
+    combos, rej2, Y["combos"] = _seal_combos(run, kept)
+    multis, rej3, Y["multi"] = _seal_multi(run, combos, problems)
+    made = singles + multis
+    instances = [x for x, _ in made]
     nested = sum(Instance(id=x["id"], query=x["query"], calls=[Call(api=c["api"], arguments=c["parameters"], responses=c["responses"]) for c in x["calling"]]).nested
                  for x in instances)
-    Y["nested"] = dict(requested=None, parsed=None, valid=nested, kept=nested)
     cross = sum(len({by_name[c["api"]]["field"].split("/")[0] for c in x["calling"]}) > 1 for x in instances)
-    Y["cross_field"] = dict(requested=None, parsed=None, valid=cross, kept=cross)
-    ds = out / "seal-tools"
-    files = {"tools": atomic_write_text(ds / "tool.jsonl", "".join(json.dumps(t, ensure_ascii=False) + "\n" for t in kept)),
-             "instances": atomic_write_text(ds / "generated.jsonl", "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in instances)),
-             "provenance": atomic_write_text(ds / "provenance.jsonl", "".join(
-                 json.dumps({"kind": k, "id": i, **p}, ensure_ascii=False) + "\n"
-                 for k, items in (("tool", [(t["api_name"], prov[t["api_name"]]) for t in kept]), ("instance", [(x["id"], iprov[x["id"]]) for x in instances]))
-                 for i, p in items))}
+    Y["nested"], Y["cross_field"] = StageYield(valid=nested, kept=nested), StageYield(valid=cross, kept=cross)
+    stages = {k: asdict(v) for k, v in Y.items()}
+    report = {"prompt_version": PROMPT_VERSION, "stages": stages, "requests": run.requests, "per_subfield": tools.trace,
+              "dropped_as_duplicates": {**tools.early, **dropped}, "rejected_instances": rej1 + rej2 + rej3}
+    prov = [{"kind": "tool", "id": t["api_name"], **tools.prov[t["api_name"]]} for t in kept] + [{"kind": "instance", "id": x["id"], **p} for x, p in made]
+    return _write_result(out, "seal-tools", client, u0, t0, stages, tools.trace, report,
+                         {"tools": ("tool.jsonl", kept), "instances": ("generated.jsonl", instances), "provenance": ("provenance.jsonl", prov)},
+                         "yield.json", "usage.json")
+
+def _write_result(out: Path, sub: str, client, u0: dict, t0: float, stages: dict, trace: list, report: dict, data: dict,
+                  yield_name: str, usage_name: str) -> GenResult:
+    "Write a pipeline's dataset files under `out/sub` (`data`: name -> (file, rows); `.jsonl` one row per line, else indented JSON), its yield and usage files."
+    from toolpaper.data import atomic_write_text
+    ds = out / sub
+    files = {k: atomic_write_text(ds / f, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows) if f.endswith(".jsonl")
+                                  else json.dumps(rows, indent=1, ensure_ascii=False) + "\n") for k, (f, rows) in data.items()}
     usage = {k: v - u0.get(k, 0) for k, v in client.usage.as_dict().items()}
-    yields = pd.DataFrame([{"stage": k, **v} for k, v in Y.items()])
     secs = time.perf_counter() - t0
-    files["yield"] = atomic_write_text(out / "yield.json", json.dumps({"prompt_version": PROMPT_VERSION, "stages": Y, "requests": R, "per_subfield": trace,
-                                                                      "dropped_as_duplicates": dropped, "rejected_instances": rejects}, indent=1, ensure_ascii=False))
-    files["usage"] = atomic_write_text(out / "usage.json", json.dumps({**usage, "seconds": round(secs, 2)}, indent=1))
-    return GenResult(out, yields, pd.DataFrame(trace), usage, secs, {k: str(v) for k, v in files.items()})
+    files["yield"] = atomic_write_text(out / yield_name, json.dumps(report, indent=1, ensure_ascii=False))
+    files["usage"] = atomic_write_text(out / usage_name, json.dumps({**usage, "seconds": round(secs, 2)}, indent=1))
+    return GenResult(out, pd.DataFrame([{"stage": k, **v} for k, v in stages.items()]), pd.DataFrame(trace), usage, secs, {k: str(v) for k, v in files.items()})
 
 # %% ../nbs/13_generate.ipynb
 @dataclass
@@ -624,65 +676,68 @@ def _check_deer_pair(e: Any, name: str, params, env=None) -> str | None:
         if not obs.ok: return f"execution: {obs.error}"
     return None
 
-def generate_deer(client, seeds: Sequence[dict], out: str | Path, cfg: DeerGenConfig = DeerGenConfig()) -> GenResult:
-    "Run (or resume) the DEER query-call generation for `seeds` into `out` (see above)."
-    from toolpaper.data import atomic_write_text, parse_signature
+def _deer_pairs(run: _Run, seeds: list[dict]) -> tuple[list[tuple[dict, str, list[dict], dict]], StageYield, StageYield]:
+    "Per tool a signature and query-call pairs; the pairs that read as calls of the tool with known arguments (and, with `execute`, run)."
+    from toolpaper.data import parse_signature
     from toolpaper.schema import Tool
     from toolpaper.tools import ToolEnv
-    out = Path(out); sd = out / "stages"
-    t0 = time.perf_counter(); u0 = dict(client.usage.as_dict())
-    st1, st2 = StageFile(sd / "deer_examples.jsonl"), StageFile(sd / "deer_filter.jsonl")
-    R = {}
-    seeds = [s for s in seeds if isinstance(s, dict) and isinstance(s.get("api_name"), str)]
-    R["deer_examples"] = _ask(client, st1, [(s["api_name"], prompt_deer_examples(s, cfg.examples_per_tool), None) for s in seeds], cfg, lambda t, _: read_reply(t, dict), "deer_examples")
-    Y = {"signatures": dict(requested=len(seeds), parsed=0, valid=0, kept=None), "pairs": dict(requested=len(seeds) * cfg.examples_per_tool, parsed=0, valid=0, kept=None)}
-    staged, trace = [], []
+    cfg = run.cfg
+    st = run.ask("deer_examples", [(s["api_name"], prompt_deer_examples(s, cfg.examples_per_tool), None) for s in seeds], lambda t, _: read_reply(t, dict))
+    sigs, pairs = StageYield(len(seeds), 0, 0), StageYield(len(seeds) * cfg.examples_per_tool, 0, 0)
+    staged = []
     for s in seeds:
-        rec = st1.records[s["api_name"]]; d = rec.get("parsed")
+        rec = st.records[s["api_name"]]; d = rec.get("parsed")
         if not isinstance(d, dict) or not isinstance(d.get("api_function"), str): continue
-        Y["signatures"]["parsed"] += 1
+        sigs.parsed += 1
         sig = d["api_function"].strip()
         params = parse_signature(sig)
         if not sig.startswith(s["api_name"] + "(") or (not params and "()" not in sig): continue
-        Y["signatures"]["valid"] += 1
+        sigs.valid += 1
         exs = [e for e in (d.get("examples") or [])][: cfg.examples_per_tool]
-        Y["pairs"]["parsed"] += sum(isinstance(e, dict) for e in exs)
+        pairs.parsed += sum(isinstance(e, dict) for e in exs)
         env = ToolEnv([Tool(name=s["api_name"], parameters=params)]) if cfg.execute else None
         good = [e for e in exs if _check_deer_pair(e, s["api_name"], params, env) is None]
-        Y["pairs"]["valid"] += len(good)
+        pairs.valid += len(good)
         if good: staged.append((s, sig, [{"query": e["query"], "call": e["call"]} for e in good], rec))
+    return staged, sigs, pairs
+
+def _deer_filter(run: _Run, staged: list) -> list[set[int]]:
+    "Per staged tool, the pairs the filtering pass drops: one YES/NO question per pair (a NO, an unclear reply or a failed request drops it), or one list per tool."
+    cfg = run.cfg
     if cfg.filter_mode not in ("pair", "batch"): raise ValueError(f"filter_mode {cfg.filter_mode!r}: expected 'pair' or 'batch'")
-    pairwise = cfg.filter and cfg.filter_mode == "pair"
-    if pairwise:
-        st3 = StageFile(sd / "deer_check.jsonl")
-        R["deer_check"] = _ask(client, st3, [(f"{s['api_name']}#{i}", prompt_deer_check(sig, e["query"], e["call"]), None)
-                                             for s, sig, exs, _ in staged for i, e in enumerate(exs)], cfg, lambda t, _: read_yes_no(t), "deer_check")
-    elif cfg.filter:
-        R["deer_filter"] = _ask(client, st2, [(s["api_name"], prompt_deer_filter({**s, "api_function": sig}, exs), None) for s, sig, exs, _ in staged], cfg,
-             lambda t, _: read_reply(t, list), "deer_filter")
-    tools, prov = [], []
-    for s, sig, exs, rec in staged:
-        drop = set()
-        if pairwise:                                          # kept only on a YES (a NO, an unclear reply or a failed request drops the pair)
-            drop = {i for i in range(len(exs)) if st3.records.get(f"{s['api_name']}#{i}", {}).get("parsed") is not True}
-        elif cfg.filter:
-            got = st2.records[s["api_name"]].get("parsed")
-            drop = {int(x) for x in got if isinstance(x, (int, float)) and not isinstance(x, bool)} if isinstance(got, list) else set()
+    if not cfg.filter: return [set() for _ in staged]
+    if cfg.filter_mode == "pair":
+        st = run.ask("deer_check", [(f"{s['api_name']}#{i}", prompt_deer_check(sig, e["query"], e["call"]), None)
+                                    for s, sig, exs, _ in staged for i, e in enumerate(exs)], lambda t, _: read_yes_no(t))
+        return [{i for i in range(len(exs)) if st.records.get(f"{s['api_name']}#{i}", {}).get("parsed") is not True} for s, _, exs, _ in staged]
+    st = run.ask("deer_filter", [(s["api_name"], prompt_deer_filter({**s, "api_function": sig}, exs), None) for s, sig, exs, _ in staged],
+                 lambda t, _: read_reply(t, list))
+    out = []
+    for s, *_ in staged:
+        got = st.records[s["api_name"]].get("parsed")
+        out.append({int(x) for x in got if isinstance(x, (int, float)) and not isinstance(x, bool)} if isinstance(got, list) else set())
+    return out
+
+def generate_deer(client, seeds: Sequence[dict], out: str | Path, cfg: DeerGenConfig = DeerGenConfig()) -> GenResult:
+    """Run (or resume) the DEER query-call generation for `seeds` into `out`: stage files under `out/stages/`, `out/tooldeer/tool.json` in the
+    released layout with its provenance, per-stage yields in `out/deer_yield.json`."""
+    out = Path(out); t0 = time.perf_counter(); u0 = dict(client.usage.as_dict())
+    run = _Run(client, cfg, out / "stages")
+    seeds = [s for s in seeds if isinstance(s, dict) and isinstance(s.get("api_name"), str)]
+    staged, sigs, pairs = _deer_pairs(run, seeds)
+    tools, prov, trace = [], [], []
+    for (s, sig, exs, rec), drop in zip(staged, _deer_filter(run, staged)):
         keep = [e for i, e in enumerate(exs) if i not in drop]
         trace.append({"tool": s["api_name"], "valid pairs": len(exs), "kept pairs": len(keep)})
         if not keep: continue
         tools.append({"api_name": s["api_name"], "description_for_human": s.get("description_for_human", ""),
                       "description_for_model": s.get("description_for_model", ""), "api_function": sig, "example": keep})
         prov.append({"kind": "tool", "id": s["api_name"], **_prov(rec, "deer_examples")})
-    Y["pairs"]["kept"] = sum(len(t["example"]) for t in tools)
-    Y["tools"] = dict(requested=len(seeds), parsed=None, valid=len(staged), kept=len(tools))
-    secs = time.perf_counter() - t0
-    usage = {k: v - u0.get(k, 0) for k, v in client.usage.as_dict().items()}
-    files = {"tools": atomic_write_text(out / "tooldeer" / "tool.json", json.dumps(tools, indent=1, ensure_ascii=False) + "\n"),
-             "provenance": atomic_write_text(out / "tooldeer" / "provenance.jsonl", "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in prov)),
-             "yield": atomic_write_text(out / "deer_yield.json", json.dumps({"prompt_version": PROMPT_VERSION, "stages": Y, "requests": R, "per_tool": trace}, indent=1)),
-             "usage": atomic_write_text(out / "deer_usage.json", json.dumps({**usage, "seconds": round(secs, 2)}, indent=1))}
-    return GenResult(out, pd.DataFrame([{"stage": k, **v} for k, v in Y.items()]), pd.DataFrame(trace), usage, secs, {k: str(v) for k, v in files.items()})
+    pairs.kept = sum(len(t["example"]) for t in tools)
+    stages = {k: asdict(v) for k, v in {"signatures": sigs, "pairs": pairs, "tools": StageYield(len(seeds), None, len(staged), len(tools))}.items()}
+    report = {"prompt_version": PROMPT_VERSION, "stages": stages, "requests": run.requests, "per_tool": trace}
+    return _write_result(out, "tooldeer", client, u0, t0, stages, trace, report,
+                         {"tools": ("tool.json", tools), "provenance": ("provenance.jsonl", prov)}, "deer_yield.json", "deer_usage.json")
 
 # %% ../nbs/13_generate.ipynb
 def dataset_shape(tools: Sequence, instances: Sequence) -> dict:
