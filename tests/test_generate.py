@@ -38,7 +38,8 @@ def test_sigkill_restart_loses_and_duplicates_nothing(tmp_path):
 # --- the whole self-instruct pipeline -------------------------------------------------------------------------
 
 from toolpaper.data import load, read_deer_tools, read_seal_instances, read_seal_tools
-from toolpaper.generate import DeerGenConfig, OracleChat, SealGenConfig, generate_deer, generate_seal
+from toolpaper.generate import DeerGenConfig, SealGenConfig, generate_deer, generate_seal
+from toolpaper.testing import OracleChat
 from toolpaper.client import RecordReplay
 
 CFG = dict(n_fields=3, subfields_per_field=2, tools_per_subfield=3, n_single=8, n_multi=4, dedup_threshold=0.95)
@@ -79,7 +80,8 @@ def test_recorded_cache_replays_the_whole_pipeline_byte_for_byte(tmp_path):
 PIPELINE_WORKER = r'''
 import os, signal, sys, threading, time
 from toolpaper.data import load
-from toolpaper.generate import OracleChat, SealGenConfig, generate_seal
+from toolpaper.generate import SealGenConfig, generate_seal
+from toolpaper.testing import OracleChat
 class Slow(OracleChat):
     def _complete(self, items, progress=False):
         time.sleep(0.2 * len(items))

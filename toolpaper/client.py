@@ -12,8 +12,8 @@ from typing import Any, Sequence, Union
 from .engine import cut_at_stop
 
 # %% auto 0
-__all__ = ['Prompt', 'Completion', 'Usage', 'LLMError', 'CacheMiss', 'Params', 'request_key', 'check_prompt', 'Client',
-           'LocalClient', 'OpenAIClient', 'RecordReplay', 'make_client']
+__all__ = ['Prompt', 'PROMPT_ORIGINS', 'Completion', 'Usage', 'LLMError', 'CacheMiss', 'Params', 'request_key', 'check_prompt',
+           'Client', 'LocalClient', 'OpenAIClient', 'RecordReplay', 'make_client']
 
 # %% ../nbs/12_client.ipynb
 Prompt = Union[str, list, dict]
@@ -60,6 +60,8 @@ class LLMError(RuntimeError):
 
 class CacheMiss(KeyError):
     "Replay mode met a request that was never recorded."
+
+PROMPT_ORIGINS: dict[str, tuple[str, dict]] = {}   # prompt text -> (stage, builder arguments), filled by `toolpaper.generate.stage_prompt`
 
 # %% ../nbs/12_client.ipynb
 @dataclass(frozen=True)

@@ -9,17 +9,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 import pandas as pd
-from .client import Client, Completion
 from .schema import PARAM_TYPES, fits_type
 
 # %% auto 0
 __all__ = ['PROMPT_VERSION', 'TOOL_TEMPLATE', 'RELEASE_STR', 'RELEASE_INT', 'RELEASE_FLOAT', 'SENSITIVE', 'RULES', 'StageFile',
-           'run_stage', 'read_reply', 'read_names', 'prompt_fields', 'prompt_subfields', 'prompt_tools',
-           'prompt_backfill', 'prompt_single', 'prompt_query', 'prompt_combo', 'prompt_multi', 'prompt_deer_examples',
-           'prompt_deer_filter', 'prompt_deer_check', 'read_yes_no', 'check_tool', 'check_calls', 'execution_env',
-           'execution_problems', 'rule_value', 'sensitive_values', 'program_call', 'SealGenConfig', 'GenResult',
-           'name_duplicate', 'dedup_tools', 'StageYield', 'generate_seal', 'DeerGenConfig', 'generate_deer',
-           'dataset_shape', 'generated_set', 'OracleChat']
+           'run_stage', 'read_reply', 'read_names', 'stage_prompt', 'prompt_origin', 'prompt_fields',
+           'prompt_subfields', 'prompt_tools', 'prompt_backfill', 'prompt_single', 'prompt_query', 'prompt_combo',
+           'prompt_multi', 'prompt_deer_examples', 'prompt_deer_filter', 'prompt_deer_check', 'read_yes_no',
+           'check_tool', 'check_calls', 'execution_env', 'execution_problems', 'rule_value', 'sensitive_values',
+           'program_call', 'SealGenConfig', 'GenResult', 'name_duplicate', 'dedup_tools', 'StageYield', 'generate_seal',
+           'DeerGenConfig', 'generate_deer', 'dataset_shape', 'generated_set']
 
 # %% ../nbs/13_generate.ipynb
 class StageFile:
@@ -109,10 +108,35 @@ PROMPT_VERSION = "toolpaper-selfinstruct-2"
 
 def _msg(text: str) -> list[dict]: return [{"role": "user", "content": text}]
 
+from .client import PROMPT_ORIGINS as _ORIGIN   # prompt text -> (stage, the builder's arguments); the newest 50,000, one registry per process
+
+def stage_prompt(stage: str) -> Callable:
+    "Decorator for a prompt builder: remember the stage and the arguments each prompt text was built from (read back with `prompt_origin`)."
+    import functools, inspect
+    def wrap(fn):
+        sig = inspect.signature(fn)
+        @functools.wraps(fn)
+        def built(*args, **kw):
+            msgs = fn(*args, **kw)
+            bound = sig.bind(*args, **kw); bound.apply_defaults()
+            _ORIGIN.pop(msgs[-1]["content"], None)
+            _ORIGIN[msgs[-1]["content"]] = (stage, dict(bound.arguments))
+            if len(_ORIGIN) > 50_000: _ORIGIN.pop(next(iter(_ORIGIN)))
+            return msgs
+        built.stage = stage
+        return built
+    return wrap
+
+def prompt_origin(text: str) -> tuple[str, dict] | None:
+    "The stage and builder arguments of a prompt text built in this process, or None (a dry-run client answers from them, not from the wording)."
+    return _ORIGIN.get(text)
+
+@stage_prompt("fields")
 def prompt_fields(n: int) -> list[dict]:
     return _msg(f"Name {n} broad areas of everyday or professional life in which people use software services (for example health or travel). "
                 "Answer with a Python list of short strings and nothing else.")
 
+@stage_prompt("subfields")
 def prompt_subfields(field: str, n: int) -> list[dict]:
     return _msg(f"The area is '{field}'. Name {n} narrower topics inside it, each specific enough that a handful of web APIs could serve it. "
                 "Answer with a Python list of short strings and nothing else.")
@@ -121,34 +145,40 @@ TOOL_TEMPLATE = ('{"api_name": "getThing", "api_description": "What the API does
                  '"parameters": {"name": {"type": "str", "description": "What the value means (e.g., an example value)"}}, '
                  '"required": ["name"], "responses": {"result": {"type": "str", "description": "What comes back"}}}')
 
+@stage_prompt("tools")
 def prompt_tools(field: str, subfield: str, n: int, avoid: Sequence[str] = ()) -> list[dict]:
     av = f" Do not reuse these names: {', '.join(avoid)}." if avoid else ""
     return _msg(f"Invent {n} different web APIs for the topic '{subfield}' (area: {field}). Describe each one as a JSON object shaped like\n{TOOL_TEMPLATE}\n"
                 f"Types must be one of {', '.join(PARAM_TYPES)}. Every parameter description ends with an example value in parentheses, "
                 f"written as (e.g., VALUE). `required` lists only names that are in `parameters`.{av} Answer with a JSON list of the {n} objects only.")
 
+@stage_prompt("backfill")
 def prompt_backfill(tools: Sequence[dict]) -> list[dict]:
     body = json.dumps([{"api_name": t["api_name"], "parameters": {k: v.get("description", "") for k, v in t["parameters"].items()}} for t in tools], ensure_ascii=False)
     return _msg("Some parameter descriptions below lack an example value. For every tool give one realistic example value per parameter. "
                 'Answer with a JSON object {"<api_name>": {"<parameter>": "<example>"}} only.\n' + body)
 
+@stage_prompt("single")
 def prompt_single(tool: dict, fixed: dict) -> list[dict]:
     fx = (" Use exactly these values: " + json.dumps(fixed, ensure_ascii=False) + ".") if fixed else ""
     return _msg("Here is an API:\n" + json.dumps(tool, ensure_ascii=False) + "\nWrite a natural request a user might make that this API answers with one call, "
                 "and the call's parameter values. Fill all required parameters; every value must appear word for word in the request." + fx +
                 ' Answer with a JSON object {"query": "...", "parameters": {...}} only.')
 
+@stage_prompt("query")
 def prompt_query(tool: dict, arguments: dict) -> list[dict]:
     return _msg("Here is an API and one call of it:\n" + json.dumps(tool, ensure_ascii=False) + "\nCall: " +
                 json.dumps({"api": tool["api_name"], "parameters": arguments}, ensure_ascii=False) +
                 "\nWrite a natural request a user might make that this call answers; every parameter value must appear word for word in it. "
                 'Answer with a JSON object {"query": "..."} only.')
 
+@stage_prompt("combos")
 def prompt_combo(candidates: Sequence[dict], max_tools: int) -> list[dict]:
     names = json.dumps([{"api_name": t["api_name"], "api_description": t["api_description"]} for t in candidates], ensure_ascii=False)
     return _msg(f"Here are some APIs:\n{names}\nPick 2 to {max_tools} of them that one user request could need together, in the order they "
                 "would be called (a later API may use an earlier API's result). Answer with a JSON list of api_name strings only.")
 
+@stage_prompt("multi")
 def prompt_multi(tools: Sequence[dict], plan: list[dict], fixed: dict) -> list[dict]:
     fx = (" Use exactly these values where the parameter appears: " + json.dumps(fixed, ensure_ascii=False) + ".") if fixed else ""
     return _msg("APIs:\n" + json.dumps(list(tools), ensure_ascii=False) + "\nCall plan with empty parameter values:\n" + json.dumps(plan, ensure_ascii=False) +
@@ -156,6 +186,7 @@ def prompt_multi(tools: Sequence[dict], plan: list[dict], fixed: dict) -> list[d
                 "call (such as API_call_0) when it should come from that call's result. Then write the user's request that this plan answers." + fx +
                 ' Answer with a JSON object {"query": "...", "calling": [{"api": "...", "parameters": {...}}]} only.')
 
+@stage_prompt("deer_examples")
 def prompt_deer_examples(tool: dict, n: int = 10) -> list[dict]:
     return _msg("API name: " + tool["api_name"] + "\nWhat it does: " + tool.get("description_for_human", "") +
                 "\nDetails: " + tool.get("description_for_model", "")[:1500] +
@@ -163,12 +194,14 @@ def prompt_deer_examples(tool: dict, n: int = 10) -> list[dict]:
                 f"this API answers, each with the call, such as {tool['api_name']}(city='Paris'). Argument values must come from the query. "
                 'Answer with a JSON object {"api_function": "...", "examples": [{"query": "...", "call": "..."}]} only.')
 
+@stage_prompt("deer_filter")
 def prompt_deer_filter(tool: dict, examples: Sequence[dict]) -> list[dict]:
     rows = "\n".join(f"{i}. query: {e['query']}\n   call: {e['call']}" for i, e in enumerate(examples))
     return _msg(f"API: {tool['api_function']} — {tool.get('description_for_human', '')}\nQuery–call pairs:\n{rows}\n"
                 "List the numbers of the pairs that are unreasonable: the call does not serve the query, or an argument value is not given "
                 "by the query. Answer with a JSON list of numbers only ([] when all pairs are fine).")
 
+@stage_prompt("deer_check")
 def prompt_deer_check(signature: str, query: str, call: str) -> list[dict]:
     return _msg(f"API signature: {signature}\nUser query: {query}\nProposed call: {call}\n"
                 "Does the call follow the signature, with every argument value stated in the query or clearly implied by it? Answer YES or NO only.")
@@ -757,94 +790,3 @@ def generated_set(out: str | Path) -> tuple[list, list]:
     full = lambda f: (ds / f).exists() and (ds / f).read_bytes().strip() != b""
     return (read_seal_tools(ds / "tool.jsonl") if full("tool.jsonl") else [],
             read_seal_instances(ds / "generated.jsonl", split="generated") if full("generated.jsonl") else [])
-
-# %% ../nbs/13_generate.ipynb
-class OracleChat(Client):
-    "A `Client` that answers the pipeline prompts from `seal_tools` / `deer_tools` (see above)."
-    def __init__(self, seal_tools: Sequence = (), deer_tools: Sequence = (), model: str = "oracle"):
-        super().__init__()
-        self.model = model
-        self.seal = [t.to_seal_dict() if hasattr(t, "to_seal_dict") else t for t in seal_tools]
-        self.deer = {t.name: t for t in deer_tools}
-
-    @staticmethod
-    def _between(text: str, a: str, b: str) -> str:
-        i = text.index(a) + len(a)
-        return text[i: text.index(b, i)]
-
-    @staticmethod
-    def _grounded(query: str, call: str) -> bool:
-        "The oracle's judgement of a query-call pair: every quoted or numeric argument value of the call appears in the query."
-        from toolpaper.schema import parse_call_expr
-        c = parse_call_expr(call)
-        if c is None: return False
-        return all(str(v).casefold() in query.casefold() for v in c.arguments.values() if isinstance(v, (str, int, float)) and not isinstance(v, bool))
-
-    def _example(self, name: str, p: dict) -> Any:
-        from toolpaper.schema import description_examples
-        ex = description_examples(p.get("description", ""))
-        v = ex[0] if ex else f"{name.replace('_', ' ')} one"
-        return {"int": 3, "float": 2.5, "bool": True}.get(p.get("type"), v)
-
-    def answer(self, text: str) -> str:
-        if text.startswith("Name ") and "broad areas" in text:
-            return repr(list(dict.fromkeys(t["field"].split("/")[0] for t in self.seal)))
-        if text.startswith("The area is "):
-            f = self._between(text, "The area is '", "'")
-            return repr(list(dict.fromkeys(t["field"].split("/", 1)[1] for t in self.seal if t["field"].startswith(f + "/"))))
-        if text.startswith("Invent "):
-            n = int(text.split()[1]); s = self._between(text, "for the topic '", "'"); f = self._between(text, "(area: ", ")")
-            avoid = set(self._between(text, "Do not reuse these names: ", ". Answer").split(", ")) if "Do not reuse" in text else set()
-            return json.dumps([{k: v for k, v in t.items() if k != "field"} for t in self.seal if t["field"] == f"{f}/{s}" and t["api_name"] not in avoid][:n])
-        if text.startswith("Some parameter descriptions"):
-            tools = json.loads(text[text.index("\n") + 1:])
-            return json.dumps({t["api_name"]: {k: str(self._example(k, {"description": d})) for k, d in t["parameters"].items()} for t in tools})
-        if text.startswith("Here is an API:"):
-            t = json.loads(self._between(text, "Here is an API:\n", "\nWrite"))
-            fixed = json.loads(self._between(text, "Use exactly these values: ", ". Answer")) if "Use exactly these values" in text else {}
-            args = {k: fixed.get(k, self._example(k, p)) for k, p in t["parameters"].items() if k in t["required"]} or \
-                   {k: self._example(k, p) for k, p in list(t["parameters"].items())[:1]}
-            q = f"Please {t['api_description'].rstrip('.').lower()}: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in args.items() if not isinstance(v, bool)) + "."
-            return json.dumps({"query": q, "parameters": args})
-        if text.startswith("Here is an API and one call of it:"):
-            t = json.loads(self._between(text, "one call of it:\n", "\nCall: "))
-            args = json.loads(self._between(text, "\nCall: ", "\nWrite"))["parameters"]
-            q = f"Please {t['api_description'].rstrip('.').lower()}: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in args.items() if not isinstance(v, bool)) + "."
-            return json.dumps({"query": q})
-        if text.startswith("Here are some APIs:"):
-            names = [t["api_name"] for t in json.loads(self._between(text, "Here are some APIs:\n", "\nPick"))]
-            return json.dumps(names[:2])
-        if text.startswith("APIs:\n"):
-            tools = {t["api_name"]: t for t in json.loads(self._between(text, "APIs:\n", "\nCall plan"))}
-            plan = json.loads(self._between(text, "Call plan with empty parameter values:\n", "\nFill"))
-            fixed = json.loads(self._between(text, "appears: ", ". Answer")) if "where the parameter appears" in text else {}
-            calls, parts, prev = [], [], None
-            for c in plan:
-                t = tools[c["api"]]; args = {}
-                for k in c["parameters"]:
-                    if prev and t["parameters"][k]["type"] == "str" and k not in fixed and not args: args[k] = prev
-                    else: args[k] = fixed.get(k, self._example(k, t["parameters"][k]))
-                calls.append({"api": c["api"], "parameters": args}); prev = c["responses"][0]
-                parts.append(t["api_description"].rstrip(".").lower() + " (" + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in args.items()
-                                                                                    if not isinstance(v, bool) and not str(v).startswith("API_call_")) + ")")
-            return json.dumps({"query": "First " + ", then ".join(parts) + ".", "calling": calls})
-        if text.startswith("API name: "):
-            name = text[len("API name: "): text.index("\n")]
-            t = self.deer.get(name)
-            if t is None: return "I do not know this API."
-            return json.dumps({"api_function": t.signature, "examples": [{"query": e.query, "call": e.call_text} for e in t.examples]})
-        if text.startswith("API: ") and "Query–call pairs" in text:
-            rows = re.findall(r"^(\d+)\. query: (.*)\n   call: (.*)$", text, re.M)
-            return json.dumps([int(i) for i, q, c in rows if not self._grounded(q, c)])
-        if text.startswith("API signature: "):
-            return "YES" if self._grounded(self._between(text, "User query: ", "\n"), self._between(text, "Proposed call: ", "\n")) else "NO"
-        return "Sorry, I cannot help with that."
-
-    def _complete(self, items, progress=False) -> list[Completion]:
-        out = []
-        for messages, _, _ in items:
-            text = self.answer(messages[-1]["content"] if not isinstance(messages, str) else messages)
-            pt, ct = sum(len(m["content"].split()) for m in messages) if not isinstance(messages, str) else len(messages.split()), len(text.split())
-            self.usage.add(requests=1, prompt_tokens=pt, completion_tokens=ct)
-            out.append(Completion(text, self.model, pt, ct, created=1_700_000_000))
-        return out
