@@ -61,7 +61,7 @@ class LLMError(RuntimeError):
 class CacheMiss(KeyError):
     "Replay mode met a request that was never recorded."
 
-PROMPT_ORIGINS: dict[str, tuple[str, dict]] = {}   # prompt text -> (stage, builder arguments), filled by `toolpaper.generate.stage_prompt`
+PROMPT_ORIGINS: dict[str, tuple[str, dict]] = {}   # hash of a prompt text -> (stage, builder arguments), filled by `toolpaper.generate.stage_prompt`
 
 # %% ../nbs/12_client.ipynb
 @dataclass(frozen=True)

@@ -108,7 +108,11 @@ PROMPT_VERSION = "toolpaper-selfinstruct-2"
 
 def _msg(text: str) -> list[dict]: return [{"role": "user", "content": text}]
 
-from .client import PROMPT_ORIGINS as _ORIGIN   # prompt text -> (stage, the builder's arguments); the newest 50,000, one registry per process
+from .client import PROMPT_ORIGINS as _ORIGIN   # hash of a prompt text -> (stage, the builder's arguments); the newest 50,000, one registry per process
+
+def _text_key(text: str) -> str:
+    import hashlib
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
 
 def stage_prompt(stage: str) -> Callable:
     "Decorator for a prompt builder: remember the stage and the arguments each prompt text was built from (read back with `prompt_origin`)."
@@ -119,8 +123,9 @@ def stage_prompt(stage: str) -> Callable:
         def built(*args, **kw):
             msgs = fn(*args, **kw)
             bound = sig.bind(*args, **kw); bound.apply_defaults()
-            _ORIGIN.pop(msgs[-1]["content"], None)
-            _ORIGIN[msgs[-1]["content"]] = (stage, dict(bound.arguments))
+            key = _text_key(msgs[-1]["content"])            # a hash, not the text: a large run builds many long prompts
+            _ORIGIN.pop(key, None)
+            _ORIGIN[key] = (stage, dict(bound.arguments))
             if len(_ORIGIN) > 50_000: _ORIGIN.pop(next(iter(_ORIGIN)))
             return msgs
         built.stage = stage
@@ -129,7 +134,7 @@ def stage_prompt(stage: str) -> Callable:
 
 def prompt_origin(text: str) -> tuple[str, dict] | None:
     "The stage and builder arguments of a prompt text built in this process, or None (a dry-run client answers from them, not from the wording)."
-    return _ORIGIN.get(text)
+    return _ORIGIN.get(_text_key(text))
 
 @stage_prompt("fields")
 def prompt_fields(n: int) -> list[dict]:
