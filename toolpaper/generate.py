@@ -652,7 +652,8 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(),
     tools, Y["tools"] = _seal_tools(run, subs)
     fixed, Y["backfill"] = _seal_backfill(run, tools.backfill)
     cand = sorted(tools.ready + fixed, key=lambda t: [i for i, (f, s) in enumerate(subs) if t["field"] == f"{f}/{s}"][0])
-    kept, dropped = dedup_tools(cand, cfg.dedup, cfg.name_similarity, cfg.dedup_threshold, embedder)
+    # names were de-duplicated while the tools came in (_seal_tools); only the embedding pass is left
+    kept, dropped = dedup_tools(cand, "embedding", threshold=cfg.dedup_threshold, embedder=embedder) if cfg.dedup in ("embedding", "both") else (cand, {})
     n_in = len(cand) + len(tools.early)
     Y["tools"].kept, Y["dedup"] = len(kept), StageYield(n_in, n_in, n_in, len(kept))
     for row in tools.trace: row["kept"] = sum(t["field"] == f"{row['field']}/{row['subfield']}" for t in kept)
