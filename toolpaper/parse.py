@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast, json, re, warnings
 from typing import Any, Literal
 from pydantic import BaseModel, Field
-from .schema import Call, parse_call_expr, planner_decision
+from .schema import MALFORMED, Call, parse_call_expr, planner_decision
 
 Mode = Literal["compat", "strict"]
 def _check_mode(mode: str) -> str:
@@ -42,7 +42,8 @@ def _seal_compat(text: str) -> SealOutput:
     span = s[m.start():end]
     if not all(k in span for k in ("api", "parameters", "responses")): return SealOutput(format_ok=False, error="api / parameters / responses missing")
     try: items = json.loads(span)
-    except (json.JSONDecodeError, RecursionError) as e: return SealOutput(format_ok=False, error=f"not JSON after quote replacement ({str(e)[:80]})")
+    except (ValueError, RecursionError) as e:       # a JSONDecodeError, or an integer past Python's 4,300-digit limit
+        return SealOutput(format_ok=False, error=f"not JSON after quote replacement ({str(e)[:80]})")
     return SealOutput(format_ok=True, raw=items, calls=_to_calls(items, lenient=True))
 
 # %% ../nbs/04_parse.ipynb
@@ -96,19 +97,26 @@ def load_literal(s: str) -> Any:
 def _load_literal(s: str) -> Any:
     for attempt in (s, _TRAILING_COMMA.sub(r"\1", s)):
         try: return json.loads(attempt)
-        except (json.JSONDecodeError, RecursionError): pass
+        except (ValueError, RecursionError): pass
         try: return ast.literal_eval(attempt)
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError): pass
+        except MALFORMED: pass
         py = _JSON_WORDS.sub(lambda m: m.group(1) or {"true": "True", "false": "False", "null": "None"}[m.group(2)], attempt)
         try: return ast.literal_eval(py)
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError): pass
+        except MALFORMED: pass
     raise ValueError("neither JSON nor a Python literal")
 
 def _get(d: dict, keys) -> Any:
     return next((d[k] for k in keys if k in d), None)
 
+def _text_of(value: Any) -> str | None:
+    "`str(value)`, or None for a value Python will not print (an integer past the 4,300-digit limit, also inside a container)."
+    try: return str(value)
+    except ValueError: return None
+
 def _to_calls(items: Any, lenient: bool = False) -> list[Call] | None:
-    "Calls from a loaded answer; None when it is not a call list (lenient: skip items that are not calls)."
+    """Calls from a loaded answer; None when it is not a call list (lenient: skip items that are not calls).
+    An item is not a call when its tool name is not text, its arguments have a key that is not text (`{1: 2}` reads as
+    a Python literal), or a response cannot be printed."""
     if isinstance(items, dict):
         inner = _get(items, _LIST_KEYS)
         items = inner if isinstance(inner, list) else [items]
@@ -120,9 +128,13 @@ def _to_calls(items: Any, lenient: bool = False) -> list[Call] | None:
             if lenient: continue
             return None
         args = _get(it, _ARG_KEYS)
+        args = args if isinstance(args, dict) else {}
         resp = it.get("responses")
-        calls.append(Call(api=api, arguments=args if isinstance(args, dict) else {},
-                          responses=[str(r) for r in resp] if isinstance(resp, list) else []))
+        resp = [_text_of(r) for r in resp] if isinstance(resp, list) else []
+        if not all(isinstance(k, str) for k in args) or None in resp:
+            if lenient: continue
+            return None
+        calls.append(Call(api=api, arguments=args, responses=resp))
     return calls
 
 def _seal_strict(text: str) -> SealOutput:
@@ -145,11 +157,11 @@ def _seal_strict(text: str) -> SealOutput:
     return SealOutput(format_ok=False, error="no call list found")
 
 def parse_seal(text: Any, mode: Mode = "compat") -> SealOutput:
-    "Parse a Seal-Tools answer (see above). Never raises for any input."
+    """Parse a Seal-Tools answer: compat reads it as the authors' scorer does, strict as the model meant it. Malformed
+    text of any kind gives `format_ok=False` with the reason in `error`; only a bad `mode` raises."""
     _check_mode(mode)
     if not isinstance(text, str): return SealOutput(format_ok=False, error=f"output is {type(text).__name__}, not text")
-    try: return _seal_compat(text) if mode == "compat" else _seal_strict(text)
-    except Exception as e: return SealOutput(format_ok=False, error=f"{type(e).__name__}: {str(e)[:80]}")
+    return _seal_compat(text) if mode == "compat" else _seal_strict(text)
 
 # %% ../nbs/04_parse.ipynb
 DEER_MARKERS = ("Begin", "SearchAPI", "CallAPI", "APIResponse", "NoCallAPI", "End")
@@ -163,28 +175,26 @@ class DeerOutput(BaseModel):
     call: Call | None = None
 
 def parse_deer(text: Any, mode: Mode = "compat") -> DeerOutput:
-    "Parse a generated DEER chain; never raises."
+    """Parse a generated DEER chain into its markers, branch and call (compat: the name before the first `(`; strict: the
+    whole call expression). Malformed text gives an empty or partial `DeerOutput`; only a bad `mode` raises."""
     _check_mode(mode)
     if not isinstance(text, str): return DeerOutput()
-    try:
-        markers = [m for m in re.findall(r"#([A-Za-z]+)#", text) if m in DEER_MARKERS]
-        searched = any(m in markers for m in ("SearchAPI", "CallAPI", "NoCallAPI"))
-        out = DeerOutput(markers=markers, searched=searched, ended="End" in markers)
-        if "#CallAPI#" in text:
-            out.branch = "Call"
-            after = text.split("#CallAPI#", 1)[1]
-            if mode == "compat":
-                seg = text.split("#CallAPI# ", 1)[1] if "#CallAPI# " in text else after
-                out.call_name = seg.split("(", 1)[0]      # as released: everything before the first '(' (all of it when none)
-            else:
-                expr = re.split(r"#(?:APIResponse|End|NoCallAPI|SearchAPI)#", after, maxsplit=1)[0].strip()
-                out.call = parse_call_expr(expr)
-                out.call_name = out.call.api if out.call else None
-        elif "#NoCallAPI#" in text: out.branch = "NoCall"
-        elif out.ended and not searched: out.branch = "NoSearch"
-        return out
-    except Exception:
-        return DeerOutput()
+    markers = [m for m in re.findall(r"#([A-Za-z]+)#", text) if m in DEER_MARKERS]
+    searched = any(m in markers for m in ("SearchAPI", "CallAPI", "NoCallAPI"))
+    out = DeerOutput(markers=markers, searched=searched, ended="End" in markers)
+    if "#CallAPI#" in text:
+        out.branch = "Call"
+        after = text.split("#CallAPI#", 1)[1]
+        if mode == "compat":
+            seg = text.split("#CallAPI# ", 1)[1] if "#CallAPI# " in text else after
+            out.call_name = seg.split("(", 1)[0]      # as released: everything before the first '(' (all of it when none)
+        else:
+            expr = re.split(r"#(?:APIResponse|End|NoCallAPI|SearchAPI)#", after, maxsplit=1)[0].strip()
+            out.call = parse_call_expr(expr)
+            out.call_name = out.call.api if out.call else None
+    elif "#NoCallAPI#" in text: out.branch = "NoCall"
+    elif out.ended and not searched: out.branch = "NoSearch"
+    return out
 
 # %% ../nbs/04_parse.ipynb
 PLAN_LABELS = {"caller": "call", "conclusion": "finish", "give up": "give up"}
@@ -215,7 +225,7 @@ def parse_caller(text: str, mode: Mode = "compat") -> tuple[str | None, str | No
     if raw is not None:
         if mode == "compat":
             try: parsed = json.loads(raw)
-            except (json.JSONDecodeError, RecursionError): parsed = None
+            except (ValueError, RecursionError): parsed = None      # a JSONDecodeError, or an integer past the digit limit
         else:
             body = fenced_blocks(raw)
             try: parsed = load_literal(body[0] if body else raw)
@@ -226,24 +236,22 @@ def parse_caller(text: str, mode: Mode = "compat") -> tuple[str | None, str | No
     return action, raw, parsed
 
 def parse_umi(pred: Any, mode: Mode = "compat") -> UmiStep:
-    "Parse one predicted step (single-string layout or {'planner', 'caller', 'summarizer'} dict); never raises."
+    """Parse one predicted step, given in the authors' single-string layout or as a {'planner', 'caller', 'summarizer'}
+    dict (a value that is not text counts as missing). Malformed text gives empty fields; only a bad `mode` raises."""
     _check_mode(mode)
-    try:
-        if isinstance(pred, dict):
-            planner, caller, answer = pred.get("planner") or "", pred.get("caller"), pred.get("summarizer")
-        elif isinstance(pred, str):
-            head, sep, tail = pred.partition("</s>")
-            planner = re.sub(r"^\s*assistant\s*:\s*", "", head)
-            caller = answer = None
-            if sep:
-                role, _, body = tail.partition(":")
-                if role.strip() == "caller": caller = body.strip()
-                elif role.strip() == "conclusion": answer = body.strip()
-        else: return UmiStep()
-        dec = planner_decision(planner)
-        step = UmiStep(plan=PLAN_LABELS.get(dec) if dec else None, planner=planner.strip(), answer=answer)
-        if isinstance(caller, str):
-            step.action, step.action_input, step.arguments = parse_caller(caller, mode)
-        return step
-    except Exception:
-        return UmiStep()
+    if isinstance(pred, dict):
+        text = lambda k: pred.get(k) if isinstance(pred.get(k), str) else None
+        planner, caller, answer = text("planner") or "", text("caller"), text("summarizer")
+    elif isinstance(pred, str):
+        head, sep, tail = pred.partition("</s>")
+        planner = re.sub(r"^\s*assistant\s*:\s*", "", head)
+        caller = answer = None
+        if sep:
+            role, _, body = tail.partition(":")
+            if role.strip() == "caller": caller = body.strip()
+            elif role.strip() == "conclusion": answer = body.strip()
+    else: return UmiStep()
+    dec = planner_decision(planner)
+    step = UmiStep(plan=PLAN_LABELS.get(dec) if dec else None, planner=planner.strip(), answer=answer)
+    if caller is not None: step.action, step.action_input, step.arguments = parse_caller(caller, mode)
+    return step

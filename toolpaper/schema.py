@@ -11,11 +11,12 @@ from typing import Any, Literal, NamedTuple, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # %% auto 0
-__all__ = ['REF_RE', 'Branch', 'BRANCHES', 'Role', 'PARAM_TYPES', 'TYPE_ALIASES', 'TYPE_LEVELS', 'STRUCT_TYPES', 'TYPE_NAMES',
-           'JSON_TYPES', 'Record', 'Param', 'ResponseField', 'description_examples', 'Call', 'ToolExample', 'Tool',
-           'Ref', 'RefError', 'find_refs', 'producers', 'check_refs', 'dependencies', 'topo_order', 'substitute',
-           'Instance', 'split_call_args', 'parse_call_expr', 'DecisionSample', 'planner_decision', 'Turn', 'Trajectory',
-           'check_turn_order', 'canonical_type', 'known_type', 'as_number', 'fits_type', 'tool_schema']
+__all__ = ['REF_RE', 'MALFORMED', 'Branch', 'BRANCHES', 'Role', 'PARAM_TYPES', 'TYPE_ALIASES', 'TYPE_LEVELS', 'STRUCT_TYPES',
+           'TYPE_NAMES', 'JSON_TYPES', 'Record', 'Param', 'ResponseField', 'description_examples', 'Call',
+           'ToolExample', 'Tool', 'Ref', 'RefError', 'find_refs', 'producers', 'check_refs', 'dependencies',
+           'topo_order', 'substitute', 'Instance', 'split_call_args', 'parse_call_expr', 'DecisionSample',
+           'planner_decision', 'Turn', 'Trajectory', 'check_turn_order', 'canonical_type', 'known_type', 'as_number',
+           'fits_type', 'tool_schema']
 
 # %% ../nbs/00_schema.ipynb
 class Record(BaseModel):
@@ -233,6 +234,11 @@ class Instance(Record):
     def tools(self) -> list[str]: return [c.api for c in self.calls]
 
 # %% ../nbs/00_schema.ipynb
+# What reading malformed text can raise, and all that the readers here catch: a bad literal or JSON (ValueError,
+# SyntaxError; an integer past Python's 4,300-digit limit is a ValueError too), an unhashable dict key (TypeError),
+# nesting too deep (RecursionError, MemoryError). Any other exception is a bug and surfaces.
+MALFORMED = (ValueError, SyntaxError, TypeError, MemoryError, RecursionError)
+
 _CALL_HEAD = re.compile(r"\s*([A-Za-z_][\w.\-]*)\s*\(")
 _KEY = re.compile(r"\s*([A-Za-z_]\w*)\s*=(?!=)")
 _BOUNDARY = re.compile(r"\s*(?:$|,\s*(?:$|[A-Za-z_]\w*\s*=(?!=)|\)))")
@@ -241,12 +247,12 @@ _OPEN, _CLOSE = "([{", ")]}"
 def _literal(raw: str):
     raw = raw.strip()
     try: return ast.literal_eval(raw)
-    except Exception: pass
+    except MALFORMED: pass
     low = raw.lower()
     if low in ("true", "false"): return low == "true"
     if low in ("null", "none"): return None
     try: return json.loads(raw)
-    except Exception: return raw
+    except (ValueError, RecursionError): return raw
 
 def _scan_quoted(s: str, i: int) -> tuple[str, int]:
     "Read a quoted value starting at `s[i]`; return (value, index after the closing quote)."
@@ -266,7 +272,7 @@ def _scan_quoted(s: str, i: int) -> tuple[str, int]:
         j = last if last > i else len(s)
     body = s[i + 1:j]
     try: val = ast.literal_eval(q + body + q)
-    except Exception: val = body
+    except MALFORMED: val = body
     if not isinstance(val, str): val = body
     return val, min(j + 1, len(s))
 
@@ -311,16 +317,13 @@ def _parse_call_expr(text: str, param_names: list[str] | None) -> Call | None:
     if not m: return None
     end = text.rstrip().rfind(")")
     if end < m.end() - 1: end = len(text)   # a call cut off before its closing parenthesis
-    try:
-        args, pos = {}, 0
-        for key, val in split_call_args(text[m.end():end]):
-            if key is None:
-                key = param_names[pos] if param_names and pos < len(param_names) else f"arg{pos}"
-                pos += 1
-            args[key] = val
-        return Call(api=m.group(1), arguments=args)
-    except Exception:
-        return None
+    args, pos = {}, 0
+    for key, val in split_call_args(text[m.end():end]):
+        if key is None:
+            key = param_names[pos] if param_names and pos < len(param_names) else f"arg{pos}"
+            pos += 1
+        args[key] = val
+    return Call(api=m.group(1), arguments=args)
 
 # %% ../nbs/00_schema.ipynb
 Branch = Literal["NoSearch", "NoCall", "Call"]
