@@ -67,3 +67,15 @@ def test_every_p_option_in_the_readme_is_a_notebook_parameter():
     for name in named: assert any(name in p for p in params.values()), f"-p {name} is no experiment's parameter"
     for exp in ("seal_tools", "deer", "alpha_umi"):                  # "-p train_n=... -p test_n=... shrink any of them"
         assert {"train_n", "test_n"} <= params[exp], exp
+
+
+def test_readme_overview_is_the_index_notebook():
+    "nbs/index.ipynb is the source of the overview: its markdown cells before the first code cell open README.md word for word."
+    import nbformat
+    nb = nbformat.read(ROOT / "nbs" / "index.ipynb", as_version=4)
+    head = []
+    for c in nb.cells:
+        if c.cell_type != "markdown": break
+        head.append(c.source)
+    assert head, "nbs/index.ipynb starts with no overview"
+    assert README.startswith("\n\n".join(head)), "README.md's overview differs from nbs/index.ipynb: edit the notebook and copy it over"
