@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 from scipy.optimize import linear_sum_assignment
-from .parse import PLAN_LABELS, UmiStep, parse_caller, parse_deer, parse_seal, parse_umi, _check_mode
+from .parse import PLAN_LABELS, UmiStep, parse_caller, parse_deer, parse_seal, parse_umi, check_mode
 from .schema import REF_RE, Call, DecisionSample, Instance, Tool, Trajectory, as_number, canonical_type, fits_type, planner_decision
 
 # %% auto 0
@@ -163,7 +163,7 @@ def seal_strict_counts(output: Any, gold: Instance) -> tuple[SealCounts, list[st
 # %% ../nbs/05_metrics.ipynb
 def seal_scores(outputs: list[Any], golds: list[Instance], mode: str = "compat", ids: Iterable[str] | None = None) -> dict:
     "Seal-Tools metrics over aligned outputs and gold instances."
-    _check_mode(mode)
+    check_mode(mode)
     keep = set(ids) if ids is not None else None
     count = seal_compat_counts if mode == "compat" else seal_strict_counts
     total, subs, items = SealCounts(), {s: SealCounts() for s in ("single", "multiple", "nested")}, []
@@ -316,7 +316,7 @@ def deer_item(output: Any, gold: DecisionSample, mode: str) -> tuple[DeerCounts,
     return c, why
 
 def deer_scores(outputs: list[Any], golds: list[DecisionSample], mode: str = "compat") -> dict:
-    _check_mode(mode)
+    check_mode(mode)
     total, items = DeerCounts(), []
     for o, g in zip(outputs, golds):
         c, why = deer_item(o, g, mode)
@@ -361,7 +361,7 @@ def rouge_l(hyp: str, ref: str) -> float:
 # %% ../nbs/05_metrics.ipynb
 def umi_scores(predictions: list[Any], golds: list[Trajectory], mode: str = "compat") -> dict:
     "Step-level metrics; `predictions[k]` is a dict mapping step index -> prediction for dialogue k (missing: empty)."
-    _check_mode(mode)
+    check_mode(mode)
     plan, act, hallu, args, rl, hallu_call, items = [], [], [], [], [], [], []
     for k, traj in enumerate(golds):
         names = {t.name for t in traj.tools}
@@ -589,7 +589,7 @@ def resolve_references(task: str, references) -> list:
 def score(task: str, predictions: list[dict], references, mode: str = "compat", n_boot: int = 1000, seed: int = 0,
           lenient: bool = False) -> ScoreResult:
     "Score predictions of `task` ('seal' | 'deer' | 'umi') against references (records, split name or file), with 95% bootstrap intervals."
-    _check_mode(mode)
+    check_mode(mode)
     if task not in ("seal", "deer", "umi"): raise ValueError(f"unknown task {task!r}; choose seal, deer or umi")
     golds = resolve_references(task, references)
     want = {"seal": Instance, "deer": DecisionSample, "umi": Trajectory}[task]

@@ -10,13 +10,14 @@ from pydantic import BaseModel, Field
 from .schema import MALFORMED, Call, parse_call_expr, planner_decision
 
 Mode = Literal["compat", "strict"]
-def _check_mode(mode: str) -> str:
+def check_mode(mode: str) -> str:
+    "`mode` itself when it is 'compat' or 'strict'; a ValueError naming the value otherwise."
     if mode not in ("compat", "strict"): raise ValueError(f"mode must be 'compat' or 'strict', got {mode!r}")
     return mode
 
 # %% auto 0
-__all__ = ['Mode', 'DEER_MARKERS', 'PLAN_LABELS', 'SealOutput', 'fenced_blocks', 'balanced_spans', 'load_literal', 'parse_seal',
-           'DeerOutput', 'parse_deer', 'UmiStep', 'parse_caller', 'parse_umi']
+__all__ = ['Mode', 'DEER_MARKERS', 'PLAN_LABELS', 'check_mode', 'SealOutput', 'fenced_blocks', 'balanced_spans', 'load_literal',
+           'parse_seal', 'DeerOutput', 'parse_deer', 'UmiStep', 'parse_caller', 'parse_umi']
 
 # %% ../nbs/04_parse.ipynb
 class SealOutput(BaseModel):
@@ -159,7 +160,7 @@ def _seal_strict(text: str) -> SealOutput:
 def parse_seal(text: Any, mode: Mode = "compat") -> SealOutput:
     """Parse a Seal-Tools answer: compat reads it as the authors' scorer does, strict as the model meant it. Malformed
     text of any kind gives `format_ok=False` with the reason in `error`; only a bad `mode` raises."""
-    _check_mode(mode)
+    check_mode(mode)
     if not isinstance(text, str): return SealOutput(format_ok=False, error=f"output is {type(text).__name__}, not text")
     return _seal_compat(text) if mode == "compat" else _seal_strict(text)
 
@@ -177,7 +178,7 @@ class DeerOutput(BaseModel):
 def parse_deer(text: Any, mode: Mode = "compat") -> DeerOutput:
     """Parse a generated DEER chain into its markers, branch and call (compat: the name before the first `(`; strict: the
     whole call expression). Malformed text gives an empty or partial `DeerOutput`; only a bad `mode` raises."""
-    _check_mode(mode)
+    check_mode(mode)
     if not isinstance(text, str): return DeerOutput()
     markers = [m for m in re.findall(r"#([A-Za-z]+)#", text) if m in DEER_MARKERS]
     searched = any(m in markers for m in ("SearchAPI", "CallAPI", "NoCallAPI"))
@@ -238,7 +239,7 @@ def parse_caller(text: str, mode: Mode = "compat") -> tuple[str | None, str | No
 def parse_umi(pred: Any, mode: Mode = "compat") -> UmiStep:
     """Parse one predicted step, given in the authors' single-string layout or as a {'planner', 'caller', 'summarizer'}
     dict (a value that is not text counts as missing). Malformed text gives empty fields; only a bad `mode` raises."""
-    _check_mode(mode)
+    check_mode(mode)
     if isinstance(pred, dict):
         text = lambda k: pred.get(k) if isinstance(pred.get(k), str) else None
         planner, caller, answer = text("planner") or "", text("caller"), text("summarizer")
