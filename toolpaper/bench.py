@@ -221,7 +221,7 @@ def _usage(client) -> dict:
 
 def run_bench(cfg: BenchConfig, client, out, progress: bool = False) -> dict:
     "Predict every item not yet in `out/predictions.jsonl`, then score (see above); returns the metrics record."
-    from toolpaper.data import atomic_write_text
+    from toolpaper.io import atomic_write_text
     from tqdm.auto import tqdm
     out = Path(out)
     if out.exists() and not out.is_dir(): raise BenchError(f"--out {out} is a file; give a folder")

@@ -10,15 +10,15 @@ from pathlib import Path
 from typing import Annotated, Any, Callable, Iterator, Literal
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError,
                       model_validator)
+from .io import (DataError, DataMissingError, atomic_write_bytes, atomic_write_text, cache_root, nonfinite_at,
+                          read_json, read_json_list, read_jsonl, read_text, sha256)
 from .schema import (PARAM_TYPES, Call, DecisionSample, Instance, Param, Record, RefError, ResponseField, Tool, ToolExample,
                               Trajectory, Turn, check_refs, description_examples, known_type, parse_call_expr, planner_decision)
 
 # %% auto 0
 __all__ = ['DATASETS', 'ERRATA', 'CHAIN_MARKERS', 'CHAIN_ORDERS', 'UMI_ROLES', 'ARCHIVES', 'SPLITS', 'SAMPLE_ONLY',
-           'ARCHIVE_SPLITS', 'DataError', 'DataMissingError', 'ChecksumError', 'RemoteFile', 'DatasetSpec',
-           'cache_root', 'data_dir', 'is_sample', 'sha256', 'atomic_write_bytes', 'atomic_write_text', 'fetch',
-           'ensure', 'read_text', 'nonfinite_at', 'read_jsonl', 'read_json', 'read_json_list', 'validate',
-           'SealParamRaw', 'SealToolRaw', 'SealCallRaw', 'SealInstanceRaw', 'seal_tool', 'read_seal_tools',
+           'ARCHIVE_SPLITS', 'ChecksumError', 'RemoteFile', 'DatasetSpec', 'data_dir', 'is_sample', 'fetch', 'ensure',
+           'validate', 'SealParamRaw', 'SealToolRaw', 'SealCallRaw', 'SealInstanceRaw', 'seal_tool', 'read_seal_tools',
            'read_seal_instances', 'read_seal_fields', 'FinetuneRecord', 'DprRecord', 'read_seal_finetune',
            'read_seal_dpr', 'DeerToolRaw', 'parse_signature', 'deer_tool', 'read_deer_tools', 'ChainError',
            'split_chain', 'parse_pool', 'parse_chain', 'read_deer_chains', 'read_deer_baseline', 'umi_tool',
@@ -27,16 +27,6 @@ __all__ = ['DATASETS', 'ERRATA', 'CHAIN_MARKERS', 'CHAIN_ORDERS', 'UMI_ROLES', '
            'load_seal_split', 'load_deer_tools', 'load_deer_split', 'to_dataset']
 
 # %% ../nbs/01_data.ipynb
-class DataError(ValueError):
-    "Malformed input data; `file`, `line` (1-based, or a record index for JSON arrays) and `field` say where."
-    def __init__(self, file, message: str, line: int | None = None, field: str | None = None, index: int | None = None):
-        self.file, self.line, self.field, self.index, self.reason = str(file), line, field, index, message
-        where = f"{file}:{line}" if line is not None else (f"{file}[record {index}]" if index is not None else str(file))
-        super().__init__(f"{where}: {field + ': ' if field else ''}{message}")
-
-class DataMissingError(FileNotFoundError):
-    "Files of a registered dataset are absent and could not be downloaded."
-
 class ChecksumError(DataError):
     "A file's sha256 differs from the registry."
 
@@ -109,11 +99,6 @@ def _sample_dir() -> Path:
     import toolpaper
     return Path(toolpaper.__file__).parent / "sample_data"
 
-def cache_root() -> Path:
-    "Per-user cache: `TOOLPAPER_CACHE`, else `$XDG_CACHE_HOME/toolpaper`, else `~/.cache/toolpaper`."
-    if os.environ.get("TOOLPAPER_CACHE"): return Path(os.environ["TOOLPAPER_CACHE"]).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "toolpaper"
-
 def data_dir(path: str | os.PathLike | None = None) -> Path:
     "Resolve the data folder (see above)."
     if path is not None and str(path) == "sample": return _sample_dir()
@@ -122,34 +107,6 @@ def data_dir(path: str | os.PathLike | None = None) -> Path:
     return cache_root() / "data"
 
 def is_sample(d: Path) -> bool: return Path(d).resolve() == _sample_dir().resolve()
-
-# %% ../nbs/01_data.ipynb
-_SHA_CACHE: dict[tuple, str] = {}
-
-def sha256(path: str | os.PathLike) -> str:
-    p = Path(path); st = p.stat()
-    key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
-    if key not in _SHA_CACHE:
-        h = hashlib.sha256()
-        with open(p, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""): h.update(chunk)
-        _SHA_CACHE[key] = h.hexdigest()
-    return _SHA_CACHE[key]
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    "Write `data` to a temporary file beside `path`, then rename it into place (a reader never sees half a file)."
-    p = Path(path); p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        mask = os.umask(0); os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)                 # mkstemp creates 0600; give the file the usual permissions
-        with os.fdopen(fd, "wb") as f: f.write(data); f.flush(); os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True); raise
-    return p
-
-def atomic_write_text(path, text: str) -> Path: return atomic_write_bytes(path, text.encode("utf-8"))
 
 # %% ../nbs/01_data.ipynb
 def fetch(name: str, root: Path, files: list[RemoteFile], timeout: float = 60) -> None:
@@ -198,56 +155,6 @@ def ensure(name: str, paths: list[str] | None = None, root: str | os.PathLike | 
     return base
 
 # %% ../nbs/01_data.ipynb
-def read_text(path) -> str:
-    p = Path(path)
-    if p.is_dir(): raise DataError(p, "is a folder, not a file")
-    if not p.exists(): raise DataMissingError(f"{p}: no such file")
-    raw = p.read_bytes()
-    if not raw.strip(): raise DataError(p, "file is empty")
-    try: return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[:e.start].count(b"\n") + 1
-        raise DataError(p, f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at offset {e.start})", line=line) from None
-
-def nonfinite_at(value: Any) -> str | None:
-    "The location (`a.b[2]`) of the first NaN or infinite number inside `value`, or None (iterative: any depth)."
-    todo = [("", value)]
-    while todo:
-        loc, v = todo.pop()
-        if isinstance(v, float) and not math.isfinite(v): return loc or "(the value)"
-        if isinstance(v, dict): todo.extend((f"{loc}.{k}" if loc else str(k), x) for k, x in reversed(list(v.items())))
-        elif isinstance(v, list): todo.extend((f"{loc}[{i}]", x) for i, x in reversed(list(enumerate(v))))
-    return None
-
-def _loads(text: str, path, line: int | None = None):
-    try: return json.loads(text)
-    except json.JSONDecodeError as e: raise DataError(path, f"invalid JSON ({e.msg} at column {e.colno})", line=line or e.lineno) from None
-    except RecursionError: raise DataError(path, "invalid JSON (nested too deeply)", line=line) from None
-
-def read_jsonl(path, finite: bool = True) -> list[tuple[int, Any]]:
-    "(line number, value) for every non-blank line; a NaN or infinite number is an error naming its field unless `finite=False`."
-    out = []
-    for n, line in enumerate(read_text(path).splitlines(), 1):
-        if not line.strip(): continue
-        v = _loads(line, path, n)
-        bad = nonfinite_at(v) if finite else None
-        if bad: raise DataError(path, "not a finite number (NaN or Infinity)", line=n, field=bad)
-        out.append((n, v))
-    return out
-
-def read_json(path) -> Any:
-    return _loads(read_text(path), path)
-
-def read_json_list(path) -> list[Any]:
-    "The records of a JSON list file; a NaN or infinite number is an error naming its record and field."
-    v = read_json(path)
-    if not isinstance(v, list): raise DataError(path, f"expected a JSON list of records, got {type(v).__name__}")
-    if not v: raise DataError(path, "the list of records is empty")
-    for i, rec in enumerate(v):
-        bad = nonfinite_at(rec)
-        if bad: raise DataError(path, "not a finite number (NaN or Infinity)", index=i, field=bad)
-    return v
-
 def _loc(loc) -> str:
     s = ""
     for part in loc:

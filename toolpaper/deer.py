@@ -195,7 +195,7 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
     from toolpaper.train import SFTConfig, finetune
     from toolpaper.client import LocalClient
     from toolpaper.metrics import ci_pct, pct, retention_ci, retention_scores
-    from toolpaper.data import atomic_write_text
+    from toolpaper.io import atomic_write_text
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter(); timings = {}
     clusters = cluster_tools(tools, m=cfg.clusters, seed=cfg.seed)
@@ -357,7 +357,7 @@ def run_deer_ablation(tools: list[Tool], released_valid: list[DecisionSample], r
     from toolpaper.sampling import build_decision_data, cluster_tools, seeded_subset, tool_split
     from toolpaper.train import SFTConfig, finetune
     from toolpaper.client import LocalClient
-    from toolpaper.data import atomic_write_text
+    from toolpaper.io import atomic_write_text
     if not grid: raise ValueError(f"an empty ablation grid; give {{axis: values}} with axes from {list(ABLATION_AXES)}")
     bad = [a for a in grid if a not in ABLATION_AXES]
     if bad: raise ValueError(f"unknown ablation axis {bad[0]!r}; choose from {list(ABLATION_AXES)}")

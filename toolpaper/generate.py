@@ -680,7 +680,7 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(),
 def _write_result(out: Path, sub: str, client, u0: dict, t0: float, stages: dict, trace: list, report: dict, data: dict,
                   yield_name: str, usage_name: str) -> GenResult:
     "Write a pipeline's dataset files under `out/sub` (`data`: name -> (file, rows); `.jsonl` one row per line, else indented JSON), its yield and usage files."
-    from toolpaper.data import atomic_write_text
+    from toolpaper.io import atomic_write_text
     ds = out / sub
     files = {k: atomic_write_text(ds / f, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows) if f.endswith(".jsonl")
                                   else json.dumps(rows, indent=1, ensure_ascii=False) + "\n") for k, (f, rows) in data.items()}

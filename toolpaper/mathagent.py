@@ -213,7 +213,7 @@ def run_math_experiment(train: Sequence[MathProblem], test: Sequence[MathProblem
     "Trajectories, training, agent and baseline evaluation (see above)."
     from toolpaper.agent import GLPFTConfig, make_agent, run_agent, train_methods
     from toolpaper.client import LocalClient
-    from toolpaper.data import atomic_write_text
+    from toolpaper.io import atomic_write_text
     from toolpaper.tools import ToolEnv
     from toolpaper.umi import UMI_NAMES
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib.util, os, shutil, tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from .data import cache_root
+from .io import cache_root
 
 # %% auto 0
 __all__ = ['MODELS', 'ModelSpec', 'package_dir', 'models_cache', 'convert_gguf', 'make_tiny_llama', 'ensure_model',

@@ -165,12 +165,13 @@ def deer_round_two_prefix(chain: str) -> str | None:
 
 # %% ../nbs/09_prompts.ipynb
 def write_examples(path, examples: Sequence[PromptExample]) -> None:
-    from toolpaper.data import atomic_write_text
+    from toolpaper.io import atomic_write_text
     atomic_write_text(path, "\n".join(json.dumps({"id": e.id, "messages": e.messages, "spans": [list(s) for s in e.spans], "meta": e.meta},
                                                  ensure_ascii=False) for e in examples) + "\n")
 
 def read_examples(path) -> list[PromptExample]:
-    from toolpaper.data import DataError, read_jsonl
+    from toolpaper.io import read_jsonl
+    from toolpaper.data import DataError
     out = []
     for n, obj in read_jsonl(path):
         try:

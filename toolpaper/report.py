@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 import pandas as pd
-from .data import atomic_write_bytes, atomic_write_text
+from .io import atomic_write_bytes, atomic_write_text
 
 # %% auto 0
 __all__ = ['PROFILES', 'EXPERIMENTS', 'VERSIONED', 'check_profile', 'profile_data_root', 'df_markdown', 'Report', 'Experiment',

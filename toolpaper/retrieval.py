@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-from .data import atomic_write_bytes, cache_root
+from .io import atomic_write_bytes, cache_root
 from .schema import Instance, Tool
 
 # %% auto 0

@@ -247,7 +247,7 @@ def to_released_format(samples: list[DecisionSample]) -> list[dict]:
 def save_decision_data(dd: DecisionData, folder) -> dict[str, str]:
     "Write train/valid/test/heldout_nosearch JSON files and info.json; returns {file: sha256}."
     from pathlib import Path
-    from toolpaper.data import atomic_write_text, sha256
+    from toolpaper.io import atomic_write_text, sha256
     folder = Path(folder); out = {}
     for split in ("train", "valid", "test", "heldout_nosearch"):
         p = atomic_write_text(folder / f"{split}.json", json.dumps(to_released_format(getattr(dd, split)), ensure_ascii=False, indent=0))

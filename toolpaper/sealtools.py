@@ -210,7 +210,7 @@ def run_seal_experiment(tools: list[Tool], train: list[Instance], tests: dict[st
     "Fine-tune, answer and score every configured setting (see above); `released` maps 'dev' and each test split to its released prompts (read from `data_root` when needed and not given)."
     from toolpaper.train import SFTConfig, finetune
     from toolpaper.client import LocalClient
-    from toolpaper.data import atomic_write_text
+    from toolpaper.io import atomic_write_text
     from toolpaper.prompts import check_style
     check_style(cfg.prompt_style)
     for s in cfg.settings: _setting_parts(s)

@@ -167,6 +167,6 @@ def finetune(model_name: str, examples: Sequence[PromptExample], cfg: SFTConfig,
     hist = [h for h in trainer.state.log_history if "loss" in h]
     info = {"history": hist, "train_seconds": secs, "tokens": int(sum(ds["length"])), "span_labels": span_labels,
             "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad), "config": asdict(cfg)}
-    from toolpaper.data import atomic_write_text
+    from toolpaper.io import atomic_write_text
     atomic_write_text(Path(cfg.output_dir) / "toolpaper_train.json", json.dumps(info, indent=1, default=str))
     return info

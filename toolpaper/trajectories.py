@@ -126,7 +126,7 @@ def to_umi_records(trajs: Sequence[Trajectory]) -> list[dict]:
              "conversations": [{"from": _TO_UMI[u.role], "value": u.content} for u in t.turns]} for t in trajs]
 
 def save_trajectories(path, trajs: Sequence[Trajectory]) -> None:
-    from toolpaper.data import atomic_write_text
+    from toolpaper.io import atomic_write_text
     atomic_write_text(path, json.dumps(to_umi_records(trajs), ensure_ascii=False, indent=1) + "\n")
 
 # %% ../nbs/17_trajectories.ipynb
@@ -266,7 +266,7 @@ def _templates(folder: str) -> dict:
     out = {}
     for r in ROLES_ALL:
         p = Path(folder) / f"train_{r}.json"
-        from toolpaper.data import read_json
+        from toolpaper.io import read_json
         recs = read_json(p)
         if not isinstance(recs, list) or not recs: raise ValueError(f"{p}: no records to learn the {r} layout from")
         pair = lambda h: any(x["from"] == "assistant" and y["from"] == "caller" for x, y in zip(h, h[1:]))
@@ -348,7 +348,7 @@ def umi_role_spans(role: str, target: str) -> list[tuple[str, str]]:
 
 def write_umi_role_file(path, records: Sequence[dict]) -> None:
     "A role file as the authors' trainer reads it (a JSON list), written atomically."
-    from toolpaper.data import atomic_write_text
+    from toolpaper.io import atomic_write_text
     atomic_write_text(path, json.dumps(list(records), ensure_ascii=False, indent=1) + "\n")
 
 def file_role_examples(path, role: str) -> list[PromptExample]:

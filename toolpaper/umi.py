@@ -82,7 +82,7 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
                        cfg: UmiExpConfig, work_dir: str | Path, ood: Sequence[Trajectory] | None = None) -> UmiRun:
     "Build trajectories, train every method, evaluate (see above); `ood`: dialogues every main-size method is also scored on step by step (the released ToolBench out-of-domain set)."
     from toolpaper.agent import make_agent, realtime_eval, static_predictions, train_methods
-    from toolpaper.data import atomic_write_text
+    from toolpaper.io import atomic_write_text
     from toolpaper.metrics import bootstrap_ci, ci_pct, mean_ci, pct, umi_scores
     from toolpaper.tools import ToolEnv
     from toolpaper.trajectories import TrajConfig, build_corpus, corpus_table
