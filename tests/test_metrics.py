@@ -6,8 +6,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from toolpaper.data import load
 from toolpaper.metrics import (DeerCounts, SealCounts, arg_f1, deer_item, deer_summary, prf, retention_scores, score, seal_compat_counts,
                                seal_gold_answer, seal_strict_counts, umi_gold_steps, umi_scores, values_equal)
-from toolpaper.parse import parse_deer, parse_seal, parse_umi
-from toolpaper.schema import Call, DecisionSample, Instance, Tool
+from toolpaper.parse import parse_caller, parse_deer, parse_seal, parse_umi
+from toolpaper.schema import Call, DecisionSample, Instance, Tool, parse_call_expr
 
 EXE = str(Path(sys.executable).with_name("toolpaper"))
 SAMPLE = [i for s in ("dev", "test_in_domain", "test_out_domain") for i in load(f"seal-tools:{s}", "sample")]
@@ -204,7 +204,17 @@ SEAL_GOLD = [seal_gold_answer(i) for i in SAMPLE]
 DEER_GOLD = [json.loads((Path(__import__("toolpaper").__file__).parent / "sample_data" / "tooldeer" / f).read_text())
              for f in ("valid.json", "test.json")]
 DEER_GOLD = [r["conversations"][1]["value"] for part in DEER_GOLD for r in part]
-outputs = st.one_of(st.text(max_size=300),
+# Pieces of the three output formats plus what breaks readers: quotes, escapes, unbalanced brackets, deep nesting,
+# Python-only literals, integers past Python's 4,300-digit limit, null bytes and non-ASCII text.
+_FORMAT_PIECES = st.sampled_from([
+    "[", "]", "{", "}", "(", ")", ",", ":", "=", "'", '"', "\\", "\n", " ", "```", "```json\n", "\x00", "é", "日",
+    '{"api": ', "'api': ", '"parameters": ', "'responses': ", "'name'", "'arguments'", "'calls'", "API_call_0", "[]", "{}",
+    "True", "None", "null", "true", "1", "-2.5", "1e999", "0x" + "f" * 4000, "1" * 4400, "[" * 120, "(" * 120, "{1: 2}", "{(1,): 2}",
+    "#Begin#", "#End#", "#SearchAPI#", "#CallAPI# ", "#CallAPI#", "#NoCallAPI#", "#APIResponse#", "f(", "g(a=", "x='y'", "k=[1, 'a']",
+    "assistant: ", "</s>", "caller: ", "conclusion: ", "Next: caller.", "Next: conclusion.", "Next: give up.", "Action: ",
+    "Action Input: ", "f\n"])
+_FORMAT_TEXT = st.lists(_FORMAT_PIECES | st.text(max_size=4), max_size=24).map("".join)
+outputs = st.one_of(st.text(max_size=300), _FORMAT_TEXT,
                     st.tuples(st.sampled_from(SEAL_GOLD + DEER_GOLD), st.integers(0, 2**32)).map(lambda t: _mutate(random.Random(t[1]), t[0])),
                     st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=10),
                                  lambda ch: st.lists(ch, max_size=4) | st.dictionaries(st.text(max_size=6), ch, max_size=4), max_leaves=10).map(str))
@@ -215,7 +225,8 @@ outputs = st.one_of(st.text(max_size=300),
 def test_seal_parsers_and_metrics_never_raise(text):
     g = SAMPLE[hash(text) % len(SAMPLE)]
     for mode in ("compat", "strict"):
-        parse_seal(text, mode)
+        out = parse_seal(text, mode)
+        assert out.format_ok == (out.calls is not None) or mode == "compat"
     c, _ = seal_compat_counts(text, g)
     s, _ = seal_strict_counts(text, g)
     assert 0 <= s.correct_tools <= min(s.pred_tools, s.gold_tools) and 0 <= s.correct_params <= min(s.pred_params, s.gold_params)
@@ -229,8 +240,9 @@ def test_seal_parsers_and_metrics_never_raise(text):
 @given(outputs)
 def test_deer_parser_and_metric_never_raise(text):
     g = DEER[hash(text) % len(DEER)]
+    parse_call_expr(text); parse_call_expr(text, ["a", "b"])
     for mode in ("compat", "strict"):
-        parse_deer(text, mode)
+        assert (parse_deer(text, mode).branch == "Call") == ("#CallAPI#" in text)
         c, _ = deer_item(text, g, mode)
         assert all(0.0 <= v <= 1.0 for v in deer_summary(c).values() if v is not None)
 
@@ -240,7 +252,10 @@ def test_deer_parser_and_metric_never_raise(text):
 def test_umi_parser_and_metric_never_raise(text, head, tail):
     pred = head + text + tail + text[::-1]
     for mode in ("compat", "strict"):
-        parse_umi(pred, mode)
+        step = parse_umi(pred, mode)
+        assert step.plan is None or "next:" in pred.lower()
+        parse_umi({"planner": text, "caller": head + text, "summarizer": len(text) or None}, mode)   # a value that is not text counts as missing
+        parse_caller(text, mode)
         m = umi_scores([{0: pred, 1: text}, {0: pred}], TRAJS, mode)["metrics"]
         assert all(0.0 <= v <= 1.0 for k, v in m.items() if k != "n_steps" and v is not None)
 
