@@ -4,12 +4,13 @@
 
 # %% ../nbs/01_data.ipynb 3
 from __future__ import annotations
-import ast, hashlib, json, math, os, re, shutil, tempfile, urllib.request
+import ast, hashlib, json, os, re, shutil, tempfile, urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Callable, Iterator, Literal
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError,
                       model_validator)
+# the file helpers live in toolpaper.io; importing them here also keeps `toolpaper.data.<helper>` working
 from .io import (DataError, DataMissingError, atomic_write_bytes, atomic_write_text, cache_root, nonfinite_at,
                           read_json, read_json_list, read_jsonl, read_text, sha256)
 from .schema import (PARAM_TYPES, Call, DecisionSample, Instance, Param, Record, RefError, ResponseField, Tool, ToolExample,

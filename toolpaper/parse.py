@@ -43,7 +43,7 @@ def _seal_compat(text: str) -> SealOutput:
     span = s[m.start():end]
     if not all(k in span for k in ("api", "parameters", "responses")): return SealOutput(format_ok=False, error="api / parameters / responses missing")
     try: items = json.loads(span)
-    except (ValueError, RecursionError) as e:       # a JSONDecodeError, or an integer past Python's 4,300-digit limit
+    except MALFORMED as e:       # a JSONDecodeError, or an integer past Python's 4,300-digit limit (also a ValueError)
         return SealOutput(format_ok=False, error=f"not JSON after quote replacement ({str(e)[:80]})")
     return SealOutput(format_ok=True, raw=items, calls=_to_calls(items, lenient=True))
 
@@ -98,7 +98,7 @@ def load_literal(s: str) -> Any:
 def _load_literal(s: str) -> Any:
     for attempt in (s, _TRAILING_COMMA.sub(r"\1", s)):
         try: return json.loads(attempt)
-        except (ValueError, RecursionError): pass
+        except MALFORMED: pass
         try: return ast.literal_eval(attempt)
         except MALFORMED: pass
         py = _JSON_WORDS.sub(lambda m: m.group(1) or {"true": "True", "false": "False", "null": "None"}[m.group(2)], attempt)
@@ -226,7 +226,7 @@ def parse_caller(text: str, mode: Mode = "compat") -> tuple[str | None, str | No
     if raw is not None:
         if mode == "compat":
             try: parsed = json.loads(raw)
-            except (ValueError, RecursionError): parsed = None      # a JSONDecodeError, or an integer past the digit limit
+            except MALFORMED: parsed = None      # a JSONDecodeError, or an integer past the digit limit
         else:
             body = fenced_blocks(raw)
             try: parsed = load_literal(body[0] if body else raw)

@@ -234,7 +234,7 @@ class Instance(Record):
     def tools(self) -> list[str]: return [c.api for c in self.calls]
 
 # %% ../nbs/00_schema.ipynb
-# What reading malformed text can raise, and all that the readers here catch: a bad literal or JSON (ValueError,
+# What reading malformed text (JSON or Python literals) can raise, and all that the readers here catch: a bad literal or JSON (ValueError,
 # SyntaxError; an integer past Python's 4,300-digit limit is a ValueError too), an unhashable dict key (TypeError),
 # nesting too deep (RecursionError, MemoryError). Any other exception is a bug and surfaces.
 MALFORMED = (ValueError, SyntaxError, TypeError, MemoryError, RecursionError)
@@ -252,7 +252,7 @@ def _literal(raw: str):
     if low in ("true", "false"): return low == "true"
     if low in ("null", "none"): return None
     try: return json.loads(raw)
-    except (ValueError, RecursionError): return raw
+    except MALFORMED: return raw
 
 def _scan_quoted(s: str, i: int) -> tuple[str, int]:
     "Read a quoted value starting at `s[i]`; return (value, index after the closing quote)."
