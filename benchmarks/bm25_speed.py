@@ -1,10 +1,10 @@
 """Benchmark: rank-bm25 (reference) vs toolpaper's sparse-matrix BM25 on all Seal-Tools queries.
 
-Prints both timings and whether the top-10 rankings agree. Run: `make bench` (or .venv/bin/python benchmarks/bm25_speed.py).
+Prints both timings and whether the top-10 rankings agree. Run: `make bench` (or .venv/bin/python
+benchmarks/bm25_speed.py).
 Target: the sparse path at least 20x faster with identical rankings.
 """
 import time
-import numpy as np
 from toolpaper.data import load
 from toolpaper.retrieval import BM25Retriever, rank_scores
 

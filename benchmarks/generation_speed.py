@@ -1,17 +1,24 @@
-"""Benchmark: local generation, the reference transformers path against toolpaper's engine, on the same prompts in one run.
+"""Benchmark: local generation, the reference transformers path against toolpaper's engine, on the same prompts in
+one run.
 
 Workloads (SmolLM2-135M-Instruct by default, fp32, the threads torch uses here):
-  seal     the cpu-profile Seal-Tools workload: test prompts (8 per test split, stratified, >= 3 nested), BM25 top-5 candidates,
-           at most 160 new tokens; reference = transformers generate, batches of 8 (toolpaper's LocalGenerator until now);
+  seal     the cpu-profile Seal-Tools workload: test prompts (8 per test split, stratified, >= 3 nested), BM25 top-5
+  candidates,
+           at most 160 new tokens; reference = transformers generate, batches of 8 (toolpaper's LocalGenerator until
+           now);
            toolkit = the engine (fp32, and int8 decoding); seconds per prompt, identical outputs, metric deltas
   decode   one sequence at a time: decode tokens per second
-  umi      an alpha-UMi run in rounds, as the real-time agent makes its calls (planner, caller, summarizer prompts of every step of
-           dialogues built from Seal-Tools test_in_domain): prompt tokens, tokens prefilled, and the tokens each step adds (what no
+  umi      an alpha-UMi run in rounds, as the real-time agent makes its calls (planner, caller, summarizer prompts of
+  every step of
+           dialogues built from Seal-Tools test_in_domain): prompt tokens, tokens prefilled, and the tokens each step
+           adds (what no
            cache could avoid)
   deer     DEER few-shot baseline (4 demonstrations, the two-round protocol) on valid samples
-Targets on the 2-core reference machine: seal >= 2x faster than the reference at batch 8 (<= 4.1 s per prompt); decode >= 60 tokens/s
+Targets on the 2-core reference machine: seal >= 2x faster than the reference at batch 8 (<= 4.1 s per prompt);
+decode >= 60 tokens/s
 for one sequence; umi prefilled tokens per step <= the step's new tokens + 5%; deer >= 3x faster.
-Run: .venv/bin/python benchmarks/generation_speed.py [--model smollm2-135m-instruct] [--only seal,decode,umi,deer] [--out reports/benchmarks]
+Run: .venv/bin/python benchmarks/generation_speed.py [--model smollm2-135m-instruct] [--only seal,decode,umi,deer]
+[--out reports/benchmarks]
 """
 import argparse, json, platform, sys, time
 from pathlib import Path
@@ -44,7 +51,9 @@ def seal_workload(model, per_split: int = 8, max_new: int = 160):
     from toolpaper import sealtools as ST
     m, tok, E = engines(model)
     tools = load("seal-tools:tools")
-    insts = ST.subsample(load("seal-tools:test_in_domain"), per_split, 0, 3) + ST.subsample(load("seal-tools:test_out_domain"), per_split, 0, 3)
+    insts = ST.subsample(load("seal-tools:test_in_domain"), per_split, 0, 3) + ST.subsample(
+        load("seal-tools:test_out_domain"), per_split, 0, 3
+    )
     ex = ST.seal_examples(insts, ST.candidates(insts, tools, BM25Retriever("words", with_name=True).fit(tools), 5))
     reqs = [Request(tok(render(tok, e.messages), add_special_tokens=False)["input_ids"], max_new) for e in ex]
     rows, texts = [], {}
@@ -52,11 +61,27 @@ def seal_workload(model, per_split: int = 8, max_new: int = 160):
         outs, secs, st = timed(make, reqs)
         texts[name] = [o.text for o in outs]
         sc = {mode: seal_scores(texts[name], insts, mode)["metrics"] for mode in ("compat", "strict")}
-        split = {} if not st.prefill_seconds else {"prefill s": round(st.prefill_seconds, 1), "decode s": round(st.decode_seconds, 1)}
-        rows.append({"path": name, "prompts": len(reqs), "prompt tokens": sum(len(r.ids) for r in reqs),
-                     "generated tokens": sum(len(o.tokens) for o in outs), "seconds": round(secs, 1), **split, "s / prompt": round(secs / len(reqs), 2),
-                     **{f"{k} ({mode})": round(100 * (v if k == "Format ACC" else v["f1"] or 0), 1) for mode, s in sc.items()
-                        for k, v in (("Format ACC", s["format_acc"]), ("Tool F1", s["tool"]), ("Param F1", s["param"]))}})
+        split = (
+            {}
+            if not st.prefill_seconds
+            else {"prefill s": round(st.prefill_seconds, 1), "decode s": round(st.decode_seconds, 1)}
+        )
+        rows.append(
+            {
+                "path": name,
+                "prompts": len(reqs),
+                "prompt tokens": sum(len(r.ids) for r in reqs),
+                "generated tokens": sum(len(o.tokens) for o in outs),
+                "seconds": round(secs, 1),
+                **split,
+                "s / prompt": round(secs / len(reqs), 2),
+                **{
+                    f"{k} ({mode})": round(100 * (v if k == "Format ACC" else v["f1"] or 0), 1)
+                    for mode, s in sc.items()
+                    for k, v in (("Format ACC", s["format_acc"]), ("Tool F1", s["tool"]), ("Param F1", s["param"]))
+                },
+            }
+        )
         print(f"seal  {name:36s} {secs / len(reqs):6.2f} s/prompt", flush=True)
     ref = next(iter(texts.values()))
     for r, (name, t) in zip(rows, texts.items()):
@@ -77,10 +102,12 @@ def decode_workload(model, n: int = 3, max_new: int = 128):
     ex = ST.seal_examples(insts, ST.candidates(insts, tools, BM25Retriever("words", with_name=True).fit(tools), 5))
     reqs = [Request(tok(render(tok, e.messages), add_special_tokens=False)["input_ids"], max_new) for e in ex]
     rows = []
-    for name, make in {"reference (transformers, one sequence)": lambda: HFEngine(m, tok, batch_size=1),
-                       "toolpaper engine (fp32, no drafts)": lambda: Engine(m, tok, slots=1, draft=0),
-                       "toolpaper engine (fp32, prompt-lookup drafts)": lambda: Engine(m, tok, slots=1),
-                       "toolpaper engine (int8 decode, drafts)": lambda: Engine(m, tok, slots=1, precision="int8")}.items():
+    for name, make in {
+        "reference (transformers, one sequence)": lambda: HFEngine(m, tok, batch_size=1),
+        "toolpaper engine (fp32, no drafts)": lambda: Engine(m, tok, slots=1, draft=0),
+        "toolpaper engine (fp32, prompt-lookup drafts)": lambda: Engine(m, tok, slots=1),
+        "toolpaper engine (int8 decode, drafts)": lambda: Engine(m, tok, slots=1, precision="int8"),
+    }.items():
         gen = dec = 0.0
         for r in reqs:
             eng = make()
@@ -97,16 +124,24 @@ def decode_workload(model, n: int = 3, max_new: int = 128):
 
 
 def umi_workload(model, n_tasks: int = 6):
-    """An alpha-UMi run in rounds, as the real-time agent runs: round s asks every live dialogue's planner (and its caller or
-    summarizer when the step calls for one) with the history up to step s. The history is the gold trajectory's (teacher forcing:
-    the base model does not follow the role format, so its own runs end after one step); the prompts are exactly the agent's."""
+    """An alpha-UMi run in rounds, as the real-time agent runs: round s asks every live dialogue's planner (and
+    its caller or
+    summarizer when the step calls for one) with the history up to step s. The history is the gold trajectory's
+    (teacher forcing:
+    the base model does not follow the role format, so its own runs end after one step); the prompts are exactly the
+    agent's."""
     from toolpaper.client import LocalClient
     from toolpaper.data import load
     from toolpaper.schema import planner_decision
     from toolpaper.trajectories import TrajConfig, build_corpus, caller_messages, planner_messages, summarizer_messages
     tools = load("seal-tools:tools")
-    trajs = [t for t in build_corpus(load("seal-tools:test_in_domain")[:60], tools, TrajConfig(give_up_frac=0, recovery_frac=0.2))
-             if sum(u.role == "planner" for u in t.turns) >= 3][:n_tasks]
+    trajs = [
+        t
+        for t in build_corpus(
+            load("seal-tools:test_in_domain")[:60], tools, TrajConfig(give_up_frac=0, recovery_frac=0.2)
+        )
+        if sum(u.role == "planner" for u in t.turns) >= 3
+    ][:n_tasks]
     steps = [[i for i, u in enumerate(t.turns) if u.role == "planner" and planner_decision(u.content)] for t in trajs]
     rows = []
     for name, kind in [("reference (transformers, batch 8)", "reference"), ("toolpaper engine (fp32)", "auto")]:
@@ -121,9 +156,14 @@ def umi_workload(model, n_tasks: int = 6):
         t0 = time.perf_counter()
         for s in range(max(map(len, steps))):
             live = [(t, st[s]) for t, st in zip(trajs, steps) if s < len(st)]
-            c.generate([planner_messages(t.tools, t.turns[:i]) for t, i in live], max_tokens=48, stop=("Next: caller", "Next: conclusion", "Next: give up"))
+            c.generate(
+                [planner_messages(t.tools, t.turns[:i]) for t, i in live],
+                max_tokens=48,
+                stop=("Next: caller", "Next: conclusion", "Next: give up"),
+            )
             calls = [(t, i) for t, i in live if planner_decision(t.turns[i].content) == "caller"]
-            if calls: c.generate([caller_messages(t.tools, t.turns[:i], t.turns[i].content) for t, i in calls], max_tokens=48)
+            if calls:
+                c.generate([caller_messages(t.tools, t.turns[:i], t.turns[i].content) for t, i in calls], max_tokens=48)
             ends = [(t, i) for t, i in live if planner_decision(t.turns[i].content) == "conclusion"]
             if ends: c.generate([summarizer_messages(t.turns[:i + 1]) for t, i in ends], max_tokens=64)
         secs = time.perf_counter() - t0
@@ -137,10 +177,23 @@ def umi_workload(model, n_tasks: int = 6):
             new += len(ids) - best
             seen.append(ids + out)
         st = c.engine.stats
-        rows.append({"path": name, "dialogues": len(trajs), "model calls": len(log), "prompt tokens": sum(len(i) for i, _ in log),
-                     "new prompt tokens": new, "prefilled tokens": st.prefilled_tokens, "prefilled / new": round(st.prefilled_tokens / max(1, new), 3),
-                     "seconds": round(secs, 1)})
-        print(f"umi   {name:36s} prefilled {st.prefilled_tokens} of {sum(len(i) for i, _ in log)} (new {new}), {secs:.0f} s", flush=True)
+        rows.append(
+            {
+                "path": name,
+                "dialogues": len(trajs),
+                "model calls": len(log),
+                "prompt tokens": sum(len(i) for i, _ in log),
+                "new prompt tokens": new,
+                "prefilled tokens": st.prefilled_tokens,
+                "prefilled / new": round(st.prefilled_tokens / max(1, new), 3),
+                "seconds": round(secs, 1),
+            }
+        )
+        print(
+            f"umi   {name:36s} prefilled {st.prefilled_tokens} of {sum(len(i) for i, _ in log)} (new {new}), "
+            f"{secs:.0f} s",
+            flush=True,
+        )
     for r in rows: r["speed-up"] = round(rows[0]["seconds"] / r["seconds"], 2)
     return rows
 
@@ -160,8 +213,16 @@ def deer_workload(model, n: int = 16, shots: int = 4):
         outs[name] = deer_generate(c, samples, demos=demos, max_new_tokens=96)
         secs = time.perf_counter() - t0
         st = c.engine.stats
-        rows.append({"path": name, "samples": n, "shots": shots, "prompt tokens": st.prompt_tokens, "prefilled tokens": st.prefilled_tokens,
-                     "seconds": round(secs, 1)})
+        rows.append(
+            {
+                "path": name,
+                "samples": n,
+                "shots": shots,
+                "prompt tokens": st.prompt_tokens,
+                "prefilled tokens": st.prefilled_tokens,
+                "seconds": round(secs, 1),
+            }
+        )
         print(f"deer  {name:36s} {secs:.0f} s, prefilled {st.prefilled_tokens} of {st.prompt_tokens}", flush=True)
     ref = next(iter(outs.values()))
     for r, o in zip(rows, outs.values()):
@@ -173,13 +234,21 @@ def deer_workload(model, n: int = 16, shots: int = 4):
 def markdown(res: dict) -> str:
     from toolpaper.report import df_markdown
     import pandas as pd
-    L = [f"# Generation speed ({res['model']}, fp32 weights, {res['threads']} threads, {res['machine']})", "",
-         "Produced by `benchmarks/generation_speed.py` in one run: the reference path (transformers `generate`, what toolpaper used "
-         "before the engine) and the toolkit path on the same prompts. Greedy decoding throughout.", ""]
-    titles = {"seal": "Seal-Tools cpu workload (16 test prompts, BM25 top-5, at most 160 new tokens)",
-              "decode": "Decode speed, one sequence at a time (Seal-Tools prompts, at most 128 new tokens)",
-              "umi": "alpha-UMi run in rounds (planner, caller and summarizer prompts of each step; one base model plays all three roles)",
-              "deer": "DEER few-shot baseline (4 compact demonstrations, two rounds)"}
+    L = [
+        f"# Generation speed ({res['model']}, fp32 weights, {res['threads']} threads, {res['machine']})",
+        "",
+        "Produced by `benchmarks/generation_speed.py` in one run: the reference path (transformers `generate`, what "
+        "toolpaper used "
+        "before the engine) and the toolkit path on the same prompts. Greedy decoding throughout.",
+        "",
+    ]
+    titles = {
+        "seal": "Seal-Tools cpu workload (16 test prompts, BM25 top-5, at most 160 new tokens)",
+        "decode": "Decode speed, one sequence at a time (Seal-Tools prompts, at most 128 new tokens)",
+        "umi": "alpha-UMi run in rounds (planner, caller and summarizer prompts of each step; one base model plays "
+               "all three roles)",
+        "deer": "DEER few-shot baseline (4 compact demonstrations, two rounds)",
+    }
     for k, rows in res["workloads"].items():
         L += [f"## {titles[k]}", "", df_markdown(pd.DataFrame(rows)), ""]
     L += ["## Targets", ""] + [f"- {t}" for t in res["targets"]] + [""]
@@ -192,30 +261,52 @@ def targets(res: dict) -> list[str]:
     if "seal" in W:
         ref, fp, q8 = W["seal"][0], W["seal"][1], W["seal"][2]
         pre = fp.get("prefill s", 0) / fp["prompts"]
-        out.append(f"Seal-Tools workload, <= 4.1 s per prompt: {'met' if fp['s / prompt'] <= 4.1 else 'NOT met'} ({fp['s / prompt']} s with the fp32 engine, "
-                   f"outputs identical {fp['identical outputs']}). >= 2x the reference measured in this run ({ref['s / prompt']} s): "
-                   f"{'met' if fp['speed-up'] >= 2 else 'NOT met'} ({fp['speed-up']}x). Cause of the gap: prefill, {pre:.2f} s per prompt of "
-                   f"~{fp['prompt tokens'] // fp['prompts']}-token prompts, runs at this machine's fp32 matrix-multiply limit on both paths; "
-                   f"the engine's decoding is {(ref['seconds'] - fp.get('prefill s', 0)) / max(fp.get('decode s', 1), 1e-9):.1f}x faster "
-                   f"(reference decode estimated as its total minus the engine's prefill). int8 decode steps: {q8['s / prompt']} s per prompt "
-                   f"({q8['speed-up']}x), outputs identical {q8['identical outputs']}, the metric deltas are in the table.")
+        out.append(
+            f"Seal-Tools workload, <= 4.1 s per prompt: {'met' if fp['s / prompt'] <= 4.1 else 'NOT met'} "
+            f"({fp['s / prompt']} s with the fp32 engine, "
+            f"outputs identical {fp['identical outputs']}). >= 2x the reference measured in this run "
+            f"({ref['s / prompt']} s): "
+            f"{'met' if fp['speed-up'] >= 2 else 'NOT met'} ({fp['speed-up']}x). Cause of the gap: prefill, {pre:.2f} "
+            "s per prompt of "
+            f"~{fp['prompt tokens'] // fp['prompts']}-token prompts, runs at this machine's fp32 matrix-multiply "
+            "limit on both paths; "
+            "the engine's decoding is "
+            f"{(ref['seconds'] - fp.get('prefill s', 0)) / max(fp.get('decode s', 1), 1e-9):.1f}x faster "
+            "(reference decode estimated as its total minus the engine's prefill). int8 decode steps: "
+            f"{q8['s / prompt']} s per prompt "
+            f"({q8['speed-up']}x), outputs identical {q8['identical outputs']}, the metric deltas are in the table."
+        )
     if "decode" in W:
         fp = next(r for r in W["decode"] if "no drafts" in r["path"])
         best = max(W["decode"], key=lambda r: r["tokens / s"])
-        out.append(f"Decode >= 60 tokens/s for one sequence: {'met' if best['tokens / s'] >= 60 else 'NOT met'} (best {best['tokens / s']}: {best['path']}; "
-                   f"fp32 {fp['tokens / s']}). Cause: one decode step reads every weight once; in fp32 that is 540 MB, and this machine's fp32 "
-                   "matrix-vector products over all weights take ~45 ms (measured), a ceiling of ~22 tokens/s before any other work; int8 weights "
-                   "(135 MB) lift it to ~45, and prompt-lookup drafts add what they accept. Only a 4-bit engine (llama.cpp decodes this model "
-                   "at 63 tokens/s here) goes past 60, with different outputs.")
+        out.append(
+            f"Decode >= 60 tokens/s for one sequence: {'met' if best['tokens / s'] >= 60 else 'NOT met'} (best "
+            f"{best['tokens / s']}: {best['path']}; "
+            f"fp32 {fp['tokens / s']}). Cause: one decode step reads every weight once; in fp32 that is 540 MB, and "
+            "this machine's fp32 "
+            "matrix-vector products over all weights take ~45 ms (measured), a ceiling of ~22 tokens/s before any "
+            "other work; int8 weights "
+            "(135 MB) lift it to ~45, and prompt-lookup drafts add what they accept. Only a 4-bit engine (llama.cpp "
+            "decodes this model "
+            "at 63 tokens/s here) goes past 60, with different outputs."
+        )
     if "umi" in W:
         e = W["umi"][1]
-        out.append(f"alpha-UMi, prefilled tokens per step <= the step's new tokens + 5%: {'met' if e['prefilled / new'] <= 1.05 else 'NOT met'} "
-                   f"(the engine prefilled {e['prefilled tokens']} where the steps added {e['new prompt tokens']}, ratio {e['prefilled / new']}; "
-                   f"the reference prefilled {W['umi'][0]['prefilled tokens']}).")
+        out.append(
+            "alpha-UMi, prefilled tokens per step <= the step's new tokens + 5%: "
+            f"{'met' if e['prefilled / new'] <= 1.05 else 'NOT met'} "
+            f"(the engine prefilled {e['prefilled tokens']} where the steps added {e['new prompt tokens']}, ratio "
+            f"{e['prefilled / new']}; "
+            f"the reference prefilled {W['umi'][0]['prefilled tokens']})."
+        )
     if "deer" in W:
         e = W["deer"][1]
-        out.append(f"DEER few-shot baselines >= 3x faster: {'met' if e['speed-up'] >= 3 else 'NOT met'} ({e['speed-up']}x; prefilled "
-                   f"{e['prefilled tokens']} of {e['prompt tokens']} prompt tokens; outputs identical {e['identical outputs']}).")
+        out.append(
+            f"DEER few-shot baselines >= 3x faster: {'met' if e['speed-up'] >= 3 else 'NOT met'} ({e['speed-up']}x; "
+            "prefilled "
+            f"{e['prefilled tokens']} of {e['prompt tokens']} prompt tokens; outputs identical "
+            f"{e['identical outputs']})."
+        )
     return out
 
 
@@ -226,7 +317,12 @@ def main():
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     torch.manual_seed(0)
-    res = {"model": a.model, "threads": torch.get_num_threads(), "machine": f"{platform.machine()}, torch {torch.__version__}", "workloads": {}}
+    res = {
+        "model": a.model,
+        "threads": torch.get_num_threads(),
+        "machine": f"{platform.machine()}, torch {torch.__version__}",
+        "workloads": {},
+    }
     fns = {"seal": seal_workload, "decode": decode_workload, "umi": umi_workload, "deer": deer_workload}
     for k in a.only.split(","):
         t0 = time.perf_counter()

@@ -2,10 +2,11 @@
 
 Prints (and with --out writes as Markdown + JSON) real (non-padding) training tokens per second, model-FLOPs
 utilisation against the measured fp32 matmul peak of this machine, and greedy generation tokens per second.
-Run: .venv/bin/python benchmarks/train_throughput.py [--model smollm2-135m-instruct] [--steps 6] [--out reports/benchmarks]
+Run: .venv/bin/python benchmarks/train_throughput.py [--model smollm2-135m-instruct] [--steps 6] [--out
+reports/benchmarks]
 Targets (CPU): engine >= 2x the naive baseline and >= 50% of the measured peak.
 """
-import argparse, json, os, tempfile, time
+import argparse, json, tempfile, time
 from pathlib import Path
 import torch
 
@@ -42,7 +43,9 @@ def run(model: str, exs, naive: bool, steps: int, batch: int, max_length: int, l
         m = get_peft_model(m, LoraConfig(r=16, lora_alpha=32, target_modules="all-linear", task_type="CAUSAL_LM"))
     labels = ["answer"]
     ds = build_dataset(tok, exs, labels, max_length)
-    cfg = SFTConfig(tempfile.mkdtemp(), max_steps=steps, batch_size=batch, logging_steps=steps, group_by_length=not naive, lr=1e-5)
+    cfg = SFTConfig(
+        tempfile.mkdtemp(), max_steps=steps, batch_size=batch, logging_steps=steps, group_by_length=not naive, lr=1e-5
+    )
     collate = SpanCollator(tok.pad_token_id)
     if naive:   # the usual recipe: every sequence padded to max_length, random order
         base = collate
@@ -51,8 +54,12 @@ def run(model: str, exs, naive: bool, steps: int, batch: int, max_length: int, l
             pad = max_length - out["input_ids"].shape[1]
             if pad > 0:
                 z = lambda t, v: torch.cat([t, torch.full((t.shape[0], pad), v, dtype=t.dtype)], 1)
-                out = {"input_ids": z(out["input_ids"], tok.pad_token_id), "attention_mask": z(out["attention_mask"], 0),
-                       "labels": z(out["labels"], -100), "span_ids": z(out["span_ids"], 0)}
+                out = {
+                    "input_ids": z(out["input_ids"], tok.pad_token_id),
+                    "attention_mask": z(out["attention_mask"], 0),
+                    "labels": z(out["labels"], -100),
+                    "span_ids": z(out["span_ids"], 0),
+                }
             return out
     tr = SpanTrainer(model=m, args=training_args(cfg), train_dataset=ds, data_collator=collate, span_labels=labels)
     t0 = time.perf_counter(); tr.train(); secs = time.perf_counter() - t0
@@ -62,8 +69,13 @@ def run(model: str, exs, naive: bool, steps: int, batch: int, max_length: int, l
     seen = [order[i % len(order)] for i in range(steps * batch)]
     real = sum(ds[i]["length"] for i in seen)
     n_params = sum(p.numel() for p in (m.get_base_model() if lora else m).parameters())
-    flops_per_token = (4 if lora else 6) * n_params     # LoRA: no weight gradients for the frozen matrices
-    return {"seconds": secs, "real_tokens": real, "tokens_per_s": real / secs, "model_flops_per_s": real * flops_per_token / secs}
+    flops_per_token = (4 if lora else 6) * n_params  # LoRA: no weight gradients for the frozen matrices
+    return {
+        "seconds": secs,
+        "real_tokens": real,
+        "tokens_per_s": real / secs,
+        "model_flops_per_s": real * flops_per_token / secs,
+    }
 
 
 def gen_speed(model: str, exs, n: int = 4, new_tokens: int = 32):
@@ -71,7 +83,11 @@ def gen_speed(model: str, exs, n: int = 4, new_tokens: int = 32):
     g = LocalClient(model, device="cpu", batch_size=n)
     g.generate([e.messages for e in exs[:n]], max_tokens=new_tokens)
     u = g.usage
-    return {"generated_tokens": u.completion_tokens, "seconds": u.seconds, "tokens_per_s": u.completion_tokens / u.seconds}
+    return {
+        "generated_tokens": u.completion_tokens,
+        "seconds": u.seconds,
+        "tokens_per_s": u.completion_tokens / u.seconds,
+    }
 
 
 def main():
@@ -86,25 +102,42 @@ def main():
     torch.manual_seed(0)
     peak = matmul_peak()
     exs = examples(a.steps * a.batch)
-    res = {"model": a.model, "lora": not a.full, "threads": torch.get_num_threads(), "fp32_matmul_peak_gflops": peak / 1e9}
+    res = {
+        "model": a.model,
+        "lora": not a.full,
+        "threads": torch.get_num_threads(),
+        "fp32_matmul_peak_gflops": peak / 1e9,
+    }
     for name, naive in (("naive pad-to-max", True), ("toolpaper engine", False)):
         r = run(a.model, exs, naive, a.steps, a.batch, a.max_length, not a.full)
         r["mfu"] = r["model_flops_per_s"] / peak
         res[name] = r
-        print(f"{name:18s} {r['tokens_per_s']:8.1f} real tokens/s   MFU {r['mfu']:.1%}   ({r['real_tokens']} tokens in {r['seconds']:.1f} s)")
+        print(
+            f"{name:18s} {r['tokens_per_s']:8.1f} real tokens/s   MFU {r['mfu']:.1%}   ({r['real_tokens']} tokens in "
+            f"{r['seconds']:.1f} s)"
+        )
     res["speedup"] = res["toolpaper engine"]["tokens_per_s"] / res["naive pad-to-max"]["tokens_per_s"]
     res["generation"] = gen_speed(a.model, exs)
-    print(f"fp32 matmul peak {peak / 1e9:.1f} GFLOP/s; engine speed-up {res['speedup']:.2f}x; generation {res['generation']['tokens_per_s']:.1f} tokens/s")
+    print(
+        f"fp32 matmul peak {peak / 1e9:.1f} GFLOP/s; engine speed-up {res['speedup']:.2f}x; generation "
+        f"{res['generation']['tokens_per_s']:.1f} tokens/s"
+    )
     if a.out:
         from toolpaper.data import atomic_write_text
         out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(out / "train_throughput.json", json.dumps(res, indent=1))
         e, n = res["toolpaper engine"], res["naive pad-to-max"]
-        md = (f"# Training throughput ({a.model}, {'LoRA' if not a.full else 'full'}, batch {a.batch}, {a.steps} steps, {res['threads']} threads)\n\n"
-              f"Measured fp32 matmul peak: {peak / 1e9:.1f} GFLOP/s. Model FLOPs per real token: {'4' if not a.full else '6'} x parameters.\n\n"
-              "| setup | real tokens/s | MFU |\n|:--|--:|--:|\n"
-              f"| naive pad-to-max Trainer | {n['tokens_per_s']:.1f} | {n['mfu']:.1%} |\n| toolpaper engine | {e['tokens_per_s']:.1f} | {e['mfu']:.1%} |\n\n"
-              f"Speed-up {res['speedup']:.2f}x. Greedy generation: {res['generation']['tokens_per_s']:.1f} tokens/s (batch 4).\n")
+        md = (
+            f"# Training throughput ({a.model}, {'LoRA' if not a.full else 'full'}, batch {a.batch}, {a.steps} steps, "
+            f"{res['threads']} threads)\n\n"
+            f"Measured fp32 matmul peak: {peak / 1e9:.1f} GFLOP/s. Model FLOPs per real token: "
+            f"{'4' if not a.full else '6'} x parameters.\n\n"
+            "| setup | real tokens/s | MFU |\n|:--|--:|--:|\n"
+            f"| naive pad-to-max Trainer | {n['tokens_per_s']:.1f} | {n['mfu']:.1%} |\n| toolpaper engine | "
+            f"{e['tokens_per_s']:.1f} | {e['mfu']:.1%} |\n\n"
+            f"Speed-up {res['speedup']:.2f}x. Greedy generation: {res['generation']['tokens_per_s']:.1f} tokens/s "
+            "(batch 4).\n"
+        )
         atomic_write_text(out / "train_throughput.md", md)
         from _index import write_index
         write_index(out)

@@ -1,22 +1,30 @@
-"""alpha-UMi pieces beyond the notebook examples: full fine-tuning copies, the file round trip, the simulator's determinism."""
-import json
-from toolpaper.agent import GLPFTConfig, make_agent, train_methods, static_predictions, SingleAgent, UmiAgent
+"""alpha-UMi pieces beyond the notebook examples: full fine-tuning copies, the file round trip, the simulator's
+determinism."""
+from toolpaper.agent import GLPFTConfig, make_agent, train_methods, static_predictions, UmiAgent
 from toolpaper.data import load, read_umi_steps
 from toolpaper.tools import ToolEnv
 from toolpaper.trajectories import TrajConfig, build_corpus, save_trajectories, split_by_instance
 
 
 def corpus(n=6):
-    return build_corpus(load("seal-tools:dev", "sample")[:n], load("seal-tools:tools", "sample"), TrajConfig(give_up_frac=0.2, recovery_frac=0.2))
+    return build_corpus(
+        load("seal-tools:dev", "sample")[:n],
+        load("seal-tools:tools", "sample"),
+        TrajConfig(give_up_frac=0.2, recovery_frac=0.2),
+    )
 
 
 def test_full_fine_tuning_copies_are_full_models(tmp_path):
     tr = corpus(4)
-    trained = train_methods("tiny-random-llama", tr, tmp_path, GLPFTConfig(lora=False, max_steps=1, batch_size=2), methods=("alpha_umi",))
+    trained = train_methods(
+        "tiny-random-llama", tr, tmp_path, GLPFTConfig(lora=False, max_steps=1, batch_size=2), methods=("alpha_umi",)
+    )
     folders = trained["alpha_umi"]["models"]
     assert len(set(folders.values())) == 3
-    for f in folders.values():       # each role is a full model folder started from the stage-1 folder, not an adapter
-        assert (tmp_path / f.split("/")[-1] / "config.json").exists() and not (tmp_path / f.split("/")[-1] / "adapter_config.json").exists()
+    for f in folders.values():  # each role is a full model folder started from the stage-1 folder, not an adapter
+        assert (tmp_path / f.split("/")[-1] / "config.json").exists() and not (
+            tmp_path / f.split("/")[-1] / "adapter_config.json"
+        ).exists()
     agent = make_agent("alpha_umi", trained, "tiny-random-llama", max_new_tokens=(4, 4, 4))
     assert isinstance(agent, UmiAgent) and agent.planner is not agent.caller
     preds = static_predictions(agent, tr[:1])

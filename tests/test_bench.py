@@ -6,7 +6,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 EXE = Path(sys.executable)
 
-WORKER = r'''
+WORKER = r"""
 import hashlib, json, sys, time
 from toolpaper.bench import BenchConfig, run_bench
 from toolpaper.client import Client, Completion
@@ -20,8 +20,9 @@ class Slow(Client):
             h = hashlib.sha256(json.dumps([p, pre]).encode()).hexdigest()
             out.append(Completion('[{"api": "x%s", "parameters": {}, "responses": []}]' % h[:6], self.model))
         return out
-run_bench(BenchConfig("seal", split="dev", candidates="gold", prompt="toolpaper", chunk=1, n_boot=20, data_dir="sample"), Slow(), sys.argv[1])
-'''
+cfg = BenchConfig("seal", split="dev", candidates="gold", prompt="toolpaper", chunk=1, n_boot=20, data_dir="sample")
+run_bench(cfg, Slow(), sys.argv[1])
+"""
 
 
 def test_bench_killed_and_rerun_loses_and_repeats_nothing(tmp_path):
@@ -30,7 +31,8 @@ def test_bench_killed_and_rerun_loses_and_repeats_nothing(tmp_path):
     out, rng, kills = tmp_path / "killed", random.Random(0), 0
     pred = out / "predictions.jsonl"
     n_lines = lambda: len(pred.read_bytes().splitlines()) if pred.exists() else 0
-    for attempt in range(6):            # killed three times, each time just after (or while) new predictions are written; then run to the end
+    # killed three times, each time just after (or while) new predictions are written; then run to the end
+    for attempt in range(6):
         before = n_lines()
         p = subprocess.Popen([str(EXE), "-c", WORKER, str(out)], stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         if kills < 3:
@@ -68,8 +70,13 @@ def _cli(*args, env=None):
 def server():
     port = _free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    p = subprocess.Popen([str(EXE.with_name("toolpaper")), "serve", "--model", "tiny-random-llama", "--port", str(port)],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    p = subprocess.Popen(
+        [str(EXE.with_name("toolpaper")), "serve", "--model", "tiny-random-llama", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.time() + 180
     while time.time() < deadline:
@@ -86,14 +93,37 @@ def server():
     except subprocess.TimeoutExpired: p.kill()
 
 
-@pytest.mark.parametrize("suite,extra", [("seal", ["--candidates", "gold", "--prompt", "toolpaper"]), ("deer", ["--api", "completions"])])
+@pytest.mark.parametrize(
+    "suite,extra", [("seal", ["--candidates", "gold", "--prompt", "toolpaper"]), ("deer", ["--api", "completions"])]
+)
 def test_bench_over_http_against_toolpaper_serve_equals_local(server, tmp_path, suite, extra):
-    """The same model through `toolpaper serve` and the HTTP client gives the local client's predictions (DEER: the released plain
+    """The same model through `toolpaper serve` and the HTTP client gives the local client's predictions (DEER:
+    the released plain
     template over the completions endpoint, with stops and the second round's prefixes)."""
-    common = ["--limit", "4", "--max-tokens", "10", "--data-dir", "sample", "--no-progress", *[e for e in extra if e not in ("--api", "completions")]]
+    common = [
+        "--limit",
+        "4",
+        "--max-tokens",
+        "10",
+        "--data-dir",
+        "sample",
+        "--no-progress",
+        *[e for e in extra if e not in ("--api", "completions")],
+    ]
     api = ["--api", "completions"] if "--api" in extra else []
-    r = _cli("bench", suite, "--base-url", server, "--model", "tiny-random-llama", "--out", tmp_path / "http", *common, *api,
-             env={**os.environ, "OPENAI_API_KEY": "sk-test"})
+    r = _cli(
+        "bench",
+        suite,
+        "--base-url",
+        server,
+        "--model",
+        "tiny-random-llama",
+        "--out",
+        tmp_path / "http",
+        *common,
+        *api,
+        env={**os.environ, "OPENAI_API_KEY": "sk-test"},
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     r = _cli("bench", suite, "--model", "tiny-random-llama", "--out", tmp_path / "local", *common)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -104,25 +134,42 @@ def test_bench_over_http_against_toolpaper_serve_equals_local(server, tmp_path, 
 
 
 def test_replay_reruns_a_bench_byte_for_byte_offline(tmp_path):
-    args = ["--limit", "3", "--max-tokens", "8", "--data-dir", "sample", "--no-progress", "--prompt", "toolpaper"]   # the sample has no released role layouts
+    # the sample has no released role layouts
+    args = ["--limit", "3", "--max-tokens", "8", "--data-dir", "sample", "--no-progress", "--prompt", "toolpaper"]
     r = _cli("bench", "umi", "--split", "seal_heldout", "--model", "tiny-random-llama", "--out", tmp_path / "a", *args)
     assert r.returncode == 0, r.stderr[-2000:]
-    r = _cli("bench", "umi", "--split", "seal_heldout", "--replay", tmp_path / "a" / "requests.jsonl", "--out", tmp_path / "b", *args)
+    r = _cli(
+        "bench",
+        "umi",
+        "--split",
+        "seal_heldout",
+        "--replay",
+        tmp_path / "a" / "requests.jsonl",
+        "--out",
+        tmp_path / "b",
+        *args,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert (tmp_path / "a" / "predictions.jsonl").read_bytes() == (tmp_path / "b" / "predictions.jsonl").read_bytes()
     ma, mb = (json.loads((tmp_path / x / "metrics.json").read_text()) for x in "ab")
     assert ma["modes"] == mb["modes"]
 
 
-@pytest.mark.parametrize("args,expect", [
-    (["bench", "seal", "--model", "m", "--split", "valid"], "unknown seal split 'valid'"),
-    (["bench", "deer", "--replay", "{tmp}"], "is a folder"),
-    (["bench", "deer", "--model", "tiny-random-llama", "--out", "{tmp}/file.txt"], "is a file"),
-    (["eval", "seal", "--pred", "{tmp}", "--gold", "seal-tools:dev@sample"], "is a folder"),
-    (["eval", "seal", "--pred", "{tmp}/dup.jsonl", "--gold", "seal-tools:dev@sample"], "dup.jsonl:2: id: duplicate id 'dev-easy-0'"),
-    (["eval", "seal", "--pred", "{tmp}/nojson.jsonl", "--gold", "seal-tools:dev@sample"], "nojson.jsonl:2"),
-    (["eval", "seal", "--pred", "{tmp}/noid.jsonl", "--gold", "seal-tools:dev@sample"], "noid.jsonl:1: id:"),
-])
+@pytest.mark.parametrize(
+    "args,expect",
+    [
+        (["bench", "seal", "--model", "m", "--split", "valid"], "unknown seal split 'valid'"),
+        (["bench", "deer", "--replay", "{tmp}"], "is a folder"),
+        (["bench", "deer", "--model", "tiny-random-llama", "--out", "{tmp}/file.txt"], "is a file"),
+        (["eval", "seal", "--pred", "{tmp}", "--gold", "seal-tools:dev@sample"], "is a folder"),
+        (
+            ["eval", "seal", "--pred", "{tmp}/dup.jsonl", "--gold", "seal-tools:dev@sample"],
+            "dup.jsonl:2: id: duplicate id 'dev-easy-0'",
+        ),
+        (["eval", "seal", "--pred", "{tmp}/nojson.jsonl", "--gold", "seal-tools:dev@sample"], "nojson.jsonl:2"),
+        (["eval", "seal", "--pred", "{tmp}/noid.jsonl", "--gold", "seal-tools:dev@sample"], "noid.jsonl:1: id:"),
+    ],
+)
 def test_bad_input_is_one_clear_error(tmp_path, args, expect):
     (tmp_path / "file.txt").write_text("x")
     (tmp_path / "dup.jsonl").write_text('{"id": "dev-easy-0", "output": ""}\n{"id": "dev-easy-0", "output": ""}\n')
@@ -134,9 +181,11 @@ def test_bad_input_is_one_clear_error(tmp_path, args, expect):
 
 
 TOOLS_TEMPLATE = (
-    "{% if tools %}<|im_start|>system\nTools:\n{% for t in tools %}{{ t | tojson }}\n{% endfor %}<|im_end|>\n{% endif %}"
+    "{% if tools %}<|im_start|>system\nTools:\n{% for t in tools %}{{ t | tojson }}\n{% endfor %}<|im_end|>\n{% endif "
+    "%}"
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 def test_native_prompt_renders_tools_through_the_chat_template(tmp_path):
@@ -151,8 +200,15 @@ def test_native_prompt_renders_tools_through_the_chat_template(tmp_path):
     c = LocalClient("tiny-random-llama", loaded=(model, tok))
     seen = []
     inner = c.engine.generate
-    c.engine.generate = lambda reqs, progress=False: (seen.extend(tok.decode(r.ids) for r in reqs), inner(reqs, progress))[1]
-    res = run_bench(BenchConfig("seal", prompt="native", candidates="gold", limit=2, max_tokens=4, data_dir="sample"), c, tmp_path / "native")
+    c.engine.generate = lambda reqs, progress=False: (
+        seen.extend(tok.decode(r.ids) for r in reqs),
+        inner(reqs, progress),
+    )[1]
+    res = run_bench(
+        BenchConfig("seal", prompt="native", candidates="gold", limit=2, max_tokens=4, data_dir="sample"),
+        c,
+        tmp_path / "native",
+    )
     assert res["n_items"] == 2 and all('"type": "function"' in p and '"parameters"' in p for p in seen)
 
 
@@ -161,4 +217,8 @@ def test_export_openai_tools(tmp_path):
     assert r.returncode == 0, r.stderr
     tools = json.loads((tmp_path / "seal-tools__tools.openai-tools.json").read_text())
     f = tools[0]["function"]
-    assert tools[0]["type"] == "function" and f["parameters"]["type"] == "object" and set(f["parameters"]["required"]) <= set(f["parameters"]["properties"])
+    assert (
+        tools[0]["type"] == "function"
+        and f["parameters"]["type"] == "object"
+        and set(f["parameters"]["required"]) <= set(f["parameters"]["properties"])
+    )

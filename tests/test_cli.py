@@ -1,5 +1,5 @@
 """The console script: data check / export, and reproduce on the smoke profile."""
-import json, os, subprocess, sys
+import json, subprocess, sys
 from pathlib import Path
 from toolpaper.cli import main
 
@@ -8,7 +8,9 @@ EXE = str(Path(sys.executable).with_name("toolpaper"))
 
 
 def test_data_check_on_released(released):
-    r = subprocess.run([EXE, "data", "check", "--data-dir", str(released), "--no-download"], capture_output=True, text=True)
+    r = subprocess.run(
+        [EXE, "data", "check", "--data-dir", str(released), "--no-download"], capture_output=True, text=True
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "all files verified" in r.stdout
     assert "seal-tools:dev: 700 records" in r.stdout and "tooldeer:tools: 977 records" in r.stdout
@@ -16,11 +18,14 @@ def test_data_check_on_released(released):
     assert r.stdout.count("OK ") == sum(len(spec.files) for spec in DATASETS.values()) == 23
     assert "alpha-umi:toolbench/test_out_domain: 400 records" in r.stdout
     assert "gsm8k:train: 7473 records" in r.stdout and "gsm8k:test: 1319 records" in r.stdout
-    assert "math/MATH (archive" in r.stdout                    # listed, not required: it is fetched on a connected machine
+    # listed, not required: it is fetched on a connected machine
+    assert "math/MATH (archive" in r.stdout
 
 
 def test_data_check_reports_missing(tmp_path):
-    r = subprocess.run([EXE, "data", "check", "--data-dir", str(tmp_path), "--no-download"], capture_output=True, text=True)
+    r = subprocess.run(
+        [EXE, "data", "check", "--data-dir", str(tmp_path), "--no-download"], capture_output=True, text=True
+    )
     assert r.returncode == 1 and "MISSING  seal-tools/tool.jsonl" in r.stdout
 
 
@@ -42,11 +47,27 @@ def test_data_export_released(tmp_path, released):
 
 
 def test_reproduce_smoke(tmp_path):
-    "The reproduce mechanics (papermill runs, parameters, manifest, index) on the quick experiments; every experiment notebook runs at smoke in test_notebooks."
+    """The reproduce mechanics (papermill runs, parameters, manifest, index) on the quick experiments; every experiment
+    notebook runs at smoke in test_notebooks."""
     out = tmp_path / "reports"
     quick = ["dataset_stats", "metric_audit", "deer_sampling", "generation_yield"]
-    r = subprocess.run([EXE, "reproduce", "--profile", "smoke", "--out", str(out), "--no-progress", "-p", "data_dir=sample",
-                        *[x for q in quick for x in ("--only", q)]], capture_output=True, text=True, cwd=ROOT)
+    r = subprocess.run(
+        [
+            EXE,
+            "reproduce",
+            "--profile",
+            "smoke",
+            "--out",
+            str(out),
+            "--no-progress",
+            "-p",
+            "data_dir=sample",
+            *[x for q in quick for x in ("--only", q)],
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     man = json.loads((out / "manifest.json").read_text())
     assert man["profile"] == "smoke" and man["experiments"]["dataset_stats"]["status"] == "ok"
@@ -69,5 +90,10 @@ def test_reproduce_rejects_unknown_experiment(capsys):
 
 
 def test_reproduce_rejects_unknown_parameter(tmp_path):
-    r = subprocess.run([EXE, "reproduce", "--profile", "smoke", "--out", str(tmp_path), "-p", "modle=x"], capture_output=True, text=True, cwd=ROOT)
+    r = subprocess.run(
+        [EXE, "reproduce", "--profile", "smoke", "--out", str(tmp_path), "-p", "modle=x"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert r.returncode == 2 and "no parameter(s) ['modle']" in r.stderr

@@ -1,6 +1,5 @@
 """The OpenAI-compatible client and record/replay against a stub server on 127.0.0.1 that injects faults."""
 import http.server, json, threading, time
-from pathlib import Path
 import pytest
 from toolpaper.client import CacheMiss, LLMError, OpenAIClient, RecordReplay
 
@@ -21,7 +20,8 @@ class Stub(http.server.BaseHTTPRequestHandler):
         fault = word.split("-")[0]
         first = n == 1
         if fault == "always500" or (fault == "500" and first): return self._send(500, b'{"error": {"message": "boom"}}')
-        if fault == "429" and first: return self._send(429, b'{"error": {"message": "slow down"}}', {"retry-after": "0"})
+        if fault == "429" and first:
+            return self._send(429, b'{"error": {"message": "slow down"}}', {"retry-after": "0"})
         if fault == "bad400": return self._send(400, b'{"error": {"message": "bad request"}}')
         if fault == "slow" and first: time.sleep(1.5)
         msg = {"role": "assistant", "content": f"answer to {word}"}
@@ -54,8 +54,19 @@ def server():
 
 
 def client(url, **kw):
-    return OpenAIClient("stub-model", concurrency=3, base_url=url, timeout=1.0, max_retries=3, backoff=0.01, jitter=0.5, max_wait=0.05, seed=0,
-                      prices=(1.0, 2.0), **kw)
+    return OpenAIClient(
+        "stub-model",
+        concurrency=3,
+        base_url=url,
+        timeout=1.0,
+        max_retries=3,
+        backoff=0.01,
+        jitter=0.5,
+        max_wait=0.05,
+        seed=0,
+        prices=(1.0, 2.0),
+        **kw,
+    )
 
 
 def test_faults_are_retried_and_counted(server, monkeypatch):
@@ -111,6 +122,11 @@ def test_cache_tolerates_a_line_cut_by_a_crash(tmp_path):
 def test_tools_are_sent_and_tool_calls_come_back_as_text(server):
     from toolpaper.bench import native_calls
     c = client(server)
-    tools = [{"type": "function", "function": {"name": "getWeather", "description": "", "parameters": {"type": "object", "properties": {}}}}]
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": "getWeather", "description": "", "parameters": {"type": "object", "properties": {}}},
+        }
+    ]
     [text] = c.generate([{"messages": [{"role": "user", "content": "ok-tools"}], "tools": tools}], max_tokens=5)
     assert json.loads(native_calls(text)) == [{"api": "getWeather", "parameters": {"city": "Lima"}, "responses": []}]

@@ -1,10 +1,10 @@
 """Loaders on the released data (the counts the papers' data must give) and on corrupted copies (precise errors)."""
-import functools, http.server, json, os, shutil, threading
+import functools, http.server, json, shutil, threading
 from collections import Counter
 from pathlib import Path
 import pytest
 from toolpaper import data as D
-from toolpaper.schema import Instance, DecisionSample, Trajectory
+from toolpaper.schema import Trajectory
 
 
 # ---------------------------------------------------------------- released data
@@ -16,14 +16,24 @@ def test_seal_tools_counts(released):
     for split, (n, single, multiple, nested) in expect.items():
         inst = D.load_seal_split(split, released)
         kinds = Counter(i.kind for i in inst)
-        assert (len(inst), kinds["single"], kinds["multiple"], sum(i.nested for i in inst)) == (n, single, multiple, nested)
+        assert (len(inst), kinds["single"], kinds["multiple"], sum(i.nested for i in inst)) == (
+            n,
+            single,
+            multiple,
+            nested,
+        )
         # the id's easy/difficult marker agrees with the number of calls
         assert all(("easy" in i.id) == (i.kind == "single") for i in inst)
 
 
 def test_seal_errata_is_the_only_forward_reference(released):
-    noted = [(i.id, i.notes) for s in D.SPLITS if s.startswith("seal-tools:") and s.split(":")[1] in ("dev", "test_in_domain", "test_out_domain")
-             for i in D.load(s, released) if i.notes]
+    noted = [
+        (i.id, i.notes)
+        for s in D.SPLITS
+        if s.startswith("seal-tools:") and s.split(":")[1] in ("dev", "test_in_domain", "test_out_domain")
+        for i in D.load(s, released)
+        if i.notes
+    ]
     assert [n[0] for n in noted] == ["test_out_domain-difficult-241"]
 
 
@@ -45,7 +55,11 @@ def test_deer_counts(released):
     assert Counter(s.branch for s in valid) == {"Call": 526, "NoCall": 346, "NoSearch": 193}
     assert Counter(s.branch for s in test) == {"Call": 445, "NoCall": 298}
     assert all(len(s.candidates) == 5 for s in valid + test if s.branch != "NoSearch")
-    assert all(s.gold_call is not None and s.gold_call.api in {c.name for c in s.candidates} | {s.gold_call.api} for s in valid if s.branch == "Call")
+    assert all(
+        s.gold_call is not None and s.gold_call.api in {c.name for c in s.candidates} | {s.gold_call.api}
+        for s in valid
+        if s.branch == "Call"
+    )
     assert len(D.load("tooldeer:baselines/tool_bench", released)) == 200
     assert len(D.load("tooldeer:baselines/tool_corpus", released)) == 126
 
@@ -54,17 +68,27 @@ def test_registry_matches_shared_sha256sums(released):
     sums = dict(line.split()[::-1] for line in (released / "SHA256SUMS").read_text().splitlines() if line.strip())
     reg = {f"./{name}/{f.path}": f.sha256 for name, spec in D.DATASETS.items() for f in spec.files}
     assert {k: sums.get(k) for k in reg} == reg
-    assert all(k.startswith("./gsm8k/") for k in set(sums) - set(reg))       # GSM8K is registered with the math agent (issue 18)
+    # GSM8K is registered with the math agent (issue 18)
+    assert all(k.startswith("./gsm8k/") for k in set(sums) - set(reg))
 
 
 def test_alpha_umi_released_dialogues_load_as_released(released):
     from toolpaper.metrics import umi_gold_steps
-    with pytest.warns(UserWarning, match=r"out_of_domain.json\[record 273\]: conversations\[\d+\]: an observation must follow a caller turn; kept as released"):
+
+    with pytest.warns(
+        UserWarning,
+        match=r"out_of_domain.json\[record 273\]: conversations\[\d+\]: an observation must follow a caller turn; "
+              r"kept as released",
+    ):
         trajs = D.load("alpha-umi:toolbench/test_out_domain", released)
     assert len(trajs) == 400 and sum(len(umi_gold_steps(t)) for t in trajs) == 1547
     with pytest.raises(D.DataError, match=r"record 273\]: conversations\[\d+\]"):
-        D.read_umi_steps(released / "alpha-umi" / "toolbench" / "test" / "out_of_domain.json")     # strict: the check for toolpaper's own files
-    counts = {r: len(D.load(f"alpha-umi:toolbench/train_{r}", released)) for r in ("backbone", "planner", "caller", "summarizer")}
+        # strict: the check for toolpaper's own files
+        D.read_umi_steps(released / "alpha-umi" / "toolbench" / "test" / "out_of_domain.json")
+    counts = {
+        r: len(D.load(f"alpha-umi:toolbench/train_{r}", released))
+        for r in ("backbone", "planner", "caller", "summarizer")
+    }
     assert counts == {"backbone": 79, "planner": 79, "caller": 59, "summarizer": 14}
 
 
@@ -82,7 +106,21 @@ def test_eval_umi_on_the_released_file_scores_its_gold_echo(released, tmp_path):
             caller = f"Action: {st.action}\nAction Input: {st.action_input}" if st.plan == "call" else None
             recs.append({"id": f"{k}:{s}", "planner": st.planner, "caller": caller, "summarizer": st.answer})
     (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
-    assert main(["eval", "umi", "--pred", str(tmp_path / "p.jsonl"), "--gold", str(path), "--json", str(tmp_path / "m.json")]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "umi",
+                "--pred",
+                str(tmp_path / "p.jsonl"),
+                "--gold",
+                str(path),
+                "--json",
+                str(tmp_path / "m.json"),
+            ]
+        )
+        == 0
+    )
     m = json.loads((tmp_path / "m.json").read_text())
     assert m["plan_acc"] == 1.0 and m["act_em"] == 1.0 and m["n_steps"] == 1547
 
@@ -145,33 +183,61 @@ def test_truncated_json_line(tmp_path):
 
 def test_missing_field(tmp_path):
     rows = [json.loads(x) for x in lines("tool.jsonl")]; del rows[2]["api_description"]
-    expect(lambda: D.read_seal_tools(write(tmp_path / "tool.jsonl", rows)), "tool.jsonl:3:", "api_description", "Field required")
+    expect(
+        lambda: D.read_seal_tools(write(tmp_path / "tool.jsonl", rows)),
+        "tool.jsonl:3:",
+        "api_description",
+        "Field required",
+    )
 
 
 def test_wrong_type(tmp_path):
     rows = [json.loads(x) for x in lines("dev.jsonl")]; rows[6]["calling"][1]["parameters"] = ["not", "a", "dict"]
-    expect(lambda: D.read_seal_instances(write(tmp_path / "dev.jsonl", rows)), "dev.jsonl:7:", "calling[1].parameters", "dictionary")
+    expect(
+        lambda: D.read_seal_instances(write(tmp_path / "dev.jsonl", rows)),
+        "dev.jsonl:7:",
+        "calling[1].parameters",
+        "dictionary",
+    )
 
 
 def test_dangling_reference(tmp_path):
     rows = [json.loads(x) for x in lines("dev.jsonl")]; rows[5]["calling"][1]["parameters"]["flight_id"] = "API_call_9"
-    expect(lambda: D.read_seal_instances(write(tmp_path / "dev.jsonl", rows)), "dev.jsonl:6:", "calling[1].parameters.flight_id", "no call produces")
+    expect(
+        lambda: D.read_seal_instances(write(tmp_path / "dev.jsonl", rows)),
+        "dev.jsonl:6:",
+        "calling[1].parameters.flight_id",
+        "no call produces",
+    )
 
 
 def test_forward_reference(tmp_path):
     rows = [json.loads(x) for x in lines("dev.jsonl")]; r = rows[5]
     r["calling"][0]["parameters"]["origin"] = r["calling"][1]["responses"][0]
-    expect(lambda: D.read_seal_instances(write(tmp_path / "dev.jsonl", rows)), "dev.jsonl:6:", "calling[0].parameters.origin", "later call 1")
+    expect(
+        lambda: D.read_seal_instances(write(tmp_path / "dev.jsonl", rows)),
+        "dev.jsonl:6:",
+        "calling[0].parameters.origin",
+        "later call 1",
+    )
 
 
 def test_duplicate_tool_name(tmp_path):
     rows = lines("tool.jsonl"); rows.append(rows[0])
-    expect(lambda: D.read_seal_tools(write(tmp_path / "tool.jsonl", rows)), f"tool.jsonl:{len(rows)}:", "api_name", "duplicate tool name", "first on line 1")
+    expect(
+        lambda: D.read_seal_tools(write(tmp_path / "tool.jsonl", rows)),
+        f"tool.jsonl:{len(rows)}:",
+        "api_name",
+        "duplicate tool name",
+        "first on line 1",
+    )
 
 
 def test_duplicate_instance_id(tmp_path):
     rows = lines("dev.jsonl"); rows.append(rows[2])
-    expect(lambda: D.read_seal_instances(write(tmp_path / "dev.jsonl", rows)), f"dev.jsonl:{len(rows)}:", "duplicate id")
+    expect(
+        lambda: D.read_seal_instances(write(tmp_path / "dev.jsonl", rows)), f"dev.jsonl:{len(rows)}:", "duplicate id"
+    )
 
 
 def test_required_not_a_parameter(tmp_path):
@@ -188,7 +254,9 @@ def test_empty_file(tmp_path):
 
 def test_non_utf8_bytes(tmp_path):
     raw = (SAMPLE_SEAL / "dev.jsonl").read_bytes().split(b"\n")
-    raw[3] = raw[3].replace(b"weather", b"w\xe9ather", 1) if b"weather" in raw[3] else raw[3][:20] + b"\xff" + raw[3][20:]
+    raw[3] = (
+        raw[3].replace(b"weather", b"w\xe9ather", 1) if b"weather" in raw[3] else raw[3][:20] + b"\xff" + raw[3][20:]
+    )
     (tmp_path / "dev.jsonl").write_bytes(b"\n".join(raw))
     expect(lambda: D.read_seal_instances(tmp_path / "dev.jsonl"), "dev.jsonl:4:", "not valid UTF-8")
 
@@ -197,14 +265,23 @@ def test_unknown_chain_marker(tmp_path):
     rows = json.loads((SAMPLE_DEER / "valid.json").read_text())
     rows[4]["conversations"][1]["value"] = rows[4]["conversations"][1]["value"].replace("#CallAPI#", "#MaybeCallAPI#")
     (tmp_path / "valid.json").write_text(json.dumps(rows))
-    expect(lambda: D.read_deer_chains(tmp_path / "valid.json", "valid"), "valid.json[record 4]", "conversations[1].value", "unknown marker #MaybeCallAPI#")
+    expect(
+        lambda: D.read_deer_chains(tmp_path / "valid.json", "valid"),
+        "valid.json[record 4]",
+        "conversations[1].value",
+        "unknown marker #MaybeCallAPI#",
+    )
 
 
 def test_chain_marker_order(tmp_path):
     rows = json.loads((SAMPLE_DEER / "valid.json").read_text())
     rows[0]["conversations"][1]["value"] = "#Begin# hmm #CallAPI# weather_now(city='x') #End#"
     (tmp_path / "valid.json").write_text(json.dumps(rows))
-    expect(lambda: D.read_deer_chains(tmp_path / "valid.json", "valid"), "valid.json[record 0]", "none of the three branches")
+    expect(
+        lambda: D.read_deer_chains(tmp_path / "valid.json", "valid"),
+        "valid.json[record 0]",
+        "none of the three branches",
+    )
 
 
 def test_umi_turn_order(tmp_path):
@@ -218,7 +295,12 @@ def test_umi_unknown_role(tmp_path):
     rows = json.loads((D.data_dir("sample") / "alpha-umi" / "steps.json").read_text())
     rows[1]["conversations"][1]["from"] = "critic"
     (tmp_path / "steps.json").write_text(json.dumps(rows))
-    expect(lambda: D.read_umi_steps(tmp_path / "steps.json"), "steps.json[record 1]", "conversations[1].from", "unknown role 'critic'")
+    expect(
+        lambda: D.read_umi_steps(tmp_path / "steps.json"),
+        "steps.json[record 1]",
+        "conversations[1].from",
+        "unknown role 'critic'",
+    )
 
 
 def test_baseline_missing_field(tmp_path, released):
@@ -259,7 +341,10 @@ def mirror(tmp_path, released, monkeypatch):
 def test_download_verifies_and_loads(mirror, tmp_path):
     fields = D.load("seal-tools:fields", tmp_path / "data")
     assert len(fields) == 146
-    assert D.sha256(tmp_path / "data" / "seal-tools" / "field.jsonl") == D.DATASETS["seal-tools"].file("field.jsonl").sha256
+    assert (
+        D.sha256(tmp_path / "data" / "seal-tools" / "field.jsonl")
+        == D.DATASETS["seal-tools"].file("field.jsonl").sha256
+    )
     assert len(D.load("tooldeer:baselines/tool_corpus", tmp_path / "data")) == 126
 
 

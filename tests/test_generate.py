@@ -1,6 +1,5 @@
 """Crash safety of generation stages: SIGKILL at random moments, restart, no lost and no duplicated records."""
-import json, os, random, signal, subprocess, sys, time
-from pathlib import Path
+import json, random, signal, subprocess, sys, time
 
 WORKER = r'''
 import sys, time
@@ -15,7 +14,8 @@ run_stage(sys.argv[1], [(f"item-{i}", i) for i in range(int(sys.argv[2]))], slow
 def test_sigkill_restart_loses_and_duplicates_nothing(tmp_path):
     out, n = tmp_path / "stage.jsonl", 400
     rng = random.Random(0)
-    t0 = time.perf_counter()                     # start-up time on this machine (imports), so every kill lands inside the stage's work
+    # start-up time on this machine (imports), so every kill lands inside the stage's work
+    t0 = time.perf_counter()
     subprocess.run([sys.executable, "-c", "import toolpaper.generate"], check=True)
     boot = time.perf_counter() - t0
     kills = 0
@@ -52,8 +52,10 @@ def oracle():
 
 
 def deer_seeds():
-    return [{"api_name": t.name, "description_for_human": t.description, "description_for_model": t.model_description or ""}
-            for t in load("tooldeer:tools", "sample")]
+    return [
+        {"api_name": t.name, "description_for_human": t.description, "description_for_model": t.model_description or ""}
+        for t in load("tooldeer:tools", "sample")
+    ]
 
 
 def run_both(client, out):
@@ -77,7 +79,7 @@ def test_recorded_cache_replays_the_whole_pipeline_byte_for_byte(tmp_path):
     assert read_deer_tools(tmp_path / "replayed" / "tooldeer" / "tool.json")
 
 
-PIPELINE_WORKER = r'''
+PIPELINE_WORKER = r"""
 import os, signal, sys, threading, time
 from toolpaper.data import load
 from toolpaper.generate import SealGenConfig, generate_seal
@@ -87,12 +89,14 @@ class Slow(OracleChat):
         time.sleep(0.2 * len(items))
         return super()._complete(items, progress)
 c = Slow(load("seal-tools:tools", "sample"), load("tooldeer:tools", "sample"))
-if float(sys.argv[2]) > 0:                      # SIGKILL ourselves this many seconds after start-up: any moment of the run
+if float(sys.argv[2]) > 0:  # SIGKILL ourselves this many seconds after start-up: any moment of the run
     threading.Timer(float(sys.argv[2]), lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
-generate_seal(c, sys.argv[1], SealGenConfig(n_fields=3, subfields_per_field=2, tools_per_subfield=3, n_single=8, n_multi=4,
-                                            dedup_threshold=1.0, chunk=2))   # name de-duplication only: no encoder to load
+# dedup_threshold=1.0: name de-duplication only, no encoder to load
+cfg = SealGenConfig(n_fields=3, subfields_per_field=2, tools_per_subfield=3, n_single=8, n_multi=4, dedup_threshold=1.0,
+                    chunk=2)
+generate_seal(c, sys.argv[1], cfg)
 os._exit(0)
-'''
+"""
 
 
 def test_pipeline_killed_and_restarted_gives_the_uninterrupted_output(tmp_path):
@@ -103,7 +107,11 @@ def test_pipeline_killed_and_restarted_gives_the_uninterrupted_output(tmp_path):
     for delay in [rng.uniform(0.4, 1.4) for _ in range(3)] + [0]:      # ~26 requests of 0.2 s: each timer hits mid-run
         r = subprocess.run([sys.executable, "-c", PIPELINE_WORKER, str(out), str(delay)], stderr=subprocess.DEVNULL)
         kills += r.returncode == -signal.SIGKILL
-        progress.append(sum(len(p.read_text().splitlines()) for p in (out / "stages").glob("*.jsonl")) if (out / "stages").exists() else 0)
+        progress.append(
+            sum(len(p.read_text().splitlines()) for p in (out / "stages").glob("*.jsonl"))
+            if (out / "stages").exists()
+            else 0
+        )
     assert kills >= 2, "the test must actually interrupt the pipeline"
     assert progress == sorted(progress) and max(progress[:-1]) > 0     # restarts keep what the killed runs had finished
     for f in SEAL_FILES:
@@ -122,7 +130,8 @@ FAULTS = ["429", "500", "slow", "truncated", "nonjson"]
 
 
 def fault_of(prompt: str) -> str | None:
-    "Deterministic fault script per prompt: ~1 in 3 prompts fail once (one of FAULTS); single-tool prompts about bookings always fail."
+    """Deterministic fault script per prompt: ~1 in 3 prompts fail once (one of FAULTS); single-tool prompts about
+    bookings always fail."""
     if prompt.startswith("Here is an API and one call of it:") and '"api_name": "book' in prompt: return "always500"
     h = int(hashlib.sha256(prompt.encode()).hexdigest(), 16)
     return FAULTS[h % len(FAULTS)] if h % 3 == 0 else None
@@ -145,9 +154,20 @@ class OracleServer(http.server.BaseHTTPRequestHandler):
         if fault == "always500" or (fault == "500" and first): return self._send(500, b'{"error": {"message": "boom"}}')
         if fault == "429" and first: return self._send(429, b'{"error": {"message": "slow down"}}')
         if fault == "slow" and first: time.sleep(1.5)
-        ok = {"id": "x", "object": "chat.completion", "created": 1_700_000_000, "model": body["model"],
-              "choices": [{"index": 0, "message": {"role": "assistant", "content": self.oracle.answer(prompt)}, "finish_reason": "stop"}],
-              "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+        ok = {
+            "id": "x",
+            "object": "chat.completion",
+            "created": 1_700_000_000,
+            "model": body["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": self.oracle.answer(prompt)},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        }
         raw = json.dumps(ok).encode()
         if fault == "truncated" and first: raw = raw[: len(raw) // 2]
         if fault == "nonjson" and first: raw = b"<html>gateway hiccup</html>"
@@ -167,14 +187,32 @@ def test_pipeline_over_a_faulty_server_counts_retries_and_rejections(tmp_path, m
     srv.handle_error = lambda *a: None                 # the client hanging up on a slow reply is part of the script
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
-        c = OpenAIClient("stub", base_url=f"http://127.0.0.1:{srv.server_address[1]}/v1", timeout=1.0, max_retries=2, backoff=0.01,
-                       jitter=0.1, max_wait=0.02, seed=0, prices=(1.0, 1.0))
+        c = OpenAIClient(
+            "stub",
+            base_url=f"http://127.0.0.1:{srv.server_address[1]}/v1",
+            timeout=1.0,
+            max_retries=2,
+            backoff=0.01,
+            jitter=0.1,
+            max_wait=0.02,
+            seed=0,
+            prices=(1.0, 1.0),
+        )
         res = generate_seal(c, tmp_path / "faulty", SealGenConfig(**CFG))
         generate_seal(OracleChat(load("seal-tools:tools", "sample")), tmp_path / "clean", SealGenConfig(**CFG))
         seen_first = dict(OracleServer.seen)
-        c2 = OpenAIClient("stub", base_url=f"http://127.0.0.1:{srv.server_address[1]}/v1", timeout=1.0, max_retries=2, backoff=0.01,
-                          jitter=0.1, max_wait=0.02, seed=0)
-        generate_seal(c2, tmp_path / "faulty", SealGenConfig(**CFG))            # a restart asks only the failed requests again
+        c2 = OpenAIClient(
+            "stub",
+            base_url=f"http://127.0.0.1:{srv.server_address[1]}/v1",
+            timeout=1.0,
+            max_retries=2,
+            backoff=0.01,
+            jitter=0.1,
+            max_wait=0.02,
+            seed=0,
+        )
+        # a restart asks only the failed requests again
+        generate_seal(c2, tmp_path / "faulty", SealGenConfig(**CFG))
     finally:
         srv.shutdown(); srv.server_close()
     asked_again = {p: n - seen_first.get(p, 0) for p, n in OracleServer.seen.items() if n != seen_first.get(p, 0)}
@@ -186,12 +224,14 @@ def test_pipeline_over_a_faulty_server_counts_retries_and_rejections(tmp_path, m
     failed = sum(OracleServer.seen[p] for p in permanent) // 3            # each failed request made 1 + 2 retries
     u = c.usage
     assert u.failures == failed >= 1
-    assert u.retries == len(transient) + 2 * failed     # an identical prompt asked again succeeds at once (the stub faults once per prompt)
+    # an identical prompt asked again succeeds at once (the stub faults once per prompt)
+    assert u.retries == len(transient) + 2 * failed
     assert u.requests == sum(OracleServer.seen.values()) == u.retries + (u.requests - u.retries)
     ok = u.requests - u.retries - failed
     assert (u.prompt_tokens, u.completion_tokens) == (10 * ok, 5 * ok)
     y = res.yields.set_index("stage")
-    assert y.loc["single", "requested"] - y.loc["single", "parsed"] == failed      # failed for good: recorded, not parsed
+    # failed for good: recorded, not parsed
+    assert y.loc["single", "requested"] - y.loc["single", "parsed"] == failed
     # everything that did not fail for good is exactly what a fault-free run produces
     clean = [json.loads(l) for l in (tmp_path / "clean" / "seal-tools" / "generated.jsonl").read_text().splitlines()]
     faulty = [json.loads(l) for l in (tmp_path / "faulty" / "seal-tools" / "generated.jsonl").read_text().splitlines()]

@@ -7,7 +7,12 @@ def test_smollm2_offline_chat():
     model, tok = load_model("smollm2-135m-instruct", device="cpu")
     assert next(model.parameters()).dtype == torch.float32
     assert tok.chat_template and "<|im_start|>" in tok.chat_template
-    reply = chat(model, tok, [{"role": "user", "content": "What is the capital of France? Answer in one word."}], max_new_tokens=10)
+    reply = chat(
+        model,
+        tok,
+        [{"role": "user", "content": "What is the capital of France? Answer in one word."}],
+        max_new_tokens=10,
+    )
     assert "paris" in reply.lower(), reply
 
 
@@ -15,7 +20,9 @@ def test_tiny_llama_training_step_and_adapter_roundtrip(tmp_path):
     from peft import LoraConfig, get_peft_model
     model, tok = load_model("tiny-random-llama", device="cpu", trainable=True)
     assert model.config.num_hidden_layers == 2
-    peft_model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"))
+    peft_model = get_peft_model(
+        model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
+    )
     batch = tok(["Action: getWeather", "Next: caller."], return_tensors="pt", padding=True)
     labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
     opt = torch.optim.AdamW([p for p in peft_model.parameters() if p.requires_grad], lr=5e-2)

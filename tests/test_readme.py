@@ -1,8 +1,7 @@
 """The README's Python snippets run as written against the packaged sample (model names swapped for the tiny random
 Llama and sizes scaled to the sample, listed below), and every `-p` name it mentions is a notebook parameter."""
-import json, os, re, subprocess, sys
+import os, re, subprocess, sys
 from pathlib import Path
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -13,27 +12,40 @@ SMALL = {
     '"smollm2-135m-instruct"': '"tiny-random-llama"',
     '"Qwen/Qwen2.5-0.5B-Instruct"': '"tiny-random-llama"',
     "m=30": "m=3",
-    "R.DPRConfig(loss=\"multi_positive\")": "R.DPRConfig(loss=\"multi_positive\", max_steps=2)",
-    "n_fields=5, subfields_per_field=10, tools_per_subfield=10, n_single=500, n_multi=500":
-        "n_fields=2, subfields_per_field=2, tools_per_subfield=2, n_single=2, n_multi=1, max_tokens=32",
+    'R.DPRConfig(loss="multi_positive")': 'R.DPRConfig(loss="multi_positive", max_steps=2)',
+    "n_fields=5, subfields_per_field=10, tools_per_subfield=10, n_single=500, "
+    "n_multi=500": "n_fields=2, subfields_per_field=2, tools_per_subfield=2, n_single=2, n_multi=1, max_tokens=32",
     'load("tooldeer:tools")[:20]': 'load("tooldeer:tools")[:2]',
     'generate_deer(llm, seeds, "runs/gen")': 'generate_deer(llm, seeds, "runs/gen", DeerGenConfig(max_tokens=32))',
-    "from toolpaper.generate import SealGenConfig, generate_seal, generate_deer":
-        "from toolpaper.generate import DeerGenConfig, SealGenConfig, generate_seal, generate_deer",
-    "train_n=None, test_n=None), \"runs/seal\")":
-        ("train_n=6, test_n=4, min_nested=1, k=3, max_steps=2, max_new_tokens=8, batch_size=2, max_length=384, dpr_epochs=0, "   # the sample has no released prompts
-         "prompt_style='toolpaper', settings=('base:bm25', 'ft:bm25', 'ftgold:gold')), \"runs/seal\")"),
+    "from toolpaper.generate import SealGenConfig, generate_seal, "
+    "generate_deer": "from toolpaper.generate import DeerGenConfig, SealGenConfig, generate_seal, generate_deer",
+    'train_n=None, test_n=None), "runs/seal")':
+    # the sample has no released prompts
+    (
+        "train_n=6, test_n=4, min_nested=1, k=3, max_steps=2, max_new_tokens=8, batch_size=2, max_length=384, "
+        "dpr_epochs=0, "
+        "prompt_style='toolpaper', settings=('base:bm25', 'ft:bm25', 'ftgold:gold')), \"runs/seal\")"
+    ),
     '{"ToolBench": load("tooldeer:baselines/tool_bench"), "ToolCorpus": load("tooldeer:baselines/tool_corpus")}': "{}",
-    "DE.DeerExpConfig(train_n=None)": ("DE.DeerExpConfig(model='tiny-random-llama', train_n=8, valid_n=6, test_n=4, retention_n=2, strategies=('random',), ratios=((2, 1, 2),), "
-                                       "shots=(2,), clusters=3, max_steps=2, max_new_tokens=8, answer_tokens=8, batch_size=2, max_length=384)"),
-    'train_methods("tiny-random-llama", corpus, "runs/umi")':
-        'train_methods("tiny-random-llama", corpus, "runs/umi", GLPFTConfig(max_steps=1, batch_size=2, max_length=384))',
+    "DE.DeerExpConfig(train_n=None)": (
+        "DE.DeerExpConfig(model='tiny-random-llama', train_n=8, valid_n=6, test_n=4, retention_n=2, "
+        "strategies=('random',), ratios=((2, 1, 2),), "
+        "shots=(2,), clusters=3, max_steps=2, max_new_tokens=8, answer_tokens=8, batch_size=2, max_length=384)"
+    ),
+    'train_methods("tiny-random-llama", corpus, '
+    '"runs/umi")': 'train_methods("tiny-random-llama", corpus, "runs/umi", GLPFTConfig(max_steps=1, batch_size=2, '
+                   'max_length=384))',
     'SFTConfig("runs/deer", epochs=1, batch_size=8)': 'SFTConfig("runs/deer", max_steps=2, batch_size=8)',
     "from toolpaper.agent import train_methods,": "from toolpaper.agent import GLPFTConfig, train_methods,",
-    'make_agent("alpha_umi", trained, "tiny-random-llama")': 'make_agent("alpha_umi", trained, "tiny-random-llama", max_new_tokens=(8, 8, 8))',
-    "UM.UmiExpConfig(train_n=200, scaling=(50, 100))": ("UM.UmiExpConfig(model='tiny-random-llama', train_n=4, test_n=2, scaling=(2,), max_new_tokens=(8, 8, 8), "
-                                                       "glpft=__import__('toolpaper.agent').agent.GLPFTConfig(max_steps=1, batch_size=2, max_length=384))"),
-    "max_tokens=256, stop": "max_tokens=8, stop", "max_tokens=128, stop": "max_tokens=8, stop", "max_tokens=64, prefixes": "max_tokens=8, prefixes",
+    'make_agent("alpha_umi", trained, '
+    '"tiny-random-llama")': 'make_agent("alpha_umi", trained, "tiny-random-llama", max_new_tokens=(8, 8, 8))',
+    "UM.UmiExpConfig(train_n=200, scaling=(50, 100))": (
+        "UM.UmiExpConfig(model='tiny-random-llama', train_n=4, test_n=2, scaling=(2,), max_new_tokens=(8, 8, 8), "
+        "glpft=__import__('toolpaper.agent').agent.GLPFTConfig(max_steps=1, batch_size=2, max_length=384))"
+    ),
+    "max_tokens=256, stop": "max_tokens=8, stop",
+    "max_tokens=128, stop": "max_tokens=8, stop",
+    "max_tokens=64, prefixes": "max_tokens=8, prefixes",
 }
 
 
@@ -53,9 +65,17 @@ def test_every_substitution_is_used():
 
 
 def test_readme_python_snippets_run_on_the_sample(tmp_path):
-    env = {**os.environ, "TOOLPAPER_DATA_DIR": str(ROOT / "toolpaper" / "sample_data"), "HF_HUB_OFFLINE": "1", "MPLBACKEND": "Agg"}
-    for i, code in enumerate(BLOCKS):          # in order, in one folder: a later snippet may use what an earlier one wrote (runs/deer)
-        r = subprocess.run([sys.executable, "-c", small(code)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    env = {
+        **os.environ,
+        "TOOLPAPER_DATA_DIR": str(ROOT / "toolpaper" / "sample_data"),
+        "HF_HUB_OFFLINE": "1",
+        "MPLBACKEND": "Agg",
+    }
+    # in order, in one folder: a later snippet may use what an earlier one wrote (runs/deer)
+    for i, code in enumerate(BLOCKS):
+        r = subprocess.run(
+            [sys.executable, "-c", small(code)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900
+        )
         assert r.returncode == 0, f"README python block {i} failed:\n{small(code)}\n{r.stderr[-3000:]}"
 
 
@@ -70,7 +90,8 @@ def test_every_p_option_in_the_readme_is_a_notebook_parameter():
 
 
 def test_readme_overview_is_the_index_notebook():
-    "nbs/index.ipynb is the source of the overview: its markdown cells before the first code cell open README.md word for word."
+    """nbs/index.ipynb is the source of the overview: its markdown cells before the first code cell open README.md word
+    for word."""
     import nbformat
     nb = nbformat.read(ROOT / "nbs" / "index.ipynb", as_version=4)
     head = []
@@ -78,4 +99,6 @@ def test_readme_overview_is_the_index_notebook():
         if c.cell_type != "markdown": break
         head.append(c.source)
     assert head, "nbs/index.ipynb starts with no overview"
-    assert README.startswith("\n\n".join(head)), "README.md's overview differs from nbs/index.ipynb: edit the notebook and copy it over"
+    assert README.startswith("\n\n".join(head)), (
+        "README.md's overview differs from nbs/index.ipynb: edit the notebook and copy it over"
+    )

@@ -1,5 +1,4 @@
 """Retrieval (BM25 fast path, dense cache, candidate lists, DPR) and DEER sampling / decision data."""
-import json
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -15,7 +14,8 @@ def seal(released):
 
 
 def test_bm25_fast_path_matches_rank_bm25_on_released_queries(seal):
-    "Scores equal to 1e-8 and identical top-10 on every fourth released query (benchmarks/bm25_speed.py compares all 2,054; the reference takes ~2 min)."
+    """Scores equal to 1e-8 and identical top-10 on every fourth released query (benchmarks/bm25_speed.py compares all
+    2,054; the reference takes ~2 min)."""
     tools, insts = seal
     assert len(insts) == 2054
     qs = [i.query for i in insts[::4]]
@@ -132,7 +132,11 @@ def test_sampling_is_deterministic_and_mixture_ratio(deer_clusters):
     assert draws == again
     from collections import Counter
     c = Counter(u for _, u in draws)
-    assert abs(c["random"] / 3000 - 0.4) < 0.03 and abs(c["intra"] / 3000 - 0.2) < 0.03 and abs(c["inter"] / 3000 - 0.4) < 0.03
+    assert (
+        abs(c["random"] / 3000 - 0.4) < 0.03
+        and abs(c["intra"] / 3000 - 0.2) < 0.03
+        and abs(c["inter"] / 3000 - 0.4) < 0.03
+    )
 
 
 def test_too_small_pool_is_a_clear_error(small_clusters):
@@ -145,7 +149,11 @@ def test_decision_data_real(deer_clusters, released, tmp_path):
     tools, cl = deer_clusters
     valid, test = load("tooldeer:valid", released), load("tooldeer:test", released)
     dd = S.build_decision_data(tools, valid, test, clusters=cl, seed=0)
-    assert dd.info["tool_split"].startswith("recovered") and dd.info["unseen_tools"] == 77 and dd.info["train_tools"] == 900
+    assert (
+        dd.info["tool_split"].startswith("recovered")
+        and dd.info["unseen_tools"] == 77
+        and dd.info["train_tools"] == 900
+    )
     unseen = {c.name for s in test for c in s.candidates}
     assert not any(c.name in unseen for s in dd.train + dd.valid for c in s.candidates)
     evalq = {s.query for s in valid + test}

@@ -1,5 +1,7 @@
-"""Bad input gets a clear answer: malformed prediction files and gold data for all three tasks (an error naming file, line
-and field, or with --lenient a counted warning), closed pipes, and parsers and scorers that stay linear on 1 MB adversarial input."""
+"""Bad input gets a clear answer: malformed prediction files and gold data for all three tasks (an error naming file,
+line
+and field, or with --lenient a counted warning), closed pipes, and parsers and scorers that stay linear on 1 MB
+adversarial input."""
 import json, re, subprocess, sys, time
 from pathlib import Path
 import pytest
@@ -21,10 +23,18 @@ def one_error(r, *parts):
 
 # ------------------------------------------------------------------ prediction files, all three tasks
 SEAL_ID, DEER_ID = "dev-easy-0", "0"
-BAD_OUTPUTS = [("3", "a number"), ("[1, 2]", "a list"), ('{"api": "x"}', "an object"), ("null", "null"), ("NaN", "non-finite number")]
+BAD_OUTPUTS = [
+    ("3", "a number"),
+    ("[1, 2]", "a list"),
+    ('{"api": "x"}', "an object"),
+    ("null", "null"),
+    ("NaN", "non-finite number"),
+]
 
 
-@pytest.mark.parametrize("task,gold,pid", [("seal", "seal-tools:dev@sample", SEAL_ID), ("deer", "tooldeer:valid@sample", DEER_ID)])
+@pytest.mark.parametrize(
+    "task,gold,pid", [("seal", "seal-tools:dev@sample", SEAL_ID), ("deer", "tooldeer:valid@sample", DEER_ID)]
+)
 @pytest.mark.parametrize("value,kind", BAD_OUTPUTS)
 def test_non_text_output_is_an_error_or_a_counted_warning(tmp_path, task, gold, pid, value, kind):
     p = tmp_path / "p.jsonl"
@@ -45,18 +55,34 @@ def test_non_text_output_is_an_error_or_a_counted_warning(tmp_path, task, gold, 
 ])
 def test_malformed_seal_records(tmp_path, line, field, msg):
     (tmp_path / "p.jsonl").write_text(line + "\n")
-    one_error(cli("eval", "seal", "--pred", tmp_path / "p.jsonl", "--gold", "seal-tools:dev@sample"), "p.jsonl:1:", *([field] if field else []), msg)
+    one_error(
+        cli("eval", "seal", "--pred", tmp_path / "p.jsonl", "--gold", "seal-tools:dev@sample"),
+        "p.jsonl:1:",
+        *([field] if field else []),
+        msg,
+    )
 
 
-@pytest.mark.parametrize("rec,expect", [
-    ({"id": "0:0", "output": "Next: caller."}, "('output' is the seal / deer key)"),
-    ({"id": "0:0", "planner": 3}, "planner: expected text or null, got a number"),
-    ({"id": "0:0", "prediction": ["x"]}, "prediction: expected text or a {planner, caller, summarizer} object, got a list"),
-    ({"id": "0:0", "prediction": {"planner": {"a": 1}}}, "prediction.planner: expected text or null, got an object"),
-])
+@pytest.mark.parametrize(
+    "rec,expect",
+    [
+        ({"id": "0:0", "output": "Next: caller."}, "('output' is the seal / deer key)"),
+        ({"id": "0:0", "planner": 3}, "planner: expected text or null, got a number"),
+        (
+            {"id": "0:0", "prediction": ["x"]},
+            "prediction: expected text or a {planner, caller, summarizer} object, got a list",
+        ),
+        (
+            {"id": "0:0", "prediction": {"planner": {"a": 1}}},
+            "prediction.planner: expected text or null, got an object",
+        ),
+    ],
+)
 def test_malformed_umi_records(tmp_path, rec, expect):
     (tmp_path / "p.jsonl").write_text(json.dumps(rec) + "\n")
-    one_error(cli("eval", "umi", "--pred", tmp_path / "p.jsonl", "--gold", "alpha-umi:steps@sample"), "p.jsonl:1:", expect)
+    one_error(
+        cli("eval", "umi", "--pred", tmp_path / "p.jsonl", "--gold", "alpha-umi:steps@sample"), "p.jsonl:1:", expect
+    )
 
 
 def test_cli_paths_give_one_line(tmp_path):
@@ -65,14 +91,23 @@ def test_cli_paths_give_one_line(tmp_path):
     one_error(cli("eval", "seal", "--pred", pred, "--gold", tmp_path), "is a folder")
     one_error(cli("eval", "seal", "--pred", pred, "--gold", "seal-tools:dev@sample", "--json", tmp_path), "is a folder")
     one_error(cli("eval", "seal", "--pred", pred, "--gold", "tooldeer:valid@sample"), "holds DecisionSample records")
-    one_error(cli("eval", "seal", "--pred", tmp_path / "none.jsonl", "--gold", "seal-tools:dev@sample"), "none.jsonl", "no such file")
+    one_error(
+        cli("eval", "seal", "--pred", tmp_path / "none.jsonl", "--gold", "seal-tools:dev@sample"),
+        "none.jsonl",
+        "no such file",
+    )
 
 
 def test_closed_pipe_is_one_line(tmp_path):
     preds = [{"id": i.id, "output": "[]"} for i in D.load("seal-tools:dev", "sample")]
     (tmp_path / "p.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
-    r = subprocess.run(f"{EXE} eval seal --pred {tmp_path / 'p.jsonl'} --gold seal-tools:dev@sample | head -c 1", shell=True,
-                       capture_output=True, text=True, executable="/bin/bash")
+    r = subprocess.run(
+        f"{EXE} eval seal --pred {tmp_path / 'p.jsonl'} --gold seal-tools:dev@sample | head -c 1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        executable="/bin/bash",
+    )
     assert "Traceback" not in r.stderr and "BrokenPipeError" not in r.stderr.replace("broken pipe", ""), r.stderr
 
 
@@ -85,9 +120,14 @@ def _seal_dev(tmp_path, edit):
 
 
 def test_gold_with_non_finite_values_empty_names_or_queries_is_refused(tmp_path):
-    cases = [(lambda r: r[2]["calling"][0]["parameters"].update(x=float("nan")), "dev.jsonl:3: calling[0].parameters.x: not a finite number"),
-             (lambda r: r[1]["calling"][0].update(api=" "), "dev.jsonl:2: calling.0.api: Value error, must not be empty"),
-             (lambda r: r[0].update(query=""), "dev.jsonl:1: query: Value error, must not be empty")]
+    cases = [
+        (
+            lambda r: r[2]["calling"][0]["parameters"].update(x=float("nan")),
+            "dev.jsonl:3: calling[0].parameters.x: not a finite number",
+        ),
+        (lambda r: r[1]["calling"][0].update(api=" "), "dev.jsonl:2: calling.0.api: Value error, must not be empty"),
+        (lambda r: r[0].update(query=""), "dev.jsonl:1: query: Value error, must not be empty"),
+    ]
     for edit, msg in cases:
         with pytest.raises(D.DataError) as e: D.read_seal_instances(_seal_dev(tmp_path, edit))
         assert msg.replace("calling.0.", "calling[0].") in str(e.value), str(e.value)
@@ -98,45 +138,86 @@ def test_unknown_parameter_type_is_refused(tmp_path):
     name = next(iter(rows[4]["parameters"]))
     rows[4]["parameters"][name]["type"] = "banana"
     (tmp_path / "tool.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    with pytest.raises(D.DataError, match=rf"tool.jsonl:5: parameters.{name}: .*unknown type 'banana'"): D.read_seal_tools(tmp_path / "tool.jsonl")
+    with pytest.raises(D.DataError, match=rf"tool.jsonl:5: parameters.{name}: .*unknown type 'banana'"):
+        D.read_seal_tools(tmp_path / "tool.jsonl")
 
 
 def test_umi_dialogues_without_tools_or_with_repeated_ids_are_refused(tmp_path):
     rows = json.loads((SAMPLE / "alpha-umi" / "steps.json").read_text())
     bad = [dict(rows[0], tools=[]), rows[1]]
     (tmp_path / "s.json").write_text(json.dumps(bad))
-    with pytest.raises(D.DataError, match=r"s.json\[record 0\]: tools: List should have at least 1 item"): D.read_umi_steps(tmp_path / "s.json")
+    with pytest.raises(D.DataError, match=r"s.json\[record 0\]: tools: List should have at least 1 item"):
+        D.read_umi_steps(tmp_path / "s.json")
     (tmp_path / "s.json").write_text(json.dumps([dict(rows[0], id="a"), dict(rows[1], id="a")]))
-    with pytest.raises(D.DataError, match=r"s.json\[record 1\]: id: duplicate id 'a'"): D.read_umi_steps(tmp_path / "s.json")
+    with pytest.raises(D.DataError, match=r"s.json\[record 1\]: id: duplicate id 'a'"):
+        D.read_umi_steps(tmp_path / "s.json")
 
 
 def test_deeply_nested_data_file_names_its_line(tmp_path):
     (tmp_path / "dev.jsonl").write_text('{"id": "x", "query": ' + "[" * 100000 + "]" * 100000 + "}\n")
-    with pytest.raises(D.DataError, match=r"dev.jsonl:1: invalid JSON \(nested too deeply\)"): D.read_seal_instances(tmp_path / "dev.jsonl")
+    with pytest.raises(D.DataError, match=r"dev.jsonl:1: invalid JSON \(nested too deeply\)"):
+        D.read_seal_instances(tmp_path / "dev.jsonl")
 
 
 # ------------------------------------------------------------------ linear time on 1 MB adversarial input
 def _adversarial(n: int) -> dict[str, str]:
-    return {"spaces": "Next:" + " " * n + "x", "action spaces": "Action:" + " " * n + "x", "brackets": "[" * (n // 2) + "]" * (n // 2),
-            "open brackets": "[{" * (n // 2), "fences": "```" * (n // 3), "quotes": "'\"" * (n // 2), "markers": "#SearchAPI#" * (n // 11),
-            "apostrophes": "a'b " * (n // 4), "json": '{"api": "' + "x" * n + '"}'}
+    return {
+        "spaces": "Next:" + " " * n + "x",
+        "action spaces": "Action:" + " " * n + "x",
+        "brackets": "[" * (n // 2) + "]" * (n // 2),
+        "open brackets": "[{" * (n // 2),
+        "fences": "```" * (n // 3),
+        "quotes": "'\"" * (n // 2),
+        "markers": "#SearchAPI#" * (n // 11),
+        "apostrophes": "a'b " * (n // 4),
+        "json": '{"api": "' + "x" * n + '"}',
+    }
 
 
 def _targets():
     from toolpaper.metrics import deer_scores, seal_scores, umi_scores
     from toolpaper.parse import parse_caller, parse_deer, parse_seal, parse_umi
-    from toolpaper.schema import DecisionSample, Instance, Call, Trajectory, Turn, planner_decision, parse_call_expr, description_examples
-    seal_gold = Instance(id="x-easy-0", query="q", calls=[Call(api="a", arguments={"k": "v"}, responses=["API_call_0"])])
+    from toolpaper.schema import (
+        DecisionSample,
+        Instance,
+        Call,
+        Trajectory,
+        Turn,
+        planner_decision,
+        parse_call_expr,
+        description_examples,
+    )
+
+    seal_gold = Instance(
+        id="x-easy-0", query="q", calls=[Call(api="a", arguments={"k": "v"}, responses=["API_call_0"])]
+    )
     deer_gold = DecisionSample(id="0", query="q", branch="NoSearch")
-    umi_gold = Trajectory(id="0", instruction="q", turns=[Turn(role="user", content="q"), Turn(role="planner", content="ok. Next: conclusion."),
-                                                         Turn(role="summarizer", content="done")])
-    return {"parse_seal compat": lambda t: parse_seal(t, "compat"), "parse_seal strict": lambda t: parse_seal(t, "strict"),
-            "parse_deer compat": lambda t: parse_deer(t, "compat"), "parse_deer strict": lambda t: parse_deer(t, "strict"),
-            "parse_caller compat": lambda t: parse_caller(t, "compat"), "parse_caller strict": lambda t: parse_caller(t, "strict"),
-            "parse_umi strict": lambda t: parse_umi(t, "strict"), "planner_decision": planner_decision,
-            "parse_call_expr": lambda t: _quiet(parse_call_expr, t), "description_examples": description_examples,
-            "seal_scores strict": lambda t: seal_scores([t], [seal_gold], "strict"), "deer_scores compat": lambda t: deer_scores([t], [deer_gold]),
-            "umi_scores strict": lambda t: umi_scores([{0: {"planner": t, "caller": t, "summarizer": t}}], [umi_gold], "strict")}
+    umi_gold = Trajectory(
+        id="0",
+        instruction="q",
+        turns=[
+            Turn(role="user", content="q"),
+            Turn(role="planner", content="ok. Next: conclusion."),
+            Turn(role="summarizer", content="done"),
+        ],
+    )
+    return {
+        "parse_seal compat": lambda t: parse_seal(t, "compat"),
+        "parse_seal strict": lambda t: parse_seal(t, "strict"),
+        "parse_deer compat": lambda t: parse_deer(t, "compat"),
+        "parse_deer strict": lambda t: parse_deer(t, "strict"),
+        "parse_caller compat": lambda t: parse_caller(t, "compat"),
+        "parse_caller strict": lambda t: parse_caller(t, "strict"),
+        "parse_umi strict": lambda t: parse_umi(t, "strict"),
+        "planner_decision": planner_decision,
+        "parse_call_expr": lambda t: _quiet(parse_call_expr, t),
+        "description_examples": description_examples,
+        "seal_scores strict": lambda t: seal_scores([t], [seal_gold], "strict"),
+        "deer_scores compat": lambda t: deer_scores([t], [deer_gold]),
+        "umi_scores strict": lambda t: umi_scores(
+            [{0: {"planner": t, "caller": t, "summarizer": t}}], [umi_gold], "strict"
+        ),
+    }
 
 
 def _quiet(f, t):
@@ -152,15 +233,45 @@ def test_every_parser_and_scorer_is_linear_on_1mb_adversarial_input():
             t0 = time.perf_counter(); f(small[kind]); t_small = max(time.perf_counter() - t0, 1e-4)
             t0 = time.perf_counter(); f(big[kind]); t_big = time.perf_counter() - t0
             # linear: ~1000x the 1 KB time; allow 20x more for constant costs, and 2 s for timer noise on tiny inputs
-            if t_big > max(2.0, 20_000 * t_small): slow.append(f"{name} on {kind}: {t_big:.2f} s (1 KB: {t_small * 1000:.2f} ms)")
+            if t_big > max(2.0, 20_000 * t_small):
+                slow.append(f"{name} on {kind}: {t_big:.2f} s (1 KB: {t_small * 1000:.2f} ms)")
     assert not slow, "superlinear: " + "; ".join(slow)
 
 
-# ------------------------------------------------------------------ the linear rewrites read exactly what the old patterns read
+# ------------------------------------------------------------------ the linear rewrites read exactly what the old
+# patterns read
 from hypothesis import given, settings, strategies as st
 
-_PIECES = st.sampled_from(["Next:", "next:", " ", "\n", "caller", "conclusion", "give", "up", ".", "Action", "Input", ":", "x", "{}",
-                           "(e.g.", "(eg.", "(for example", ",", ")", "(", "a b", "\t", "```", "json", "[", "]"])
+_PIECES = st.sampled_from(
+    [
+        "Next:",
+        "next:",
+        " ",
+        "\n",
+        "caller",
+        "conclusion",
+        "give",
+        "up",
+        ".",
+        "Action",
+        "Input",
+        ":",
+        "x",
+        "{}",
+        "(e.g.",
+        "(eg.",
+        "(for example",
+        ",",
+        ")",
+        "(",
+        "a b",
+        "\t",
+        "```",
+        "json",
+        "[",
+        "]",
+    ]
+)
 _TEXT = st.lists(_PIECES, max_size=14).map("".join)
 
 

@@ -1,4 +1,5 @@
-"""The library is generated from the notebooks: exporting them again must leave toolpaper/ unchanged; and settings.ini names every package it imports."""
+"""The library is generated from the notebooks: exporting them again must leave toolpaper/ unchanged; and
+settings.ini names every package it imports."""
 import shutil, subprocess, sys
 from pathlib import Path
 
@@ -15,12 +16,15 @@ def test_nbdev_export_leaves_library_unchanged(tmp_path):
     assert r.returncode == 0, r.stderr
     changed = [p.name for p in sorted((ROOT / "toolpaper").glob("*.py"))
                if (tmp_path / "toolpaper" / p.name).read_text() != p.read_text()]
-    new = sorted({p.name for p in (tmp_path / "toolpaper").glob("*.py")} - {p.name for p in (ROOT / "toolpaper").glob("*.py")})
+    new = sorted(
+        {p.name for p in (tmp_path / "toolpaper").glob("*.py")} - {p.name for p in (ROOT / "toolpaper").glob("*.py")}
+    )
     assert not changed and not new, f"run nbdev_export: out of sync {changed}, not exported {new}"
 
 
 def test_settings_ini_lists_every_runtime_requirement():
-    "Every third-party package the library imports (at module level or inside a function) is in settings.ini `requirements`."
+    """Every third-party package the library imports (at module level or inside a function) is in settings.ini
+    `requirements`."""
     import ast, configparser, re
     from importlib.metadata import packages_distributions
     cfg = configparser.ConfigParser(); cfg.read(ROOT / "settings.ini")
@@ -29,9 +33,15 @@ def test_settings_ini_lists_every_runtime_requirement():
     imported = set()
     for p in (ROOT / "toolpaper").glob("*.py"):
         for node in ast.walk(ast.parse(p.read_text())):
-            if isinstance(node, ast.Import): imported |= {a.name.split(".")[0] for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module: imported.add(node.module.split(".")[0])
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported.add(node.module.split(".")[0])
     dists = packages_distributions()
     third = {m for m in imported if m not in sys.stdlib_module_names and m != "toolpaper"}
-    missing = sorted(f"{m} ({', '.join(dists.get(m, ['not installed']))})" for m in third if not any(norm(d) in listed for d in dists.get(m, [m])))
+    missing = sorted(
+        f"{m} ({', '.join(dists.get(m, ['not installed']))})"
+        for m in third
+        if not any(norm(d) in listed for d in dists.get(m, [m]))
+    )
     assert not missing, f"imported but not in settings.ini requirements: {missing}"

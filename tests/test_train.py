@@ -33,7 +33,9 @@ def test_resume_continues_the_same_loss_curve(tmp_path):
 
 
 def test_span_losses_are_logged_and_add_up(tmp_path):
-    info = finetune("tiny-random-llama", EXAMPLES, SFTConfig(str(tmp_path), max_steps=2, batch_size=20, logging_steps=1, lr=0.0))
+    info = finetune(
+        "tiny-random-llama", EXAMPLES, SFTConfig(str(tmp_path), max_steps=2, batch_size=20, logging_steps=1, lr=0.0)
+    )
     h = info["history"][0]
     assert {"loss_decision", "loss_call"} <= set(h)
     # with lr 0 both logs see the same weights; the overall loss lies between the span losses
@@ -46,7 +48,11 @@ def test_span_losses_are_logged_and_add_up(tmp_path):
 def test_seal_prompt_trains(tmp_path):
     tools = {t.name: t for t in load("seal-tools:tools", "sample")}
     exs = [seal_prompt(i, [tools[c.api] for c in i.calls]) for i in load("seal-tools:dev", "sample")]
-    info = finetune("tiny-random-llama", exs, SFTConfig(str(tmp_path), max_steps=2, batch_size=7, logging_steps=1, lora=False, lr=1e-3))
+    info = finetune(
+        "tiny-random-llama",
+        exs,
+        SFTConfig(str(tmp_path), max_steps=2, batch_size=7, logging_steps=1, lora=False, lr=1e-3),
+    )
     assert len(info["history"]) == 2 and info["trainable_params"] > 1_000_000      # full fine-tuning, not LoRA
 
 
@@ -75,9 +81,36 @@ def test_cli_train_under_accelerate_launch(tmp_path):
     from toolpaper.prompts import write_examples
     write_examples(tmp_path / "ex.jsonl", EXAMPLES)
     acc = str(Path(sys.executable).with_name("accelerate"))
-    r = subprocess.run([acc, "launch", "--cpu", "--num_processes", "1", "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-                        "-m", "toolpaper", "train", "--examples", str(tmp_path / "ex.jsonl"), "--model", "tiny-random-llama",
-                        "--out", str(tmp_path / "out"), "--max-steps", "2", "--batch-size", "5"], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            acc,
+            "launch",
+            "--cpu",
+            "--num_processes",
+            "1",
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            "-m",
+            "toolpaper",
+            "train",
+            "--examples",
+            str(tmp_path / "ex.jsonl"),
+            "--model",
+            "tiny-random-llama",
+            "--out",
+            str(tmp_path / "out"),
+            "--max-steps",
+            "2",
+            "--batch-size",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(r.stdout.strip().splitlines()[-1])["tokens"] > 0
     assert (tmp_path / "out" / "adapter_model.safetensors").exists()

@@ -4,13 +4,12 @@
 
 # %% ../nbs/18_agent.ipynb 3
 from __future__ import annotations
-import json, os, re, time
-from dataclasses import asdict, dataclass, field
+import json, re, time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
-import pandas as pd
 from .schema import Tool, Trajectory, Turn, planner_decision
-from .tools import Observation, ToolEnv
+from .tools import ToolEnv
 from .trajectories import backbone_messages, caller_messages, planner_messages, summarizer_messages
 
 # %% auto 0
@@ -26,7 +25,8 @@ def _finish_plan(text: str) -> str:
     return text + "." if any(text.endswith(s) for s in PLAN_STOPS) else text
 
 class _Layout:
-    "The prompt layout of an agent: toolpaper's chat prompts, or the authors' role-file inputs (learned from their released examples)."
+    """The prompt layout of an agent: toolpaper's chat prompts, or the authors' role-file inputs (learned from their
+    released examples)."""
     def _setup_style(self, style: str, templates: dict | None, data_dir):
         from toolpaper.prompts import check_style
         self.style = check_style(style)
@@ -36,22 +36,51 @@ class _Layout:
     def _prompt(self, role: str, tools, turns, thought: str = ""):
         from toolpaper.trajectories import released_role_input
         if self.style == "released": return released_role_input(role, tools, turns, thought, self.templates)
-        return {"planner": lambda: planner_messages(tools, turns), "caller": lambda: caller_messages(tools, turns, thought),
-                "summarizer": lambda: summarizer_messages(turns), "backbone": lambda: backbone_messages(tools, turns)}[role]()
+        return {
+            "planner": lambda: planner_messages(tools, turns),
+            "caller": lambda: caller_messages(tools, turns, thought),
+            "summarizer": lambda: summarizer_messages(turns),
+            "backbone": lambda: backbone_messages(tools, turns),
+        }[role]()
 
 class UmiAgent(_Layout):
-    "Planner, caller and summarizer, each a `toolpaper.client.Client` (the same object may play several roles); `style='released'` prompts in the authors' layout."
-    def __init__(self, planner, caller, summarizer, max_new_tokens: tuple[int, int, int] = (96, 96, 128), style: str = "toolpaper",
-                 templates: dict | None = None, data_dir=None):
+    """Planner, caller and summarizer, each a `toolpaper.client.Client` (the same object may play several roles);
+    `style='released'` prompts in the authors' layout."""
+
+    def __init__(
+        self,
+        planner,
+        caller,
+        summarizer,
+        max_new_tokens: tuple[int, int, int] = (96, 96, 128),
+        style: str = "toolpaper",
+        templates: dict | None = None,
+        data_dir=None,
+    ):
         self.planner, self.caller, self.summarizer, self.max_new_tokens = planner, caller, summarizer, max_new_tokens
         self._setup_style(style, templates, data_dir)
 
     def decide(self, tools: Sequence[Sequence[Tool]], histories: Sequence[list[Turn]]) -> list[tuple[str, str | None]]:
-        thoughts = [_finish_plan(t) for t in self.planner.generate([self._prompt("planner", ts, h) for ts, h in zip(tools, histories)],
-                                                                   max_tokens=self.max_new_tokens[0], stop=PLAN_STOPS, include_stop=True)]
+        thoughts = [
+            _finish_plan(t)
+            for t in self.planner.generate(
+                [self._prompt("planner", ts, h) for ts, h in zip(tools, histories)],
+                max_tokens=self.max_new_tokens[0],
+                stop=PLAN_STOPS,
+                include_stop=True,
+            )
+        ]
         need = [i for i, t in enumerate(thoughts) if planner_decision(t) == "caller"]
-        prompts = [self._prompt("caller", tools[i], histories[i] + ([Turn(role="planner", content=thoughts[i])] if self.style == "released" else []),
-                                thoughts[i]) for i in need]          # the authors' caller input ends its history with the planner's turn
+        prompts = [
+            self._prompt(
+                "caller",
+                tools[i],
+                histories[i] + ([Turn(role="planner", content=thoughts[i])] if self.style == "released" else []),
+                # the authors' caller input ends its history with the planner's turn
+                thoughts[i],
+            )
+            for i in need
+        ]
         acts = self.caller.generate(prompts, max_tokens=self.max_new_tokens[1]) if need else []
         out = [(t, None) for t in thoughts]
         for i, a in zip(need, acts): out[i] = (thoughts[i], a.strip())
@@ -59,8 +88,13 @@ class UmiAgent(_Layout):
 
     def answer(self, histories: Sequence[list[Turn]], tools: Sequence[Sequence[Tool]] | None = None) -> list[str]:
         tools = tools or [[] for _ in histories]
-        return [a.strip() for a in self.summarizer.generate([self._prompt("summarizer", ts, h) for ts, h in zip(tools, histories)],
-                                                            max_tokens=self.max_new_tokens[2])]
+        return [
+            a.strip()
+            for a in self.summarizer.generate(
+                [self._prompt("summarizer", ts, h) for ts, h in zip(tools, histories)],
+                max_tokens=self.max_new_tokens[2],
+            )
+        ]
 
 _SPLIT = re.compile(r"(Next:\s*(?:caller|conclusion|give\s*up)\s*\.?)", re.I)
 
@@ -71,8 +105,10 @@ def split_backbone(text: str) -> tuple[str, str]:
     return _finish_plan(text[: m.end()].strip()), text[m.end():].strip()
 
 def split_released_backbone(text: str) -> tuple[str, str]:
-    """A backbone reply in the authors' layout (thought, a newline, then `Action: …` / `Action Input: …` or `conclusion: …`)
-    as (the planner turn it stands for, ending in its `Next:` decision; the action or the answer). No marker: (text, '')."""
+    """A backbone reply in the authors' layout (thought, a newline, then `Action: …` / `Action Input: …` or
+    `conclusion: …`)
+    as (the planner turn it stands for, ending in its `Next:` decision; the action or the answer). No marker: (text,
+    '')."""
     t = text or ""
     marks = [(i + (t[i] == "\n"), kind) for kind, m in (("caller", "Action:"), ("conclusion", "conclusion:"))
              for i in ([0] if t.startswith(m) else []) + ([t.find("\n" + m)] if t.find("\n" + m) >= 0 else [])]
@@ -86,15 +122,22 @@ def split_released_backbone(text: str) -> tuple[str, str]:
     return head + " Next: conclusion.", answer
 
 class SingleAgent(_Layout):
-    "One model writes thought + action or answer in one reply (the backbone format; `style='released'`: the authors' backbone layout)."
-    def __init__(self, model, max_new_tokens: int = 192, style: str = "toolpaper", templates: dict | None = None, data_dir=None):
+    """One model writes thought + action or answer in one reply (the backbone format; `style='released'`: the authors'
+    backbone layout)."""
+
+    def __init__(
+        self, model, max_new_tokens: int = 192, style: str = "toolpaper", templates: dict | None = None, data_dir=None
+    ):
         self.model, self.max_new_tokens = model, max_new_tokens
         self._pending: dict[int, str] = {}
         self._setup_style(style, templates, data_dir)
 
     def decide(self, tools, histories):
         from toolpaper.trajectories import history_text
-        outs = self.model.generate([self._prompt("backbone", ts, h) for ts, h in zip(tools, histories)], max_tokens=self.max_new_tokens)
+
+        outs = self.model.generate(
+            [self._prompt("backbone", ts, h) for ts, h in zip(tools, histories)], max_tokens=self.max_new_tokens
+        )
         res = []
         for h, o in zip(histories, outs):
             thought, rest = split_released_backbone(o) if self.style == "released" else split_backbone(o)
@@ -122,7 +165,13 @@ def _parse_action(text: str):
     name, raw, args = parse_caller(text or "", "strict")
     return (name or "").strip(), (raw or ""), args
 
-def run_agent(agent, tasks: Sequence[tuple[str, Sequence[Tool]]], env: ToolEnv, max_steps: int = 8, ids: Sequence[str] | None = None) -> list[AgentRun]:
+def run_agent(
+    agent,
+    tasks: Sequence[tuple[str, Sequence[Tool]]],
+    env: ToolEnv,
+    max_steps: int = 8,
+    ids: Sequence[str] | None = None,
+) -> list[AgentRun]:
     "Run every task to its end (see above)."
     t0 = time.perf_counter()
     hist = [[Turn(role="user", content=q)] for q, _ in tasks]
@@ -202,15 +251,30 @@ def passed(run: AgentRun, gold: Trajectory) -> bool:
     ans = " ".join(run.answer.split()).casefold()
     return all(" ".join(str(v).split()).casefold() in ans for v in last.values())
 
-def realtime_eval(agent, trajs: Sequence[Trajectory], env: ToolEnv, max_steps: int | None = None) -> tuple[dict, list[AgentRun]]:
+def realtime_eval(
+    agent, trajs: Sequence[Trajectory], env: ToolEnv, max_steps: int | None = None
+) -> tuple[dict, list[AgentRun]]:
     "Run every held-out task; returns ({'pass_rate', 'finished', 'gave_up', 'seconds_per_task', 'n', 'passed'}, runs)."
-    runs = run_agent(agent, [(t.instruction, t.tools) for t in trajs], env,
-                     max_steps=max_steps or max(sum(u.role == "planner" for u in t.turns) for t in trajs) + 2, ids=[t.id for t in trajs])
+    runs = run_agent(
+        agent,
+        [(t.instruction, t.tools) for t in trajs],
+        env,
+        max_steps=max_steps or max(sum(u.role == "planner" for u in t.turns) for t in trajs) + 2,
+        ids=[t.id for t in trajs],
+    )
     ok = [passed(r, t) for r, t in zip(runs, trajs)]
     n = len(trajs)
-    return ({"n": n, "pass_rate": sum(ok) / n if n else None, "finished": sum(r.status == "finished" for r in runs) / n if n else None,
-             "gave_up": sum(r.status == "gave_up" for r in runs) / n if n else None,
-             "seconds_per_task": runs[0].seconds if runs else None, "passed": ok}, runs)
+    return (
+        {
+            "n": n,
+            "pass_rate": sum(ok) / n if n else None,
+            "finished": sum(r.status == "finished" for r in runs) / n if n else None,
+            "gave_up": sum(r.status == "gave_up" for r in runs) / n if n else None,
+            "seconds_per_task": runs[0].seconds if runs else None,
+            "passed": ok,
+        },
+        runs,
+    )
 
 # %% ../nbs/18_agent.ipynb
 ROLES = ("planner", "caller", "summarizer")
@@ -236,23 +300,28 @@ class GLPFTConfig:
 def _dir_bytes(p: Path) -> int:
     return sum(f.stat().st_size for f in Path(p).rglob("*") if f.is_file() and f.suffix in (".safetensors", ".bin"))
 
-def train_methods(model: str, trajs: Sequence[Trajectory], out: str | Path, cfg: GLPFTConfig = GLPFTConfig(),
+def train_methods(model: str, trajs: Sequence[Trajectory], out: str | Path, cfg: GLPFTConfig | None = None,
                   methods: Sequence[str] = METHODS, stage2: Sequence[Trajectory] | None = None) -> dict:
-    """Train the requested methods; returns {method: {'models': {role: folder}, 'runs': {name: train info}, 'train_seconds', 'storage_bytes'}}.
-    'alpha_umi_wo_reuse' (the paper's GLPFT without reuse) trains stage 2 on `stage2`, other instructions than stage 1's `trajs`."""
+    """Train the requested methods; returns {method: {'models': {role: folder}, 'runs': {name: train info},
+    'train_seconds', 'storage_bytes'}}.
+    'alpha_umi_wo_reuse' (the paper's GLPFT without reuse) trains stage 2 on `stage2`, other instructions than stage
+    1's `trajs`."""
+    cfg = cfg if cfg is not None else GLPFTConfig()
     from toolpaper.train import SFTConfig, finetune
     from toolpaper.trajectories import SPAN_LABELS, role_examples
     bad = [m for m in methods if m not in METHODS + EXTRA_METHODS]
     if bad: raise ValueError(f"unknown method(s) {bad}; choose from {METHODS + EXTRA_METHODS}")
     if "alpha_umi_wo_reuse" in methods:
         if not stage2: raise ValueError("alpha_umi_wo_reuse needs `stage2`: the trajectories of its second stage")
-        if {t.instruction for t in stage2} & {t.instruction for t in trajs}: raise ValueError("stage2 shares instructions with the stage-1 trajectories")
+        if {t.instruction for t in stage2} & {t.instruction for t in trajs}:
+            raise ValueError("stage2 shares instructions with the stage-1 trajectories")
     out = Path(out); data = {r: role_examples(trajs, r) for r in ("backbone",) + ROLES}
     runs: dict[str, dict] = {}
     def ft(name, examples, lr, epochs, start=None):
         if name not in runs:
             sft = SFTConfig.from_experiment(out / name, cfg, epochs=epochs, lr=lr)
-            base, adapter = (model, start) if cfg.lora else (start or model, None)    # full fine-tuning continues from the saved folder
+            # full fine-tuning continues from the saved folder
+            base, adapter = (model, start) if cfg.lora else (start or model, None)
             runs[name] = finetune(base, examples, sft, adapter=adapter, span_labels=SPAN_LABELS)
             runs[name]["folder"] = str(out / name)
         return str(out / name)
@@ -275,8 +344,10 @@ def train_methods(model: str, trajs: Sequence[Trajectory], out: str | Path, cfg:
     if "alpha_umi_wo_reuse" in methods:
         ep = {"planner": cfg.epochs_planner, "caller": cfg.epochs_caller, "summarizer": cfg.epochs_summarizer}
         data2 = {r: role_examples(stage2, r) for r in ROLES}
-        res["alpha_umi_wo_reuse"] = {"models": {r: ft(f"glpft_wo_reuse_{r}", data2[r], cfg.lr2, ep[r], start=bb) for r in ROLES},
-                                     "stages": ["backbone"] + [f"glpft_wo_reuse_{r}" for r in ROLES]}
+        res["alpha_umi_wo_reuse"] = {
+            "models": {r: ft(f"glpft_wo_reuse_{r}", data2[r], cfg.lr2, ep[r], start=bb) for r in ROLES},
+            "stages": ["backbone"] + [f"glpft_wo_reuse_{r}" for r in ROLES],
+        }
     for m, v in res.items():
         v["runs"] = {s: runs[s] for s in v["stages"]}
         v["train_seconds"] = sum(runs[s]["train_seconds"] for s in v["stages"])
@@ -286,14 +357,28 @@ def train_methods(model: str, trajs: Sequence[Trajectory], out: str | Path, cfg:
 
 def make_agent(method: str, trained: dict, base: str, batch_size: int = 8, cache: dict | None = None,
                max_new_tokens: tuple[int, int, int] = (96, 96, 128), style: str = "toolpaper", data_dir=None):
-    "The agent of a trained method: `SingleAgent` for 'single', `UmiAgent` (one generator per distinct model folder) otherwise."
+    """The agent of a trained method: `SingleAgent` for 'single', `UmiAgent` (one generator per distinct model folder)
+    otherwise."""
     from toolpaper.client import LocalClient
     cache = cache if cache is not None else {}
     def gen(folder):
-        if folder not in cache:     # a LoRA folder goes over the base model; a full fine-tune folder is a model of its own
+        # a LoRA folder goes over the base model; a full fine-tune folder is a model of its own
+        if folder not in cache:
             lora = Path(folder, "adapter_config.json").exists()
-            cache[folder] = LocalClient(base, adapter=folder, batch_size=batch_size) if lora else LocalClient(folder, batch_size=batch_size)
+            cache[folder] = (
+                LocalClient(base, adapter=folder, batch_size=batch_size)
+                if lora
+                else LocalClient(folder, batch_size=batch_size)
+            )
         return cache[folder]
     mods = trained[method]["models"]
-    if method == "single": return SingleAgent(gen(mods["planner"]), max_new_tokens[0] + max_new_tokens[1], style=style, data_dir=data_dir)
-    return UmiAgent(gen(mods["planner"]), gen(mods["caller"]), gen(mods["summarizer"]), max_new_tokens, style=style, data_dir=data_dir)
+    if method == "single":
+        return SingleAgent(gen(mods["planner"]), max_new_tokens[0] + max_new_tokens[1], style=style, data_dir=data_dir)
+    return UmiAgent(
+        gen(mods["planner"]),
+        gen(mods["caller"]),
+        gen(mods["summarizer"]),
+        max_new_tokens,
+        style=style,
+        data_dir=data_dir,
+    )

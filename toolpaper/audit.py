@@ -4,7 +4,7 @@
 
 # %% ../nbs/06_audit.ipynb 3
 from __future__ import annotations
-import json, random, re
+import json
 from typing import Callable
 import pandas as pd
 from .metrics import score, seal_gold_answer
@@ -38,7 +38,9 @@ def _renumber(inst: Instance) -> str:
 def _with_gold_value(inst: Instance, fn) -> tuple[Instance, str]:
     calls = _calls(inst)
     fn(calls)
-    gold = inst.model_copy(update={"calls": [Call(api=c["api"], arguments=c["parameters"], responses=c["responses"]) for c in calls]})
+    gold = inst.model_copy(
+        update={"calls": [Call(api=c["api"], arguments=c["parameters"], responses=c["responses"]) for c in calls]}
+    )
     return gold, seal_gold_answer(gold)
 
 def _apostrophe(calls):
@@ -59,24 +61,52 @@ def _wrong(inst):
 
 def _floaty(inst):
     calls = _calls(inst)
-    for c in calls: c["parameters"] = {k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v for k, v in c["parameters"].items()}
+    for c in calls:
+        c["parameters"] = {
+            k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v for k, v in c["parameters"].items()
+        }
     return repr(calls)
 
 def _has_str(i: Instance) -> bool: return _first_plain_str(_calls(i))[0] is not None
-def _has_int(i: Instance) -> bool: return any(isinstance(v, int) and not isinstance(v, bool) for c in i.calls for v in c.arguments.values())
+def _has_int(i: Instance) -> bool:
+    return any(isinstance(v, int) and not isinstance(v, bool) for c in i.calls for v in c.arguments.values())
 _ALL = lambda i: True
 
 SEAL_PERTURBATIONS: dict[str, tuple[Callable, str, Callable]] = {
     "gold": (lambda i: (i, seal_gold_answer(i)), "The gold answer in the released layout (a Python literal).", _ALL),
     "json": (lambda i: (i, json.dumps(_calls(i))), "The gold answer as JSON (double quotes, lower-case true).", _ALL),
-    "prose_around": (lambda i: (i, "Sure, these are the calls:\n```\n" + seal_gold_answer(i) + "\n```\nAnything else?"), "Correct answer inside a code fence with prose around it.", _ALL),
+    "prose_around": (
+        lambda i: (i, "Sure, these are the calls:\n```\n" + seal_gold_answer(i) + "\n```\nAnything else?"),
+        "Correct answer inside a code fence with prose around it.",
+        _ALL,
+    ),
     "drop_call": (lambda i: (i, _drop(i)), "The last call is left out.", _ALL),
     "duplicate_call": (lambda i: (i, repr(_calls(i) + _calls(i)[:1])), "The first call is repeated.", _ALL),
-    "wrong_value": (lambda i: (i, _wrong(i)), "The first plain string argument is wrong (instances with one).", _has_str),
-    "int_as_float": (lambda i: (i, _floaty(i)), "Integer arguments written as floats, 5 -> 5.0 (instances with an integer argument).", _has_int),
-    "apostrophe": (lambda i: _with_gold_value(i, _apostrophe), "A value containing an apostrophe: gold and output both end the first string value in \"'s\".", _has_str),
-    "true_literal": (lambda i: _with_gold_value(i, _true), "A boolean argument: gold and output both carry confirm=True.", _ALL),
-    "renumbered": (lambda i: (i, _renumber(i)), "Calls in another valid order with response ids renumbered consistently (nested instances).", lambda i: i.nested),
+    "wrong_value": (
+        lambda i: (i, _wrong(i)),
+        "The first plain string argument is wrong (instances with one).",
+        _has_str,
+    ),
+    "int_as_float": (
+        lambda i: (i, _floaty(i)),
+        "Integer arguments written as floats, 5 -> 5.0 (instances with an integer argument).",
+        _has_int,
+    ),
+    "apostrophe": (
+        lambda i: _with_gold_value(i, _apostrophe),
+        'A value containing an apostrophe: gold and output both end the first string value in "\'s".',
+        _has_str,
+    ),
+    "true_literal": (
+        lambda i: _with_gold_value(i, _true),
+        "A boolean argument: gold and output both carry confirm=True.",
+        _ALL,
+    ),
+    "renumbered": (
+        lambda i: (i, _renumber(i)),
+        "Calls in another valid order with response ids renumbered consistently (nested instances).",
+        lambda i: i.nested,
+    ),
 }
 
 def seal_audit(instances: list[Instance], names: list[str] | None = None) -> pd.DataFrame:
@@ -90,7 +120,13 @@ def seal_audit(instances: list[Instance], names: list[str] | None = None) -> pd.
         row = {"perturbation": name, "instances": len(golds)}
         for mode in ("compat", "strict"):
             m = score("seal", preds, golds, mode).metrics
-            row.update({f"{mode} format": m["format_acc"], f"{mode} tool F1": m["tool"]["f1"], f"{mode} param F1": m["param"]["f1"]})
+            row.update(
+                {
+                    f"{mode} format": m["format_acc"],
+                    f"{mode} tool F1": m["tool"]["f1"],
+                    f"{mode} param F1": m["param"]["f1"],
+                }
+            )
             if mode == "strict": row["strict exact"] = m["exact_match"]
             else: row["compat tool R"] = m["tool"]["r"]
         row["what"] = what
@@ -107,9 +143,20 @@ def score_released_echo(root=None) -> pd.DataFrame:
         preds = [{"id": r.id, "output": r.answer} for r in load(f"seal-tools:finetune/{split}", root)]
         for mode in ("compat", "strict"):
             m = score("seal", preds, gold, mode).metrics
-            rows.append({"split": split, "mode": mode, "instances": m["n"], "format ACC": m["format_acc"], "tool P": m["tool"]["p"],
-                         "tool R": m["tool"]["r"], "tool F1": m["tool"]["f1"], "param P": m["param"]["p"], "param R": m["param"]["r"],
-                         "param F1": m["param"]["f1"]})
+            rows.append(
+                {
+                    "split": split,
+                    "mode": mode,
+                    "instances": m["n"],
+                    "format ACC": m["format_acc"],
+                    "tool P": m["tool"]["p"],
+                    "tool R": m["tool"]["r"],
+                    "tool F1": m["tool"]["f1"],
+                    "param P": m["param"]["p"],
+                    "param R": m["param"]["r"],
+                    "param F1": m["param"]["f1"],
+                }
+            )
     return pd.DataFrame(rows)
 
 # %% ../nbs/06_audit.ipynb

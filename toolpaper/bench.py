@@ -5,9 +5,9 @@
 # %% ../nbs/20_bench.ipynb 3
 from __future__ import annotations
 import json, os, time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 import pandas as pd
 
 # %% auto 0
@@ -44,8 +44,12 @@ class BenchConfig:
         self.split = self.split or SUITES[self.suite][0]
         if self.split not in SUITES[self.suite]:
             raise ValueError(f"unknown {self.suite} split {self.split!r}; choose {', '.join(SUITES[self.suite])}")
-        for name, val, ok in [("candidates", self.candidates, ("bm25", "dense", "gold", "released")), ("subset", self.subset, ("all", "single", "multiple", "nested")),
-                              ("prompt", self.prompt, ("released", "toolpaper", "native")), ("agent", self.agent, ("single", "umi"))]:
+        for name, val, ok in [
+            ("candidates", self.candidates, ("bm25", "dense", "gold", "released")),
+            ("subset", self.subset, ("all", "single", "multiple", "nested")),
+            ("prompt", self.prompt, ("released", "toolpaper", "native")),
+            ("agent", self.agent, ("single", "umi")),
+        ]:
             if val not in ok: raise ValueError(f"{name} {val!r}: choose {', '.join(ok)}")
         if self.limit is not None and self.limit < 1: raise ValueError("limit must be at least 1")
         if self.suite != "seal" and self.prompt == "native": raise ValueError("prompt='native' is for the seal suite")
@@ -53,8 +57,12 @@ class BenchConfig:
 
     def identity(self) -> dict:
         "The settings that decide the predictions (a run folder holds one identity)."
-        keep = {"suite", "split", "limit", "seed", "max_tokens"} | ({"candidates", "subset", "k", "dense_model", "prompt"} if self.suite == "seal" else set()) \
-            | ({"agent", "prompt"} if self.suite == "umi" else set()) | ({"prompt"} if self.suite == "deer" else set())
+        keep = (
+            {"suite", "split", "limit", "seed", "max_tokens"}
+            | ({"candidates", "subset", "k", "dense_model", "prompt"} if self.suite == "seal" else set())
+            | ({"agent", "prompt"} if self.suite == "umi" else set())
+            | ({"prompt"} if self.suite == "deer" else set())
+        )
         d = asdict(self)
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in d.items() if k in keep}
 
@@ -75,7 +83,10 @@ def bench_items(cfg: BenchConfig) -> list:
     if cfg.split == "toolbench_ood": trajs = D.load("alpha-umi:toolbench/test_out_domain", root)
     else:
         from toolpaper.trajectories import TrajConfig, build_corpus
-        trajs = build_corpus(D.load("seal-tools:test_in_domain", root), D.load("seal-tools:tools", root), TrajConfig(seed=cfg.seed))
+
+        trajs = build_corpus(
+            D.load("seal-tools:test_in_domain", root), D.load("seal-tools:tools", root), TrajConfig(seed=cfg.seed)
+        )
     from toolpaper.sampling import seeded_subset
     return seeded_subset(trajs, cfg.limit, cfg.seed)
 
@@ -88,7 +99,8 @@ def unit_ids(cfg: BenchConfig, items: list) -> list[list[str]]:
 
 # %% ../nbs/20_bench.ipynb
 def native_calls(text: str) -> str:
-    "Tool calls written in a model's native format (`{'name', 'arguments'}` objects, in `<tool_call>` tags or not) as a Seal-Tools call list."
+    """Tool calls written in a model's native format (`{'name', 'arguments'}` objects, in `<tool_call>` tags or not) as
+    a Seal-Tools call list."""
     from toolpaper.parse import balanced_spans, load_literal
     calls, taken = [], []
     for span in balanced_spans(text or "", limit=256):
@@ -104,7 +116,8 @@ def native_calls(text: str) -> str:
             if isinstance(args, str):
                 try: args = json.loads(args)
                 except json.JSONDecodeError: args = {}
-            if isinstance(name, str) and isinstance(args, dict): calls.append({"api": name, "parameters": args, "responses": []})
+            if isinstance(name, str) and isinstance(args, dict):
+                calls.append({"api": name, "parameters": args, "responses": []})
     return json.dumps(calls, ensure_ascii=False) if calls else (text or "")
 
 # %% ../nbs/20_bench.ipynb
@@ -127,22 +140,40 @@ class SealPredictor:
         if cfg.prompt == "released" and cfg.candidates != "released":
             from toolpaper.prompts import seal_template
             self.template = seal_template(cfg.data_dir)
-        if cfg.prompt == "native" and hasattr(client, "tok") and "tools" not in (getattr(client.tok, "chat_template", None) or ""):
+        if (
+            cfg.prompt == "native"
+            and hasattr(client, "tok")
+            and "tools" not in (getattr(client.tok, "chat_template", None) or "")
+        ):
             raise ValueError("prompt='native' needs a model whose chat template takes tools (this one's does not)")
 
     def __call__(self, chunk: list) -> list[dict]:
         from toolpaper.sealtools import candidates, released_examples, seal_examples
         cfg = self.cfg
         if cfg.candidates == "released":
-            ex, names = released_examples(chunk, self.released, self.tools, "toolpaper" if cfg.prompt == "native" else cfg.prompt)
+            ex, names = released_examples(
+                chunk, self.released, self.tools, "toolpaper" if cfg.prompt == "native" else cfg.prompt
+            )
             cands = [[self.by_name[n] for n in ns] for ns in names]
         else:
-            cands = candidates(chunk, self.tools, self.retriever, cfg.k, gold_only=cfg.candidates == "gold", seed=cfg.seed, shuffle=cfg.prompt != "released")
+            cands = candidates(
+                chunk,
+                self.tools,
+                self.retriever,
+                cfg.k,
+                gold_only=cfg.candidates == "gold",
+                seed=cfg.seed,
+                shuffle=cfg.prompt != "released",
+            )
             names = [[t.name for t in c] for c in cands]
             ex = seal_examples(chunk, cands, "toolpaper" if cfg.prompt == "native" else cfg.prompt, self.template)
         if cfg.prompt == "native":
             from toolpaper.schema import tool_schema
-            prompts = [{"messages": [{"role": "user", "content": x.query}], "tools": [tool_schema(t) for t in c]} for x, c in zip(chunk, cands)]
+
+            prompts = [
+                {"messages": [{"role": "user", "content": x.query}], "tools": [tool_schema(t) for t in c]}
+                for x, c in zip(chunk, cands)
+            ]
         else: prompts = [e.messages for e in ex]
         outs = self.client.generate(prompts, max_tokens=cfg.max_tokens)
         if cfg.prompt == "native": outs = [native_calls(o) for o in outs]
@@ -166,8 +197,13 @@ class UmiPredictor:
         self.cfg, self.pos = cfg, {id(t): k for k, t in enumerate(items)}
         c = clients if isinstance(clients, dict) else {"planner": clients, "caller": clients, "summarizer": clients}
         mt = tuple(cfg.max_tokens) if isinstance(cfg.max_tokens, (list, tuple)) else (cfg.max_tokens,) * 3
-        kw = dict(style=cfg.prompt, data_dir=cfg.data_dir)             # released: the authors' role-file layouts, learned from their examples
-        self.agent = (SingleAgent(c["planner"], mt[0] + mt[1], **kw) if cfg.agent == "single" else UmiAgent(c["planner"], c["caller"], c["summarizer"], mt, **kw))
+        # released: the authors' role-file layouts, learned from their examples
+        kw = dict(style=cfg.prompt, data_dir=cfg.data_dir)
+        self.agent = (
+            SingleAgent(c["planner"], mt[0] + mt[1], **kw)
+            if cfg.agent == "single"
+            else UmiAgent(c["planner"], c["caller"], c["summarizer"], mt, **kw)
+        )
 
     def __call__(self, chunk: list) -> list[dict]:
         from toolpaper.agent import static_predictions
@@ -179,11 +215,13 @@ PREDICTORS = {"seal": SealPredictor, "deer": DeerPredictor, "umi": UmiPredictor}
 
 # %% ../nbs/20_bench.ipynb
 class BenchError(ValueError):
-    "A bench run that cannot start or continue (bad folder, settings that differ from the folder's run, unreadable predictions)."
+    """A bench run that cannot start or continue (bad folder, settings that differ from the folder's run, unreadable
+    predictions)."""
 
 
 def read_predictions(path: Path) -> tuple[list[dict], bool]:
-    "Records of a predictions file and whether its last line was cut (a crash mid-write); any other bad line is an error naming it."
+    """Records of a predictions file and whether its last line was cut (a crash mid-write); any other bad line is an
+    error naming it."""
     if not path.exists(): return [], False
     if path.is_dir(): raise BenchError(f"{path} is a folder, not a predictions file")
     lines = path.read_text(encoding="utf-8").split("\n")
@@ -194,7 +232,8 @@ def read_predictions(path: Path) -> tuple[list[dict], bool]:
         except json.JSONDecodeError:
             if n >= len(lines) - 1 and not path.read_bytes().endswith(b"\n"): cut = True; continue
             raise BenchError(f"{path}:{n}: not a JSON line") from None
-        if not isinstance(r, dict) or not isinstance(r.get("id"), str): raise BenchError(f"{path}:{n}: id: a record with a string 'id' is needed")
+        if not isinstance(r, dict) or not isinstance(r.get("id"), str):
+            raise BenchError(f"{path}:{n}: id: a record with a string 'id' is needed")
         recs.append(r)
     return recs, cut
 
@@ -232,9 +271,12 @@ def run_bench(cfg: BenchConfig, client, out, progress: bool = False) -> dict:
     ident = cfg.identity()
     conf_p, pred_p = out / "config.json", out / "predictions.jsonl"
     if conf_p.exists():
-        try: old = json.loads(conf_p.read_text())["run"]
-        except (json.JSONDecodeError, KeyError, TypeError): raise BenchError(f"{conf_p}: unreadable; remove the folder or choose another --out") from None
-        if ident["suite"] == "umi": old.setdefault("prompt", "toolpaper")     # umi runs made before `prompt` applied to umi used toolpaper's prompts
+        try:
+            old = json.loads(conf_p.read_text())["run"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise BenchError(f"{conf_p}: unreadable; remove the folder or choose another --out") from None
+        # umi runs made before `prompt` applied to umi used toolpaper's prompts
+        if ident["suite"] == "umi": old.setdefault("prompt", "toolpaper")
         if old != ident:
             diff = {k: (old.get(k), ident.get(k)) for k in set(old) | set(ident) if old.get(k) != ident.get(k)}
             raise BenchError(f"{out} holds a run with other settings {diff}; choose another --out")
@@ -257,7 +299,12 @@ def run_bench(cfg: BenchConfig, client, out, progress: bool = False) -> dict:
     t0 = time.perf_counter()
     if todo:
         predict = PREDICTORS[cfg.suite](cfg, client, items)
-        bar = tqdm(total=len(items), initial=len(items) - len(todo), disable=not progress, desc=f"bench {cfg.suite}:{cfg.split}")
+        bar = tqdm(
+            total=len(items),
+            initial=len(items) - len(todo),
+            disable=not progress,
+            desc=f"bench {cfg.suite}:{cfg.split}",
+        )
         for i in range(0, len(todo), cfg.chunk):
             chunk = todo[i:i + cfg.chunk]
             _append(pred_p, predict(chunk))
@@ -312,10 +359,16 @@ def bench_rows(res: dict, name: str = "") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 # %% ../nbs/20_bench.ipynb
-PAPER_UMI_OOD = {"ChatGPT (0-shot)": [81.62, 54.67, 8.19, 40.08, 22.85], "GPT-4 (0-shot)": [77.80, 55.26, 5.12, 47.45, 30.61],
-                 "ToolLLaMA (len 8192)": [77.76, 45.07, 3.45, 40.41, 18.10], "Single-LLM 7B": [84.61, 56.54, 2.26, 50.09, 47.99],
-                 "Multi-LLM one-stage 7B": [88.42, 53.40, 2.52, 45.79, 46.39], "Single-LLM multi-task 7B": [86.55, 56.89, 2.77, 49.50, 32.58],
-                 "alpha-UMi w/o reuse 7B": [87.91, 58.02, 2.32, 50.55, 42.59], "alpha-UMi 7B": [89.72, 60.47, 0.45, 53.60, 46.26]}
+PAPER_UMI_OOD = {
+    "ChatGPT (0-shot)": [81.62, 54.67, 8.19, 40.08, 22.85],
+    "GPT-4 (0-shot)": [77.80, 55.26, 5.12, 47.45, 30.61],
+    "ToolLLaMA (len 8192)": [77.76, 45.07, 3.45, 40.41, 18.10],
+    "Single-LLM 7B": [84.61, 56.54, 2.26, 50.09, 47.99],
+    "Multi-LLM one-stage 7B": [88.42, 53.40, 2.52, 45.79, 46.39],
+    "Single-LLM multi-task 7B": [86.55, 56.89, 2.77, 49.50, 32.58],
+    "alpha-UMi w/o reuse 7B": [87.91, 58.02, 2.32, 50.55, 42.59],
+    "alpha-UMi 7B": [89.72, 60.47, 0.45, 53.60, 46.26],
+}
 
 
 def paper_quotes(suite: str, split: str) -> pd.DataFrame:
@@ -324,15 +377,22 @@ def paper_quotes(suite: str, split: str) -> pd.DataFrame:
     from toolpaper.deer import PAPER_DEER
     from toolpaper.umi import PAPER_UMI
     cols = HEADLINE[suite]
-    if suite == "seal": rows = {f"{k} [quoted, Table 2]": v for k, v in PAPER_SEAL["table2"].items()}
-    elif suite == "deer" and split == "valid": rows = {f"{k} [quoted, Table 1]": v for k, v in PAPER_DEER["table1"].items()}
+    if suite == "seal":
+        rows = {f"{k} [quoted, Table 2]": v for k, v in PAPER_SEAL["table2"].items()}
+    elif suite == "deer" and split == "valid":
+        rows = {f"{k} [quoted, Table 1]": v for k, v in PAPER_DEER["table1"].items()}
     elif suite == "deer":
         j = {"test": 0, "tool_bench": 1, "tool_corpus": 2}[split]
         cols = ["p_nocall", "p_call", "p_dc"]
         rows = {f"{k} [quoted, Table 3]": v[3 * j: 3 * j + 3] for k, v in PAPER_DEER["table3"].items()}
     elif split == "toolbench_ood": rows = {f"{k} [quoted, Table 1 out-of-domain]": v for k, v in PAPER_UMI_OOD.items()}
     else: rows = {f"{k} 7B [quoted, Table 1 in-domain]": v for k, v in PAPER_UMI.items()}
-    return pd.DataFrame([{"model": k, "suite": suite, "split": split, "mode": "paper", **{c: f"{x:.1f}" for c, x in zip(cols, v)}} for k, v in rows.items()])
+    return pd.DataFrame(
+        [
+            {"model": k, "suite": suite, "split": split, "mode": "paper", **{c: f"{x:.1f}" for c, x in zip(cols, v)}}
+            for k, v in rows.items()
+        ]
+    )
 
 
 def bench_table(folders: Sequence, quotes: bool = True) -> dict[tuple[str, str], pd.DataFrame]:

@@ -19,12 +19,18 @@ def data_check(root=None, download: bool = True, out=print) -> bool:
     ok = True
     base = D.data_dir(root)
     sample = D.is_sample(base)
-    out(f"data folder: {base}" + (" (the packaged sample: a few records of some files, no checksums)" if sample else ""))
+    out(
+        f"data folder: {base}" + (" (the packaged sample: a few records of some files, no checksums)" if sample else "")
+    )
     for name, spec in D.DATASETS.items():
         for f in spec.files:
             p = base / name / f.path
             if sample:
-                out(f"{'present ' if p.exists() else 'absent  '} {name}/{f.path}{'' if p.exists() else ' (not in the packaged sample)'}"); continue
+                out(
+                    f"{'present ' if p.exists() else 'absent  '} "
+                    f"{name}/{f.path}{'' if p.exists() else ' (not in the packaged sample)'}"
+                )
+                continue
             if not p.exists() and download:
                 try: D.fetch(name, base, [f])
                 except Exception as e: out(f"  {name}/{f.path}: download failed ({type(e).__name__}: {e})")
@@ -40,10 +46,14 @@ def data_check(root=None, download: bool = True, out=print) -> bool:
             out(f"  {split}: {len(recs)} records")
         except (D.DataError, D.DataMissingError, OSError) as e:
             ok = False; out(f"  {split}: FAILED {e}")
-    for name, spec in D.ARCHIVES.items():      # archives outside git (MATH): fetched on first use on a connected machine, never required here
+    # archives outside git (MATH): fetched on first use on a connected machine, never required here
+    for name, spec in D.ARCHIVES.items():
         there = (base / name / spec.folder).is_dir()
-        out(f"{'present ' if there else 'absent  '} {name}/{spec.folder} (archive {spec.url}, sha256 {spec.sha256[:12]}…; "
-            f"{'read on use' if there else 'downloaded, verified and extracted on first use on a connected machine'})")
+        out(
+            f"{'present ' if there else 'absent  '} {name}/{spec.folder} (archive {spec.url}, sha256 "
+            f"{spec.sha256[:12]}…; "
+            f"{'read on use' if there else 'downloaded, verified and extracted on first use on a connected machine'})"
+        )
     out(("every file of the packaged sample reads" if sample else "all files verified") if ok else "problems found")
     return ok
 
@@ -58,7 +68,8 @@ def data_stats(root=None, out=print) -> None:
     out(json.dumps(S.deer_tool_stats(inp["deer_tools"])))
 
 def export_tools(to, root=None, out=print) -> Path:
-    "Every registered tool set (and the tools of every alpha-UMi dialogue file) as OpenAI function schemas, one JSON file each."
+    """Every registered tool set (and the tools of every alpha-UMi dialogue file) as OpenAI function schemas, one JSON
+    file each."""
     from toolpaper.schema import tool_schema
     to = Path(to); to.mkdir(parents=True, exist_ok=True)
     sets = {"seal-tools:tools": None, "tooldeer:tools": None, "alpha-umi:toolbench/test_out_domain": None}
@@ -72,7 +83,8 @@ def export_tools(to, root=None, out=print) -> Path:
     return to
 
 def data_export(to, root=None, out=print, fmt: str = "datasets") -> Path:
-    "Every registered split as a `datasets` folder under `to/<dataset>/<split>` (written beside, then renamed); `fmt='openai-tools'`: tool schemas."
+    """Every registered split as a `datasets` folder under `to/<dataset>/<split>` (written beside, then renamed);
+    `fmt='openai-tools'`: tool schemas."""
     if fmt == "openai-tools": return export_tools(to, root, out)
     if fmt != "datasets": raise ValueError(f"--format {fmt!r}: choose datasets or openai-tools")
     import datasets
@@ -83,8 +95,11 @@ def data_export(to, root=None, out=print, fmt: str = "datasets") -> Path:
         except D.DataMissingError:
             if not sample: raise
             out(f"{split}: skipped (not in the packaged sample)"); continue
-        ds = (datasets.Dataset.from_list([{"field": k, "subfields": v} for k, v in recs.items()]) if isinstance(recs, dict)
-              else D.to_dataset(recs))
+        ds = (
+            datasets.Dataset.from_list([{"field": k, "subfields": v} for k, v in recs.items()])
+            if isinstance(recs, dict)
+            else D.to_dataset(recs)
+        )
         dest = to / split.replace(":", "/")
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
@@ -96,7 +111,8 @@ def data_export(to, root=None, out=print, fmt: str = "datasets") -> Path:
 
 # %% ../nbs/99_cli.ipynb
 def read_predictions_file(path, task: str | None = None, lenient: bool = False, warn=None) -> list[dict]:
-    "Prediction records of a JSONL file, each checked for `task` (see `metrics.prediction_problem`): a bad line is an error naming file, line and field."
+    """Prediction records of a JSONL file, each checked for `task` (see `metrics.prediction_problem`): a bad line is an
+    error naming file, line and field."""
     from toolpaper.metrics import prediction_problem
     p = Path(path)
     if p.is_dir(): raise D.DataError(p, "is a folder; give the predictions file")
@@ -105,7 +121,8 @@ def read_predictions_file(path, task: str | None = None, lenient: bool = False, 
     recs = []
     for n, obj in D.read_jsonl(p, finite=False):
         if not isinstance(obj, dict): raise D.DataError(p, f"expected a JSON object, got {type(obj).__name__}", line=n)
-        if not isinstance(obj.get("id"), (str, int)) or isinstance(obj.get("id"), bool): raise D.DataError(p, "missing or not a string", line=n, field="id")
+        if not isinstance(obj.get("id"), (str, int)) or isinstance(obj.get("id"), bool):
+            raise D.DataError(p, "missing or not a string", line=n, field="id")
         i = str(obj["id"])
         if i in seen: raise D.DataError(p, f"duplicate id {i!r} (first on line {seen[i]})", line=n, field="id")
         prob = prediction_problem(task, obj) if task else None
@@ -115,9 +132,13 @@ def read_predictions_file(path, task: str | None = None, lenient: bool = False, 
         seen[i] = n; recs.append(obj)
     return recs
 
-def run_eval(task: str, pred: str, gold: str, mode: str = "compat", json_out: str | None = None, out=print, lenient: bool = False):
+def run_eval(
+    task: str, pred: str, gold: str, mode: str = "compat", json_out: str | None = None, out=print, lenient: bool = False
+):
     from toolpaper.metrics import score
-    if json_out and Path(json_out).is_dir(): raise D.DataError(json_out, "is a folder; give the path of the JSON file to write")
+
+    if json_out and Path(json_out).is_dir():
+        raise D.DataError(json_out, "is a folder; give the path of the JSON file to write")
     preds = read_predictions_file(pred, task, lenient)
     res = score(task, preds, gold, mode, lenient=lenient)
     out(f"{task} ({mode}) on {gold}: {len(preds)} predictions")
@@ -128,22 +149,33 @@ def run_eval(task: str, pred: str, gold: str, mode: str = "compat", json_out: st
 
 # %% ../nbs/99_cli.ipynb
 def bench_client(args):
-    "The client — or {role: client} for an alpha-UMi agent with per-role models — that a `toolpaper bench` command asks for."
+    """The client — or {role: client} for an alpha-UMi agent with per-role models — that a `toolpaper bench` command
+    asks for."""
     from toolpaper.client import make_client
     rec = None if (args.no_record or args.replay) else str(Path(args.out) / "requests.jsonl")
-    local = {"batch_size": args.batch_size, "precision": args.precision, "engine": args.engine, "concurrency": args.concurrency}
+    local = {
+        "batch_size": args.batch_size,
+        "precision": args.precision,
+        "engine": args.engine,
+        "concurrency": args.concurrency,
+    }
     def local_name(adapter):                         # the model name a LocalClient records under
         return f"{args.model}+{Path(adapter.rstrip('/')).name}" if adapter else args.model
     def one(adapter=None, served=None):
-        if args.replay: return make_client(model=(served if args.base_url else local_name(adapter)) if args.model else None, replay=args.replay)
-        if args.base_url: return make_client(served or args.model, base_url=args.base_url, api=args.api, record=rec, **local)
+        if args.replay:
+            return make_client(
+                model=(served if args.base_url else local_name(adapter)) if args.model else None, replay=args.replay
+            )
+        if args.base_url:
+            return make_client(served or args.model, base_url=args.base_url, api=args.api, record=rec, **local)
         return make_client(args.model, adapter=adapter, record=rec, **local)
     roles = {r: getattr(args, r, None) for r in ("planner", "caller", "summarizer")}
     if not (args.suite == "umi" and args.agent == "umi" and any(roles.values())): return one(args.adapter, args.model)
     made: dict = {}
     for r, who in roles.items():
         key = who or args.adapter or ""
-        if key not in made: made[key] = one(adapter=None if args.base_url else (who or args.adapter), served=who or args.model)
+        if key not in made:
+            made[key] = one(adapter=None if args.base_url else (who or args.adapter), served=who or args.model)
         roles[r] = made[key]
     return roles
 
@@ -151,11 +183,25 @@ def bench_client(args):
 def run_bench_cli(args, out=print) -> dict:
     from toolpaper.bench import BenchConfig, bench_rows, run_bench
     from toolpaper.report import df_markdown
-    if Path(args.out).exists() and not Path(args.out).is_dir(): raise D.DataError(args.out, "is a file; --out must be a folder")
+
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise D.DataError(args.out, "is a file; --out must be a folder")
     mt = args.max_tokens
-    cfg = BenchConfig(args.suite, split=args.split, limit=args.limit, seed=args.seed, candidates=args.candidates, subset=args.subset, k=args.k,
-                      dense_model=args.dense_model, prompt=args.prompt, agent=args.agent, max_tokens=(mt if mt is None or args.suite != "umi" else (mt,) * 3),
-                      chunk=args.chunk, data_dir=args.data_dir)
+    cfg = BenchConfig(
+        args.suite,
+        split=args.split,
+        limit=args.limit,
+        seed=args.seed,
+        candidates=args.candidates,
+        subset=args.subset,
+        k=args.k,
+        dense_model=args.dense_model,
+        prompt=args.prompt,
+        agent=args.agent,
+        max_tokens=(mt if mt is None or args.suite != "umi" else (mt,) * 3),
+        chunk=args.chunk,
+        data_dir=args.data_dir,
+    )
     client = bench_client(args)
     res = run_bench(cfg, client, args.out, progress=not args.no_progress)
     out(df_markdown(bench_rows(res, args.out)))
@@ -179,9 +225,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("data", help="check, summarise or export the released datasets")
     dsub = d.add_subparsers(dest="action", required=True)
-    for a, h in [("check", "verify checksums and record counts"), ("stats", "print dataset statistics"), ("export", "export every split in datasets format")]:
+    for a, h in [
+        ("check", "verify checksums and record counts"),
+        ("stats", "print dataset statistics"),
+        ("export", "export every split in datasets format"),
+    ]:
         p = dsub.add_parser(a, help=h)
-        p.add_argument("--data-dir", default=None, help="data folder (default: $TOOLPAPER_DATA_DIR or the user cache; 'sample' for the packaged sample)")
+        p.add_argument(
+            "--data-dir",
+            default=None,
+            help="data folder (default: $TOOLPAPER_DATA_DIR or the user cache; 'sample' for the packaged sample)",
+        )
         if a == "check": p.add_argument("--no-download", action="store_true")
         if a == "export":
             p.add_argument("--to", required=True)
@@ -193,33 +247,74 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--gold", required=True, help="gold file, or a registered split such as seal-tools:dev")
     e.add_argument("--mode", choices=["compat", "strict"], default="compat")
     e.add_argument("--json", default=None, help="write the metrics as JSON here")
-    e.add_argument("--lenient", action="store_true", help="score an unreadable prediction as empty (counted and warned) instead of stopping")
-    b = sub.add_parser("bench", help="evaluate a model on Seal-Tools, DEER or alpha-UMi (or collect runs: bench table DIR...)")
+    e.add_argument(
+        "--lenient",
+        action="store_true",
+        help="score an unreadable prediction as empty (counted and warned) instead of stopping",
+    )
+    b = sub.add_parser(
+        "bench", help="evaluate a model on Seal-Tools, DEER or alpha-UMi (or collect runs: bench table DIR...)"
+    )
     b.add_argument("suite", choices=["seal", "deer", "umi", "table"])
     b.add_argument("folders", nargs="*", help="(bench table) run folders to collect")
-    b.add_argument("--model", default=None, help="registered name, Hugging Face id or folder; with --base-url, the server's model name")
+    b.add_argument(
+        "--model",
+        default=None,
+        help="registered name, Hugging Face id or folder; with --base-url, the server's model name",
+    )
     b.add_argument("--adapter", default=None, help="LoRA adapter folder (local models)")
-    b.add_argument("--base-url", default=None, help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (key from OPENAI_API_KEY)")
+    b.add_argument(
+        "--base-url",
+        default=None,
+        help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (key from OPENAI_API_KEY)",
+    )
     b.add_argument("--api", choices=["chat", "completions"], default="chat")
     b.add_argument("--replay", default=None, help="answer from this record file (offline, exact)")
     b.add_argument("--no-record", action="store_true", help="do not write OUT/requests.jsonl")
     b.add_argument("--split", default=None)
     b.add_argument("--limit", type=int, default=None, help="a seeded, stratified subset of N items")
     b.add_argument("--seed", type=int, default=0)
-    b.add_argument("--out", default=None, help="run folder (predictions, metrics); default runs/bench/<suite>-<split>-<model>")
-    b.add_argument("--mode", nargs="+", choices=["compat", "strict"], default=["compat", "strict"], help="modes shown (both are always scored)")
-    b.add_argument("--candidates", choices=["bm25", "dense", "gold", "released"], default="bm25", help="(seal) candidate tools")
+    b.add_argument(
+        "--out", default=None, help="run folder (predictions, metrics); default runs/bench/<suite>-<split>-<model>"
+    )
+    b.add_argument(
+        "--mode",
+        nargs="+",
+        choices=["compat", "strict"],
+        default=["compat", "strict"],
+        help="modes shown (both are always scored)",
+    )
+    b.add_argument(
+        "--candidates", choices=["bm25", "dense", "gold", "released"], default="bm25", help="(seal) candidate tools"
+    )
     b.add_argument("--subset", choices=["all", "single", "multiple", "nested"], default="all", help="(seal) instances")
     b.add_argument("--k", type=int, default=5, help="(seal) candidates per prompt")
-    b.add_argument("--dense-model", default="all-minilm-l6-v2", help="(seal) sentence encoder for --candidates dense (a fine-tuned DPR folder works)")
-    b.add_argument("--prompt", choices=["released", "toolpaper", "native"], default="released",
-                   help="released: the authors' prompt layouts (seal, deer, umi); toolpaper: the project's own; native (seal): tools through the model's chat template")
-    b.add_argument("--agent", choices=["single", "umi"], default="single", help="(umi) one model, or planner / caller / summarizer")
-    for r in ("planner", "caller", "summarizer"): b.add_argument(f"--{r}", default=None, help=f"(umi --agent umi) the {r}'s adapter folder or server model name")
+    b.add_argument(
+        "--dense-model",
+        default="all-minilm-l6-v2",
+        help="(seal) sentence encoder for --candidates dense (a fine-tuned DPR folder works)",
+    )
+    b.add_argument(
+        "--prompt",
+        choices=["released", "toolpaper", "native"],
+        default="released",
+        help="released: the authors' prompt layouts (seal, deer, umi); toolpaper: the project's own; native (seal): "
+             "tools through the model's chat template",
+    )
+    b.add_argument(
+        "--agent", choices=["single", "umi"], default="single", help="(umi) one model, or planner / caller / summarizer"
+    )
+    for r in ("planner", "caller", "summarizer"):
+        b.add_argument(f"--{r}", default=None, help=f"(umi --agent umi) the {r}'s adapter folder or server model name")
     b.add_argument("--max-tokens", type=int, default=None)
     b.add_argument("--batch-size", type=int, default=16, help="sequences decoded at once (local models)")
     b.add_argument("--engine", choices=["auto", "fast", "reference"], default="auto", help="local generation path")
-    b.add_argument("--precision", choices=["auto", "int8"], default="auto", help="int8: int8 decode steps on CPU (faster, not exact)")
+    b.add_argument(
+        "--precision",
+        choices=["auto", "int8"],
+        default="auto",
+        help="int8: int8 decode steps on CPU (faster, not exact)",
+    )
     b.add_argument("--concurrency", type=int, default=8, help="requests in flight (servers)")
     b.add_argument("--chunk", type=int, default=32, help="items predicted and saved together")
     b.add_argument("--data-dir", default=None)
@@ -227,15 +322,24 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-progress", action="store_true")
     s = sub.add_parser("serve", help="serve a local model (and adapters) over an OpenAI-compatible API")
     s.add_argument("--model", required=True, help="registered name, Hugging Face id or folder")
-    s.add_argument("--adapter", action="append", default=[], help="LoRA adapter folder, or NAME=FOLDER (repeatable; one model name each)")
+    s.add_argument(
+        "--adapter",
+        action="append",
+        default=[],
+        help="LoRA adapter folder, or NAME=FOLDER (repeatable; one model name each)",
+    )
     s.add_argument("--name", default=None, help="model name of the base model (default: --model)")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000)
     s.add_argument("--batch-size", type=int, default=16)
     s.add_argument("--engine", choices=["auto", "fast", "reference"], default="auto")
     s.add_argument("--precision", choices=["auto", "int8"], default="auto")
-    t = sub.add_parser("train", help="fine-tune a model on a JSONL file of prompt examples (works under accelerate launch)")
-    t.add_argument("--examples", required=True, help="JSONL of {id, messages, spans} (toolpaper.prompts.write_examples)")
+    t = sub.add_parser(
+        "train", help="fine-tune a model on a JSONL file of prompt examples (works under accelerate launch)"
+    )
+    t.add_argument(
+        "--examples", required=True, help="JSONL of {id, messages, spans} (toolpaper.prompts.write_examples)"
+    )
     t.add_argument("--model", default="smollm2-135m-instruct", help="registered name, Hugging Face id or folder")
     t.add_argument("--out", required=True)
     t.add_argument("--adapter", default=None, help="start from this LoRA adapter")
@@ -253,8 +357,12 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("reproduce", help="run the registered experiment notebooks with papermill")
     r.add_argument("--profile", choices=PROFILES, default="cpu")
     r.add_argument("--only", action="append", choices=list(EXPERIMENTS), help="run only this experiment (repeatable)")
-    r.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE", help="notebook parameter (repeatable)")
-    r.add_argument("--out", default=None, help="reports folder (default: reports/ for cpu, reports/<profile>/ otherwise)")
+    r.add_argument(
+        "-p", "--param", action="append", default=[], metavar="KEY=VALUE", help="notebook parameter (repeatable)"
+    )
+    r.add_argument(
+        "--out", default=None, help="reports folder (default: reports/ for cpu, reports/<profile>/ otherwise)"
+    )
     r.add_argument("--no-progress", action="store_true")
     return ap
 
@@ -271,11 +379,21 @@ def main(argv: list[str] | None = None) -> int:
         rc = _dispatch(args)
         sys.stdout.flush()                      # a closed pipe shows here, inside the handler, not at interpreter exit
         return rc
-    except BrokenPipeError:                     # `toolpaper ... | head`: the reader left; say so once, quietly
+    except BrokenPipeError:  # `toolpaper ... | head`: the reader left; say so once, quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         print("toolpaper: error: standard output was closed (broken pipe)", file=sys.stderr)
         return 2
-    except (D.DataError, D.DataMissingError, BenchError, CacheMiss, LLMError, KeyError, ValueError, RuntimeError, OSError) as e:
+    except (
+        D.DataError,
+        D.DataMissingError,
+        BenchError,
+        CacheMiss,
+        LLMError,
+        KeyError,
+        ValueError,
+        RuntimeError,
+        OSError,
+    ) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"toolpaper: error: {msg}", file=sys.stderr)
         return 2
@@ -296,13 +414,35 @@ def _dispatch(args) -> int:
         run_bench_cli(args); return 0
     if args.cmd == "serve":
         from toolpaper.serve import serve
-        serve(args.model, args.adapter, args.host, args.port, args.name, batch_size=args.batch_size, engine=args.engine, precision=args.precision)
+
+        serve(
+            args.model,
+            args.adapter,
+            args.host,
+            args.port,
+            args.name,
+            batch_size=args.batch_size,
+            engine=args.engine,
+            precision=args.precision,
+        )
         return 0
     if args.cmd == "train":
         from toolpaper.prompts import read_examples
         from toolpaper.train import SFTConfig, finetune
-        cfg = SFTConfig(args.out, epochs=args.epochs, max_steps=args.max_steps, lr=args.lr, batch_size=args.batch_size, grad_accum=args.grad_accum,
-                        max_length=args.max_length, lora=not args.full, save_steps=args.save_steps, deepspeed=args.deepspeed, seed=args.seed)
+
+        cfg = SFTConfig(
+            args.out,
+            epochs=args.epochs,
+            max_steps=args.max_steps,
+            lr=args.lr,
+            batch_size=args.batch_size,
+            grad_accum=args.grad_accum,
+            max_length=args.max_length,
+            lora=not args.full,
+            save_steps=args.save_steps,
+            deepspeed=args.deepspeed,
+            seed=args.seed,
+        )
         info = finetune(args.model, read_examples(args.examples), cfg, adapter=args.adapter, resume=args.resume)
         print(json.dumps({k: info[k] for k in ("train_seconds", "tokens", "trainable_params")}))
         return 0

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import hashlib, json, os, random, threading, time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence, Union
 from .engine import cut_at_stop
@@ -61,7 +61,8 @@ class LLMError(RuntimeError):
 class CacheMiss(KeyError):
     "Replay mode met a request that was never recorded."
 
-PROMPT_ORIGINS: dict[str, tuple[str, dict]] = {}   # hash of a prompt text -> (stage, builder arguments), filled by `toolpaper.generate.stage_prompt`
+# hash of a prompt text -> (stage, builder arguments), filled by `toolpaper.generate.stage_prompt`
+PROMPT_ORIGINS: dict[str, tuple[str, dict]] = {}
 
 # %% ../nbs/12_client.ipynb
 @dataclass(frozen=True)
@@ -82,9 +83,14 @@ class Params:
 
 def request_key(model: str, prompt: Prompt, params: dict, prefix: str = "") -> str:
     "Stable hash of a request: model, prompt (messages or text, and tools), prefix and generation settings."
-    if isinstance(prompt, dict): blob = {"model": model, "messages": prompt["messages"], "tools": prompt["tools"], "params": params}
-    else: blob = {"model": model, ("prompt" if isinstance(prompt, str) else "messages"): prompt if isinstance(prompt, str) else list(prompt),
-                  "params": params}
+    if isinstance(prompt, dict):
+        blob = {"model": model, "messages": prompt["messages"], "tools": prompt["tools"], "params": params}
+    else:
+        blob = {
+            "model": model,
+            ("prompt" if isinstance(prompt, str) else "messages"): prompt if isinstance(prompt, str) else list(prompt),
+            "params": params,
+        }
     if prefix: blob["prefix"] = prefix
     return hashlib.sha256(json.dumps(blob, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
@@ -94,14 +100,22 @@ def _messages_ok(p: Any) -> bool:
                                                                 and isinstance(m.get("content"), str) for m in p)
 
 def check_prompt(p: Any, i: int) -> Prompt:
-    "`p` if it is plain text, a list of role/content messages or `{'messages', 'tools'}`, else a `ValueError` naming prompt `i`."
+    """`p` if it is plain text, a list of role/content messages or `{'messages', 'tools'}`, else a `ValueError` naming
+    prompt `i`."""
     if isinstance(p, str): return p
     if _messages_ok(p): return list(p)
-    if isinstance(p, dict) and set(p) == {"messages", "tools"} and _messages_ok(p["messages"]) and isinstance(p["tools"], list) \
-            and all(isinstance(t, dict) for t in p["tools"]):
+    if (
+        isinstance(p, dict)
+        and set(p) == {"messages", "tools"}
+        and _messages_ok(p["messages"])
+        and isinstance(p["tools"], list)
+        and all(isinstance(t, dict) for t in p["tools"])
+    ):
         return {"messages": list(p["messages"]), "tools": list(p["tools"])}
-    raise ValueError(f"prompt {i}: expected text, a non-empty list of {{'role', 'content'}} messages or {{'messages', 'tools'}}, "
-                     f"got {str(p)[:80]!r}")
+    raise ValueError(
+        f"prompt {i}: expected text, a non-empty list of {{'role', 'content'}} messages or {{'messages', 'tools'}}, "
+        f"got {str(p)[:80]!r}"
+    )
 
 # %% ../nbs/12_client.ipynb
 class Client:
@@ -113,12 +127,22 @@ class Client:
     @property
     def name(self) -> str: return self.model
 
-    def complete(self, prompts: Sequence[Prompt], max_tokens: int = 256, stop: Sequence[str] = (), include_stop: bool = False,
-                 prefixes: Sequence[str] | None = None, temperature: float = 0.0, progress: bool = False, errors: str = "raise") -> list:
+    def complete(
+        self,
+        prompts: Sequence[Prompt],
+        max_tokens: int = 256,
+        stop: Sequence[str] = (),
+        include_stop: bool = False,
+        prefixes: Sequence[str] | None = None,
+        temperature: float = 0.0,
+        progress: bool = False,
+        errors: str = "raise",
+    ) -> list:
         "Completions in input order (see above)."
         if errors not in ("raise", "return"): raise ValueError(f"errors={errors!r}: expected 'raise' or 'return'")
         prompts = [check_prompt(p, i) for i, p in enumerate(prompts)]
-        if prefixes is not None and len(prefixes) != len(prompts): raise ValueError(f"{len(prefixes)} prefixes for {len(prompts)} prompts")
+        if prefixes is not None and len(prefixes) != len(prompts):
+            raise ValueError(f"{len(prefixes)} prefixes for {len(prompts)} prompts")
         params = Params(int(max_tokens), tuple(stop or ()), bool(include_stop), float(temperature))
         items = [(p, (prefixes[i] or "") if prefixes is not None else "", params) for i, p in enumerate(prompts)]
         out = self._complete(items, progress) if items else []
@@ -131,30 +155,50 @@ class Client:
         "The texts of `complete` (errors raise)."
         return [c.text for c in self.complete(prompts, max_tokens, **kw)]
 
-    def _complete(self, items: list[tuple[Prompt, str, Params]], progress: bool = False) -> list: raise NotImplementedError
+    def _complete(self, items: list[tuple[Prompt, str, Params]], progress: bool = False) -> list:
+        raise NotImplementedError
 
 # %% ../nbs/12_client.ipynb
 class LocalClient(Client):
     "A local transformers model (optionally with a LoRA adapter) behind the `Client` interface."
-    def __init__(self, model: str = "smollm2-135m-instruct", adapter: str | None = None, batch_size: int = 16, device: str | None = None,
-                 engine: str = "auto", precision: str = "auto", prefix_cache_mb: int = 2048, draft: int = 8, seed: int = 0,
-                 name: str | None = None, loaded: tuple | None = None):
+
+    def __init__(
+        self,
+        model: str = "smollm2-135m-instruct",
+        adapter: str | None = None,
+        batch_size: int = 16,
+        device: str | None = None,
+        engine: str = "auto",
+        precision: str = "auto",
+        prefix_cache_mb: int = 2048,
+        draft: int = 8,
+        seed: int = 0,
+        name: str | None = None,
+        loaded: tuple | None = None,
+    ):
         super().__init__()
         from toolpaper.engine import make_engine
         from toolpaper.models import load_model
         self.model_obj, self.tok = loaded if loaded is not None else load_model(model, adapter=adapter, device=device)
-        kw = {} if engine == "reference" else {"precision": precision, "prefix_cache_mb": prefix_cache_mb, "draft": draft}
+        kw = (
+            {}
+            if engine == "reference"
+            else {"precision": precision, "prefix_cache_mb": prefix_cache_mb, "draft": draft}
+        )
         self.engine = make_engine(self.model_obj, self.tok, engine, batch_size=batch_size, **kw)
         self.model = name or (str(model) + (f"+{Path(str(adapter).rstrip('/')).name}" if adapter else ""))
         self.seed = seed
 
     def render(self, prompt: Prompt, prefix: str = "") -> str:
-        "The text the model reads: the chat template for a conversation (with its tools), the text itself otherwise; then the prefix."
+        """The text the model reads: the chat template for a conversation (with its tools), the text itself otherwise;
+        then the prefix."""
         from toolpaper.prompts import render
         if isinstance(prompt, dict):
             if "tools" not in (getattr(self.tok, "chat_template", None) or ""):
                 raise ValueError(f"{self.model}: the chat template does not take tools; use a prompt without tools")
-            text = self.tok.apply_chat_template(prompt["messages"], tools=prompt["tools"], tokenize=False, add_generation_prompt=True)
+            text = self.tok.apply_chat_template(
+                prompt["messages"], tools=prompt["tools"], tokenize=False, add_generation_prompt=True
+            )
         else: text = prompt if isinstance(prompt, str) else render(self.tok, prompt)
         return text + prefix
 
@@ -176,17 +220,41 @@ class LocalClient(Client):
         outs = self.engine.generate(reqs, progress=progress)
         now, res = int(time.time()), []
         for (_, _, par), o in zip(items, outs):
-            res.append(Completion(cut_at_stop(o.text, par.stop, par.include_stop), self.model, o.prompt_tokens, len(o.tokens),
-                                  finish_reason=o.finish_reason, created=now, reused_tokens=o.reused_tokens))
-        self.usage.add(requests=len(items), prompt_tokens=sum(c.prompt_tokens for c in res), completion_tokens=sum(c.completion_tokens for c in res),
-                       reused_tokens=sum(c.reused_tokens for c in res), seconds=time.perf_counter() - t0)
+            res.append(
+                Completion(
+                    cut_at_stop(o.text, par.stop, par.include_stop),
+                    self.model,
+                    o.prompt_tokens,
+                    len(o.tokens),
+                    finish_reason=o.finish_reason,
+                    created=now,
+                    reused_tokens=o.reused_tokens,
+                )
+            )
+        self.usage.add(
+            requests=len(items),
+            prompt_tokens=sum(c.prompt_tokens for c in res),
+            completion_tokens=sum(c.completion_tokens for c in res),
+            reused_tokens=sum(c.reused_tokens for c in res),
+            seconds=time.perf_counter() - t0,
+        )
         return res
 
 # %% ../nbs/12_client.ipynb
 def _retryable(e: Exception) -> bool:
     import openai
-    if isinstance(e, (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError, openai.APIConnectionError,
-                      openai.APIResponseValidationError, json.JSONDecodeError)): return True
+
+    if isinstance(
+        e,
+        (
+            openai.RateLimitError,
+            openai.InternalServerError,
+            openai.APITimeoutError,
+            openai.APIConnectionError,
+            openai.APIResponseValidationError,
+            json.JSONDecodeError,
+        ),
+    ): return True
     if isinstance(e, openai.APIStatusError): return e.status_code == 429 or e.status_code >= 500
     return type(e).__name__ in ("ValidationError", "JSONDecodeError")
 
@@ -201,15 +269,36 @@ def _matched_stop(choice) -> str | None:
 # %% ../nbs/12_client.ipynb
 class OpenAIClient(Client):
     "Any OpenAI-compatible endpoint behind the `Client` interface (see above)."
-    def __init__(self, model: str, base_url: str | None = None, api: str = "chat", concurrency: int = 4, timeout: float = 60.0,
-                 max_retries: int = 5, backoff: float = 1.0, jitter: float = 0.5, max_wait: float = 60.0,
-                 prices: tuple[float, float] | None = None, seed: int | None = None, api_key_env: str = "OPENAI_API_KEY"):
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api: str = "chat",
+        concurrency: int = 4,
+        timeout: float = 60.0,
+        max_retries: int = 5,
+        backoff: float = 1.0,
+        jitter: float = 0.5,
+        max_wait: float = 60.0,
+        prices: tuple[float, float] | None = None,
+        seed: int | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+    ):
         super().__init__()
         from openai import OpenAI
         if api not in ("chat", "completions"): raise ValueError(f"api {api!r}: expected 'chat' or 'completions'")
         self.model, self.base_url, self.api, self.concurrency = model, base_url, api, max(1, concurrency)
-        self.client = OpenAI(base_url=base_url, api_key=os.environ.get(api_key_env) or "EMPTY", timeout=timeout, max_retries=0)
-        self.max_retries, self.backoff, self.jitter, self.max_wait, self.prices = max_retries, backoff, jitter, max_wait, prices
+        self.client = OpenAI(
+            base_url=base_url, api_key=os.environ.get(api_key_env) or "EMPTY", timeout=timeout, max_retries=0
+        )
+        self.max_retries, self.backoff, self.jitter, self.max_wait, self.prices = (
+            max_retries,
+            backoff,
+            jitter,
+            max_wait,
+            prices,
+        )
         self._rng = random.Random(seed)
 
     def wait(self, attempt: int) -> float:
@@ -219,28 +308,38 @@ class OpenAIClient(Client):
 
     def _check(self, prompt: Prompt) -> None:
         if self.api == "completions" and not isinstance(prompt, str):
-            raise ValueError("the completions endpoint takes plain text; render the conversation first or use api='chat'")
+            raise ValueError(
+                "the completions endpoint takes plain text; render the conversation first or use api='chat'"
+            )
         if self.api == "chat" and isinstance(prompt, str):
             raise ValueError("the chat endpoint takes conversations; use api='completions' for plain text")
 
     def _request(self, prompt: Prompt, prefix: str, par: Params):
-        kw = dict(model=self.model, max_tokens=par.max_tokens, temperature=par.temperature, stop=list(par.stop)[:4] or None)
+        kw = dict(
+            model=self.model, max_tokens=par.max_tokens, temperature=par.temperature, stop=list(par.stop)[:4] or None
+        )
         if self.api == "completions":
             r = self.client.completions.create(prompt=prompt + prefix, **kw)
             return r, r.choices[0], r.choices[0].text or ""
         tools = prompt["tools"] if isinstance(prompt, dict) else None
-        msgs = list(prompt["messages"] if tools is not None else prompt) + ([{"role": "assistant", "content": prefix}] if prefix else [])
+        msgs = list(prompt["messages"] if tools is not None else prompt) + (
+            [{"role": "assistant", "content": prefix}] if prefix else []
+        )
         extra = {"continue_final_message": True, "add_generation_prompt": False} if prefix else None
         if tools is not None: kw["tools"] = tools
         r = self.client.chat.completions.create(messages=msgs, extra_body=extra, **kw)
         msg = r.choices[0].message
         text = msg.content or ""
         calls = getattr(msg, "tool_calls", None) or []
-        if calls:                               # native tool calls come back as {"name", "arguments"} objects after the text
+        # native tool calls come back as {"name", "arguments"} objects after the text
+        if calls:
             def args(c):
                 try: return json.loads(c.function.arguments or "{}")
                 except json.JSONDecodeError: return c.function.arguments
-            text += ("\n" if text else "") + json.dumps([{"name": c.function.name, "arguments": args(c)} for c in calls], ensure_ascii=False)
+
+            text += ("\n" if text else "") + json.dumps(
+                [{"name": c.function.name, "arguments": args(c)} for c in calls], ensure_ascii=False
+            )
         return r, r.choices[0], text
 
     def _one(self, prompt: Prompt, prefix: str, par: Params):
@@ -259,11 +358,21 @@ class OpenAIClient(Client):
             cost = (pt * self.prices[0] + ct * self.prices[1]) / 1e6 if self.prices else 0.0
             self.usage.add(prompt_tokens=pt, completion_tokens=ct, cost_usd=cost, seconds=time.perf_counter() - t0)
             hit = _matched_stop(ch)
-            if par.include_stop and ch.finish_reason == "stop" and hit in par.stop and not text.endswith(hit): text += hit
-            return Completion(cut_at_stop(text, par.stop, par.include_stop), r.model or self.model, pt, ct, False, ch.finish_reason,
-                              int(r.created) if getattr(r, "created", None) else int(time.time()))
+            if par.include_stop and ch.finish_reason == "stop" and hit in par.stop and not text.endswith(hit):
+                text += hit
+            return Completion(
+                cut_at_stop(text, par.stop, par.include_stop),
+                r.model or self.model,
+                pt,
+                ct,
+                False,
+                ch.finish_reason,
+                int(r.created) if getattr(r, "created", None) else int(time.time()),
+            )
         self.usage.add(failures=1)
-        return LLMError(f"{self.model}: request failed after {attempt + 1} attempt(s): {type(last).__name__}: {str(last)[:200]}")
+        return LLMError(
+            f"{self.model}: request failed after {attempt + 1} attempt(s): {type(last).__name__}: {str(last)[:200]}"
+        )
 
     def _complete(self, items, progress=False):
         from tqdm.auto import tqdm
@@ -300,8 +409,16 @@ class RecordReplay(Client):
         self.model = model or (inner.model if inner else models[0] if len(models) == 1 else "?")
 
     def _hit(self, e: dict) -> Completion:
-        return Completion(e["text"], e.get("model", self.model), e.get("prompt_tokens", 0), e.get("completion_tokens", 0), True,
-                          e.get("finish_reason"), e.get("created"), e.get("reused_tokens", 0))
+        return Completion(
+            e["text"],
+            e.get("model", self.model),
+            e.get("prompt_tokens", 0),
+            e.get("completion_tokens", 0),
+            True,
+            e.get("finish_reason"),
+            e.get("created"),
+            e.get("reused_tokens", 0),
+        )
 
     def _complete(self, items, progress=False):
         keys = [request_key(self.model, p, par.key(), pre) for p, pre, par in items]
@@ -319,17 +436,27 @@ class RecordReplay(Client):
             for (k, idx), i, c in zip(todo.items(), first, res):
                 if isinstance(c, Completion):
                     p, pre, par = items[i]
-                    rec = {"key": k, "request_model": self.model, "model": c.model,
-                           ("prompt" if isinstance(p, str) else "messages"): p, "prefix": pre, "params": par.key(), "text": c.text,
-                           "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens, "finish_reason": c.finish_reason,
-                           "created": c.created}
+                    rec = {
+                        "key": k,
+                        "request_model": self.model,
+                        "model": c.model,
+                        ("prompt" if isinstance(p, str) else "messages"): p,
+                        "prefix": pre,
+                        "params": par.key(),
+                        "text": c.text,
+                        "prompt_tokens": c.prompt_tokens,
+                        "completion_tokens": c.completion_tokens,
+                        "finish_reason": c.finish_reason,
+                        "created": c.created,
+                    }
                     with self._lock:
                         self.path.parent.mkdir(parents=True, exist_ok=True)
                         with open(self.path, "a", encoding="utf-8") as f:
                             f.write(json.dumps(rec, ensure_ascii=False) + "\n"); f.flush(); os.fsync(f.fileno())
                         self.entries[k] = rec
                     self.usage.add(requests=1, prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens)
-                self.usage.add(cache_hits=len(idx) - 1)                  # repeats within the batch are answered by the one request
+                # repeats within the batch are answered by the one request
+                self.usage.add(cache_hits=len(idx) - 1)
                 for j in idx: out[j] = c
         return out
 
@@ -340,10 +467,23 @@ def make_client(model: str | None = None, adapter: str | None = None, base_url: 
     if replay is not None:
         if base_url or adapter: raise ValueError("--replay answers from the file alone; drop --base-url / --adapter")
         return RecordReplay(None, replay, "replay", model)
-    if not model: raise ValueError("give a model (a registered name, Hugging Face id or folder, or the server's model name)")
+    if not model:
+        raise ValueError("give a model (a registered name, Hugging Face id or folder, or the server's model name)")
     if base_url is not None:
-        if adapter: raise ValueError("an adapter is a model name of its own on a server (e.g. vLLM --lora-modules); pass it as --model")
-        inner: Client = OpenAIClient(model, base_url=base_url, api=api, **{k: v for k, v in local.items() if k in ("concurrency", "timeout", "max_retries")})
+        if adapter:
+            raise ValueError(
+                "an adapter is a model name of its own on a server (e.g. vLLM --lora-modules); pass it as --model"
+            )
+        inner: Client = OpenAIClient(
+            model,
+            base_url=base_url,
+            api=api,
+            **{k: v for k, v in local.items() if k in ("concurrency", "timeout", "max_retries")},
+        )
     else:
-        inner = LocalClient(model, adapter=adapter, **{k: v for k, v in local.items() if k not in ("concurrency", "timeout", "max_retries")})
+        inner = LocalClient(
+            model,
+            adapter=adapter,
+            **{k: v for k, v in local.items() if k not in ("concurrency", "timeout", "max_retries")},
+        )
     return RecordReplay(inner, record, "record") if record else inner

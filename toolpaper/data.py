@@ -5,16 +5,42 @@
 # %% ../nbs/01_data.ipynb 3
 from __future__ import annotations
 import ast, hashlib, json, os, re, shutil, tempfile, urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterator, Literal
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError,
+from typing import Annotated, Any, Callable
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError,
                       model_validator)
-# the file helpers live in toolpaper.io; importing them here also keeps `toolpaper.data.<helper>` working
-from .io import (DataError, DataMissingError, atomic_write_bytes, atomic_write_text, cache_root, nonfinite_at,
-                          read_json, read_json_list, read_jsonl, read_text, sha256)
-from .schema import (PARAM_TYPES, Call, DecisionSample, Instance, Param, Record, RefError, ResponseField, Tool, ToolExample,
-                              Trajectory, Turn, check_refs, description_examples, known_type, parse_call_expr, planner_decision)
+from toolpaper.io import (
+    DataError,
+    DataMissingError,
+    atomic_write_bytes,
+    cache_root,
+    read_json,
+    read_json_list,
+    read_jsonl,
+    sha256,
+)
+# the file helpers live in toolpaper.io; the ones data does not use are re-exported so `toolpaper.data.<helper>` keeps
+# working
+from .io import atomic_write_text as atomic_write_text, nonfinite_at as nonfinite_at, read_text as read_text
+from toolpaper.schema import (
+    PARAM_TYPES,
+    Call,
+    DecisionSample,
+    Instance,
+    Param,
+    Record,
+    RefError,
+    ResponseField,
+    Tool,
+    ToolExample,
+    Trajectory,
+    Turn,
+    check_refs,
+    description_examples,
+    known_type,
+    parse_call_expr,
+)
 
 # %% auto 0
 __all__ = ['DATASETS', 'ERRATA', 'CHAIN_MARKERS', 'CHAIN_ORDERS', 'UMI_ROLES', 'ARCHIVES', 'SPLITS', 'SAMPLE_ONLY',
@@ -53,40 +79,141 @@ class DatasetSpec:
 
 _SEAL = "Seal-Tools_Dataset/"
 DATASETS: dict[str, DatasetSpec] = {
-    "seal-tools": DatasetSpec("seal-tools", "fairyshine/Seal-Tools", "ce753ecd60ed08dd376984035de531ab8421f1c6", "Apache-2.0", (
-        RemoteFile("tool.jsonl", _SEAL + "tool.jsonl", "35e34aaec1f0793c2b5a5dff734cb925837988f59ed0fe4f410d67f3d8375f5c"),
-        RemoteFile("field.jsonl", _SEAL + "field.jsonl", "ce6edd5e728a7dddfce8071f694837c48ac6ef4929ff983d87b7d0ead8f4fc02"),
-        RemoteFile("dev.jsonl", _SEAL + "dev.jsonl", "53da12c9fab27e47eba4767ae3625b53bb6474215c38e5033b1fe11e84efacf6"),
-        RemoteFile("test_in_domain.jsonl", _SEAL + "test_in_domain.jsonl", "330020288948e711846417c2fca9a5980ef0f1adc01ad74dc38cc9ff7142811f"),
-        RemoteFile("test_out_domain.jsonl", _SEAL + "test_out_domain.jsonl", "c2a86a3d3a5270f578e07f39a0973310cbcaec3b8d72166d7be38d21c9720be6"),
-        RemoteFile("dataset_for_finetune/dev.json", _SEAL + "dataset_for_finetune/dev.json", "24cf1bbe0719aed1780ca43553611535cc0e1e626529011d131e860d4222cca3"),
-        RemoteFile("dataset_for_finetune/test_in_domain.json", _SEAL + "dataset_for_finetune/test_in_domain.json", "75d51adc3521c6dce1b0f19628446a5e49d30e7a36425fada7809b0f5a4e4d7a"),
-        RemoteFile("dataset_for_finetune/test_out_domain.json", _SEAL + "dataset_for_finetune/test_out_domain.json", "adcdde6eac7cdeb5fe10ea3c77a89fbc55a8dca7fc8c2a23dc17222cb4f4f2f4"),
-        RemoteFile("DPR_Training/dev_split.json", "DPR_Training/dev_split.json", "05107a3c9f2400d07d83370855ccb9b022ec5783712b592fa0ba9faa346141da"),
-        RemoteFile("DPR_Training/test_in_domain_split.json", "DPR_Training/test_in_domain_split.json", "b3adc1ced88a7ed4e7559875c0fe1879ab4d882d8bf90e331e510f4757845aa3"),
-        RemoteFile("DPR_Training/test_out_domain_split.json", "DPR_Training/test_out_domain_split.json", "4159a61edb84a22657d8a63ba40249ef3214fa1429c4ba4b6757d612347f980a"),
-    )),
-    "tooldeer": DatasetSpec("tooldeer", "Ericmututu/ToolDEER", "3a9f2fbe62e7060337e92921a785e4b62862a937", "Apache-2.0", (
-        RemoteFile("tool.json", "data/processed/tool.json", "ab7f257c04beb9e44204b9d4fdcba8e115c273cfdd30e9b9ead7f6612aa02f40"),
-        RemoteFile("valid.json", "data/processed/valid.json", "4b339b652364c2f2648f53e4c45dc02aef2e7b3f9a24d995917a3b3a07bfcd35"),
-        RemoteFile("test.json", "data/processed/test.json", "48ee49ff5c431c597058d3d6294f79a51cfd3c74f0d50ce4e66934789f94548f"),
-        RemoteFile("baselines/tool_bench.json", "baselines/data/tool_bench.json", "ed663f752b7e0d4977f685d93547becfc5f26c88f2306a5004114ab8913f70f2"),
-        RemoteFile("baselines/tool_corpus.json", "baselines/data/tool_corpus.json", "e5c7ff9ab0040861b9f957e8cb903584e3d25cb27749c8d830d08758cd3e1cad"),
-    )),
+    "seal-tools": DatasetSpec(
+        "seal-tools",
+        "fairyshine/Seal-Tools",
+        "ce753ecd60ed08dd376984035de531ab8421f1c6",
+        "Apache-2.0",
+        (
+            RemoteFile(
+                "tool.jsonl", _SEAL + "tool.jsonl", "35e34aaec1f0793c2b5a5dff734cb925837988f59ed0fe4f410d67f3d8375f5c"
+            ),
+            RemoteFile(
+                "field.jsonl", _SEAL + "field.jsonl", "ce6edd5e728a7dddfce8071f694837c48ac6ef4929ff983d87b7d0ead8f4fc02"
+            ),
+            RemoteFile(
+                "dev.jsonl", _SEAL + "dev.jsonl", "53da12c9fab27e47eba4767ae3625b53bb6474215c38e5033b1fe11e84efacf6"
+            ),
+            RemoteFile(
+                "test_in_domain.jsonl",
+                _SEAL + "test_in_domain.jsonl",
+                "330020288948e711846417c2fca9a5980ef0f1adc01ad74dc38cc9ff7142811f",
+            ),
+            RemoteFile(
+                "test_out_domain.jsonl",
+                _SEAL + "test_out_domain.jsonl",
+                "c2a86a3d3a5270f578e07f39a0973310cbcaec3b8d72166d7be38d21c9720be6",
+            ),
+            RemoteFile(
+                "dataset_for_finetune/dev.json",
+                _SEAL + "dataset_for_finetune/dev.json",
+                "24cf1bbe0719aed1780ca43553611535cc0e1e626529011d131e860d4222cca3",
+            ),
+            RemoteFile(
+                "dataset_for_finetune/test_in_domain.json",
+                _SEAL + "dataset_for_finetune/test_in_domain.json",
+                "75d51adc3521c6dce1b0f19628446a5e49d30e7a36425fada7809b0f5a4e4d7a",
+            ),
+            RemoteFile(
+                "dataset_for_finetune/test_out_domain.json",
+                _SEAL + "dataset_for_finetune/test_out_domain.json",
+                "adcdde6eac7cdeb5fe10ea3c77a89fbc55a8dca7fc8c2a23dc17222cb4f4f2f4",
+            ),
+            RemoteFile(
+                "DPR_Training/dev_split.json",
+                "DPR_Training/dev_split.json",
+                "05107a3c9f2400d07d83370855ccb9b022ec5783712b592fa0ba9faa346141da",
+            ),
+            RemoteFile(
+                "DPR_Training/test_in_domain_split.json",
+                "DPR_Training/test_in_domain_split.json",
+                "b3adc1ced88a7ed4e7559875c0fe1879ab4d882d8bf90e331e510f4757845aa3",
+            ),
+            RemoteFile(
+                "DPR_Training/test_out_domain_split.json",
+                "DPR_Training/test_out_domain_split.json",
+                "4159a61edb84a22657d8a63ba40249ef3214fa1429c4ba4b6757d612347f980a",
+            ),
+        ),
+    ),
+    "tooldeer": DatasetSpec(
+        "tooldeer",
+        "Ericmututu/ToolDEER",
+        "3a9f2fbe62e7060337e92921a785e4b62862a937",
+        "Apache-2.0",
+        (
+            RemoteFile(
+                "tool.json",
+                "data/processed/tool.json",
+                "ab7f257c04beb9e44204b9d4fdcba8e115c273cfdd30e9b9ead7f6612aa02f40",
+            ),
+            RemoteFile(
+                "valid.json",
+                "data/processed/valid.json",
+                "4b339b652364c2f2648f53e4c45dc02aef2e7b3f9a24d995917a3b3a07bfcd35",
+            ),
+            RemoteFile(
+                "test.json",
+                "data/processed/test.json",
+                "48ee49ff5c431c597058d3d6294f79a51cfd3c74f0d50ce4e66934789f94548f",
+            ),
+            RemoteFile(
+                "baselines/tool_bench.json",
+                "baselines/data/tool_bench.json",
+                "ed663f752b7e0d4977f685d93547becfc5f26c88f2306a5004114ab8913f70f2",
+            ),
+            RemoteFile(
+                "baselines/tool_corpus.json",
+                "baselines/data/tool_corpus.json",
+                "e5c7ff9ab0040861b9f957e8cb903584e3d25cb27749c8d830d08758cd3e1cad",
+            ),
+        ),
+    ),
     # no LICENSE file upstream; the dialogues derive from ToolBench (Apache-2.0)
-    "alpha-umi": DatasetSpec("alpha-umi", "X-PLUG/Multi-LLM-Agent", "f9eeef7ad2a37eaf345d3682dc1ab89d0641136c", "ToolBench-derived (Apache-2.0)", (
-        RemoteFile("toolbench/test/out_of_domain.json", "GLPFT/dataset/toolbench/test/out_of_domain.json",
-                   "658eafde00be83883b9aff3d02136d910b6cf9ce7eca9f32044a1618ead61f7a"),
-        *(RemoteFile(f"toolbench/train-example/train_{r}.json", f"GLPFT/dataset/toolbench/train-example/train_{r}.json", h) for r, h in [
-            ("backbone", "eeccef1ccf9eb0062c07b97fe2e3a750fef65e50c466b6ccd0fbe1a7f0090f8a"),
-            ("caller", "117893491d6f555cbd4e761898fe637885c794c24a841077f365f73057d8d091"),
-            ("planner", "3789490d911d0b2d5f82d9cb6483067a77b6432dd548e6388bbde32eba238b16"),
-            ("summarizer", "5b4d7b242dee8926945686cd5aa57cec7b0d9d7378d9565c73f25273c4b0a502")]),
-    )),
-    "gsm8k": DatasetSpec("gsm8k", "openai/grade-school-math", "3101c7d5072418e28b9008a6636bde82a006892c", "MIT", (
-        RemoteFile("train.jsonl", "grade_school_math/data/train.jsonl", "17f347dc51477c50d4efb83959dbb7c56297aba886e5544ee2aaed3024813465"),
-        RemoteFile("test.jsonl", "grade_school_math/data/test.jsonl", "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14"),
-    )),
+    "alpha-umi": DatasetSpec(
+        "alpha-umi",
+        "X-PLUG/Multi-LLM-Agent",
+        "f9eeef7ad2a37eaf345d3682dc1ab89d0641136c",
+        "ToolBench-derived (Apache-2.0)",
+        (
+            RemoteFile(
+                "toolbench/test/out_of_domain.json",
+                "GLPFT/dataset/toolbench/test/out_of_domain.json",
+                "658eafde00be83883b9aff3d02136d910b6cf9ce7eca9f32044a1618ead61f7a",
+            ),
+            *(
+                RemoteFile(
+                    f"toolbench/train-example/train_{r}.json",
+                    f"GLPFT/dataset/toolbench/train-example/train_{r}.json",
+                    h,
+                )
+                for r, h in [
+                    ("backbone", "eeccef1ccf9eb0062c07b97fe2e3a750fef65e50c466b6ccd0fbe1a7f0090f8a"),
+                    ("caller", "117893491d6f555cbd4e761898fe637885c794c24a841077f365f73057d8d091"),
+                    ("planner", "3789490d911d0b2d5f82d9cb6483067a77b6432dd548e6388bbde32eba238b16"),
+                    ("summarizer", "5b4d7b242dee8926945686cd5aa57cec7b0d9d7378d9565c73f25273c4b0a502"),
+                ]
+            ),
+        ),
+    ),
+    "gsm8k": DatasetSpec(
+        "gsm8k",
+        "openai/grade-school-math",
+        "3101c7d5072418e28b9008a6636bde82a006892c",
+        "MIT",
+        (
+            RemoteFile(
+                "train.jsonl",
+                "grade_school_math/data/train.jsonl",
+                "17f347dc51477c50d4efb83959dbb7c56297aba886e5544ee2aaed3024813465",
+            ),
+            RemoteFile(
+                "test.jsonl",
+                "grade_school_math/data/test.jsonl",
+                "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14",
+            ),
+        ),
+    ),
 }
 
 # %% ../nbs/01_data.ipynb
@@ -118,7 +245,9 @@ def fetch(name: str, root: Path, files: list[RemoteFile], timeout: float = 60) -
         with urllib.request.urlopen(url, timeout=timeout) as r: data = r.read()
         got = hashlib.sha256(data).hexdigest()
         if got != f.sha256:
-            raise ChecksumError(url, f"downloaded file has sha256 {got}, the registry pins {f.sha256}; nothing was written")
+            raise ChecksumError(
+                url, f"downloaded file has sha256 {got}, the registry pins {f.sha256}; nothing was written"
+            )
         atomic_write_bytes(root / name / f.path, data)
 
 def ensure(name: str, paths: list[str] | None = None, root: str | os.PathLike | None = None,
@@ -129,7 +258,10 @@ def ensure(name: str, paths: list[str] | None = None, root: str | os.PathLike | 
     files = [spec.file(p) for p in paths] if paths else list(spec.files)
     if is_sample(root):
         missing = [f.path for f in files if not (base / f.path).exists()]
-        if missing: raise DataMissingError(f"the packaged sample has no {name} file(s) {missing}; use the released data (see README, 'Data')")
+        if missing:
+            raise DataMissingError(
+                f"the packaged sample has no {name} file(s) {missing}; use the released data (see README, 'Data')"
+            )
         return base
     missing = [f for f in files if not (base / f.path).exists()]
     if missing:
@@ -151,8 +283,11 @@ def ensure(name: str, paths: list[str] | None = None, root: str | os.PathLike | 
         for f in files:
             got = sha256(base / f.path)
             if got != f.sha256:
-                raise ChecksumError(base / f.path, f"sha256 is {got}, the registry pins {f.sha256} "
-                                    f"({spec.repo}@{spec.commit[:12]}:{f.upstream}); pass verify=False to load a modified copy")
+                raise ChecksumError(
+                    base / f.path,
+                    f"sha256 is {got}, the registry pins {f.sha256} "
+                    f"({spec.repo}@{spec.commit[:12]}:{f.upstream}); pass verify=False to load a modified copy",
+                )
     return base
 
 # %% ../nbs/01_data.ipynb
@@ -177,14 +312,18 @@ def _named(v: str) -> str:
     return v
 
 class SealParamRaw(BaseModel):
-    "A parameter or response field; a few released tools add keys such as `example`, `default`, `unit` (kept in `extra`)."
+    """A parameter or response field; a few released tools add keys such as `example`, `default`, `unit` (kept in
+    `extra`)."""
     model_config = ConfigDict(extra="allow", strict=True)
     type: StrictStr
     description: StrictStr
     def others(self) -> dict: return dict(self.__pydantic_extra__ or {})
     @model_validator(mode="after")
     def _type(self):
-        if not known_type(self.type): raise ValueError(f"unknown type {self.type!r} (expected one of {', '.join(PARAM_TYPES)} or a JSON / Python type)")
+        if not known_type(self.type):
+            raise ValueError(
+                f"unknown type {self.type!r} (expected one of {', '.join(PARAM_TYPES)} or a JSON / Python type)"
+            )
         return self
 
 class SealToolRaw(_Strict):
@@ -221,17 +360,28 @@ def _seal_param(name: str, v: SealParamRaw, required: bool) -> Param:
 def seal_tool(raw: SealToolRaw) -> Tool:
     field, _, sub = raw.field.partition("/")
     req = set(raw.required)
-    return Tool(name=raw.api_name, description=raw.api_description, field=field or None, subfield=sub or None,
-                parameters=[_seal_param(k, v, k in req) for k, v in raw.parameters.items()],
-                responses=[ResponseField(name=k, type=v.type, description=v.description, extra=v.others()) for k, v in raw.responses.items()],
-                example_arguments=raw.example)
+    return Tool(
+        name=raw.api_name,
+        description=raw.api_description,
+        field=field or None,
+        subfield=sub or None,
+        parameters=[_seal_param(k, v, k in req) for k, v in raw.parameters.items()],
+        responses=[
+            ResponseField(name=k, type=v.type, description=v.description, extra=v.others())
+            for k, v in raw.responses.items()
+        ],
+        example_arguments=raw.example,
+    )
 
 def read_seal_tools(path) -> list[Tool]:
     "Tools from a Seal-Tools `tool.jsonl`; a repeated name is an error."
     tools, seen = [], {}
     for n, obj in read_jsonl(path):
         t = seal_tool(validate(SealToolRaw, obj, path, line=n)).model_copy(update={"source": obj})
-        if t.name in seen: raise DataError(path, f"duplicate tool name {t.name!r} (first on line {seen[t.name]})", line=n, field="api_name")
+        if t.name in seen:
+            raise DataError(
+                path, f"duplicate tool name {t.name!r} (first on line {seen[t.name]})", line=n, field="api_name"
+            )
         seen[t.name] = n; tools.append(t)
     return tools
 
@@ -241,7 +391,8 @@ def read_seal_instances(path, split: str | None = None, errata: dict | None = No
     out, seen = [], {}
     for n, obj in read_jsonl(path):
         raw = validate(SealInstanceRaw, obj, path, line=n)
-        if raw.id in seen: raise DataError(path, f"duplicate id {raw.id!r} (first on line {seen[raw.id]})", line=n, field="id")
+        if raw.id in seen:
+            raise DataError(path, f"duplicate id {raw.id!r} (first on line {seen[raw.id]})", line=n, field="id")
         seen[raw.id] = n
         inst = Instance(id=raw.id, query=raw.query, split=split,
                         calls=[Call(api=c.api, arguments=c.parameters, responses=c.responses) for c in raw.calling])
@@ -249,7 +400,11 @@ def read_seal_instances(path, split: str | None = None, errata: dict | None = No
         try: check_refs(inst.calls)
         except RefError as e:
             if note is None:
-                fld = f"calling[{e.call}].parameters.{e.param}" if e.param else (f"calling[{e.call}].responses" if e.call is not None else "calling")
+                fld = (
+                    f"calling[{e.call}].parameters.{e.param}"
+                    if e.param
+                    else (f"calling[{e.call}].responses" if e.call is not None else "calling")
+                )
                 raise DataError(path, str(e), line=n, field=fld) from None
             inst.notes.append(note)
         out.append(inst)
@@ -259,9 +414,11 @@ def read_seal_fields(path) -> dict[str, list[str]]:
     "Top field -> subfields, from `field.jsonl` (one `{field: [subfields]}` object per line)."
     out = {}
     for n, obj in read_jsonl(path):
-        if not isinstance(obj, dict) or len(obj) != 1: raise DataError(path, "expected one {field: [subfields]} object", line=n)
+        if not isinstance(obj, dict) or len(obj) != 1:
+            raise DataError(path, "expected one {field: [subfields]} object", line=n)
         (k, v), = obj.items()
-        if not (isinstance(v, list) and all(isinstance(x, str) for x in v)): raise DataError(path, "subfields must be a list of strings", line=n, field=k)
+        if not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+            raise DataError(path, "subfields must be a list of strings", line=n, field=k)
         if k in out: raise DataError(path, f"duplicate field {k!r}", line=n, field=k)
         out[k] = v
     return out
@@ -306,7 +463,8 @@ def read_seal_finetune(path) -> list[FinetuneRecord]:
     for i, obj in enumerate(read_json_list(path)):
         raw = validate(_ConvRaw, obj, path, index=i)
         roles = [t.from_ for t in raw.conversations]
-        if roles != ["human", "gpt"]: raise DataError(path, f"expected roles ['human', 'gpt'], got {roles}", index=i, field="conversations")
+        if roles != ["human", "gpt"]:
+            raise DataError(path, f"expected roles ['human', 'gpt'], got {roles}", index=i, field="conversations")
         if raw.id is None: raise DataError(path, "missing id", index=i, field="id")
         out.append(FinetuneRecord(id=raw.id, prompt=raw.conversations[0].value, answer=raw.conversations[1].value))
     return out
@@ -315,8 +473,14 @@ def read_seal_dpr(path) -> list[DprRecord]:
     out = []
     for i, obj in enumerate(read_json_list(path)):
         raw = validate(_DprRaw, obj, path, index=i)
-        out.append(DprRecord(question=raw.question, positives=[c.title for c in raw.positive_ctxs],
-                             negatives=[c.title for c in raw.negative_ctxs], hard_negatives=[c.title for c in raw.hard_negative_ctxs]))
+        out.append(
+            DprRecord(
+                question=raw.question,
+                positives=[c.title for c in raw.positive_ctxs],
+                negatives=[c.title for c in raw.negative_ctxs],
+                hard_negatives=[c.title for c in raw.hard_negative_ctxs],
+            )
+        )
     return out
 
 # %% ../nbs/01_data.ipynb
@@ -366,17 +530,28 @@ def parse_signature(sig: str) -> list[Param]:
 def deer_tool(raw: DeerToolRaw) -> Tool:
     params = parse_signature(raw.api_function)
     names = [p.name for p in params]
-    return Tool(name=raw.api_name, description=raw.description_for_human, model_description=raw.description_for_model,
-                signature=raw.api_function, parameters=params,
-                examples=[ToolExample(query=e.query, call_text=e.call, call=parse_call_expr(e.call, names)) for e in raw.example])
+    return Tool(
+        name=raw.api_name,
+        description=raw.description_for_human,
+        model_description=raw.description_for_model,
+        signature=raw.api_function,
+        parameters=params,
+        examples=[
+            ToolExample(query=e.query, call_text=e.call, call=parse_call_expr(e.call, names)) for e in raw.example
+        ],
+    )
 
 def read_deer_tools(path) -> list[Tool]:
     tools, seen = [], {}
     for i, obj in enumerate(read_json_list(path)):
         t = deer_tool(validate(DeerToolRaw, obj, path, index=i))
         bad = next((p for p in t.parameters if not known_type(p.type)), None)
-        if bad is not None: raise DataError(path, f"unknown type {bad.type!r}", index=i, field=f"api_function.{bad.name}")
-        if t.name in seen: raise DataError(path, f"duplicate tool name {t.name!r} (first at record {seen[t.name]})", index=i, field="api_name")
+        if bad is not None:
+            raise DataError(path, f"unknown type {bad.type!r}", index=i, field=f"api_function.{bad.name}")
+        if t.name in seen:
+            raise DataError(
+                path, f"duplicate tool name {t.name!r} (first at record {seen[t.name]})", index=i, field="api_name"
+            )
         seen[t.name] = i; tools.append(t)
     return tools
 
@@ -393,7 +568,10 @@ def split_chain(text: str) -> list[tuple[str, str]]:
     ms = list(_MARK_RE.finditer(text))
     unknown = [m.group(1) for m in ms if m.group(1) not in CHAIN_MARKERS]
     if unknown: raise ChainError(f"unknown marker #{unknown[0]}#")
-    return [(m.group(1), text[m.end():(ms[k + 1].start() if k + 1 < len(ms) else len(text))].strip()) for k, m in enumerate(ms)]
+    return [
+        (m.group(1), text[m.end() : (ms[k + 1].start() if k + 1 < len(ms) else len(text))].strip())
+        for k, m in enumerate(ms)
+    ]
 
 def parse_pool(text: str) -> list[Tool]:
     "Candidate tools from the text after `#SearchAPI#` (one Python-literal dict per line after the header)."
@@ -406,14 +584,16 @@ def parse_pool(text: str) -> list[Tool]:
         d = ast.literal_eval(line.strip())
         tools.append(Tool(name=d["api_name"], description=d.get("description", ""), signature=d.get("api_function"),
                           parameters=parse_signature(d.get("api_function", ""))))
-    if names and [t.name for t in tools] != list(names): raise ChainError(f"pool header names {names} differ from the listed tools")
+    if names and [t.name for t in tools] != list(names):
+        raise ChainError(f"pool header names {names} differ from the listed tools")
     return tools
 
 def parse_chain(text: str) -> dict:
     "Branch, candidate pool and call text of a well-formed gold chain (raises `ChainError` otherwise)."
     parts = split_chain(text)
     order = tuple(m for m, _ in parts)
-    if order not in CHAIN_ORDERS: raise ChainError(f"marker order {' '.join('#'+m+'#' for m in order)} is none of the three branches")
+    if order not in CHAIN_ORDERS:
+        raise ChainError(f"marker order {' '.join('#' + m + '#' for m in order)} is none of the three branches")
     seg = dict(parts)
     try: pool = parse_pool(seg["SearchAPI"]) if "SearchAPI" in seg else []
     except ChainError: raise
@@ -425,16 +605,28 @@ def read_deer_chains(path, split: str) -> list[DecisionSample]:
     for i, obj in enumerate(read_json_list(path)):
         raw = validate(_ConvRaw, obj, path, index=i)
         roles = [t.from_ for t in raw.conversations]
-        if roles != ["human", "gpt"]: raise DataError(path, f"expected roles ['human', 'gpt'], got {roles}", index=i, field="conversations")
-        if not raw.conversations[0].value.strip(): raise DataError(path, "empty query", index=i, field="conversations[0].value")
+        if roles != ["human", "gpt"]:
+            raise DataError(path, f"expected roles ['human', 'gpt'], got {roles}", index=i, field="conversations")
+        if not raw.conversations[0].value.strip():
+            raise DataError(path, "empty query", index=i, field="conversations[0].value")
         try: ch = parse_chain(raw.conversations[1].value)
         except ChainError as e: raise DataError(path, str(e), index=i, field="conversations[1].value") from None
         call = None
         if ch["call_text"] is not None:
             names = next((t.param_names for t in ch["candidates"] if ch["call_text"].startswith(t.name + "(")), None)
             call = parse_call_expr(ch["call_text"], names)
-        out.append(DecisionSample(id=str(i), query=raw.conversations[0].value, branch=ch["branch"], candidates=ch["candidates"],
-                                  gold_call=call, gold_call_text=ch["call_text"], split=split, chain=raw.conversations[1].value))
+        out.append(
+            DecisionSample(
+                id=str(i),
+                query=raw.conversations[0].value,
+                branch=ch["branch"],
+                candidates=ch["candidates"],
+                gold_call=call,
+                gold_call_text=ch["call_text"],
+                split=split,
+                chain=raw.conversations[1].value,
+            )
+        )
     return out
 
 class _BaselineToolRaw(BaseModel):
@@ -451,8 +643,16 @@ class _BaselineRaw(_Strict):
 
 def _baseline_params(p) -> list[Param]:
     if isinstance(p, list):
-        return [Param(name=str(x.get("name")), type=str(x.get("type", "str")), description=str(x.get("description", "")),
-                      default=x.get("default")) for x in p if isinstance(x, dict) and x.get("name")]
+        return [
+            Param(
+                name=str(x.get("name")),
+                type=str(x.get("type", "str")),
+                description=str(x.get("description", "")),
+                default=x.get("default"),
+            )
+            for x in p
+            if isinstance(x, dict) and x.get("name")
+        ]
     return []
 
 def read_deer_baseline(path, split: str | None = None) -> list[DecisionSample]:
@@ -460,10 +660,23 @@ def read_deer_baseline(path, split: str | None = None) -> list[DecisionSample]:
     out = []
     for i, obj in enumerate(read_json_list(path)):
         raw = validate(_BaselineRaw, obj, path, index=i)
-        if raw.is_call and not raw.api_label: raise DataError(path, "a call sample without api_label", index=i, field="api_label")
-        cands = [Tool(name=t.name, description=t.description, parameters=_baseline_params(t.parameters)) for t in raw.api_list]
-        out.append(DecisionSample(id=str(i), query=raw.query, branch="Call" if raw.is_call else "NoCall", candidates=cands,
-                                  gold_apis=raw.api_label if raw.is_call else [], split=split, source="labels"))
+        if raw.is_call and not raw.api_label:
+            raise DataError(path, "a call sample without api_label", index=i, field="api_label")
+        cands = [
+            Tool(name=t.name, description=t.description, parameters=_baseline_params(t.parameters))
+            for t in raw.api_list
+        ]
+        out.append(
+            DecisionSample(
+                id=str(i),
+                query=raw.query,
+                branch="Call" if raw.is_call else "NoCall",
+                candidates=cands,
+                gold_apis=raw.api_label if raw.is_call else [],
+                split=split,
+                source="labels",
+            )
+        )
     return out
 
 # %% ../nbs/01_data.ipynb
@@ -497,19 +710,28 @@ def umi_turns(path, index: int, turns: list, field: str) -> list[Turn]:
     out = []
     for j, t in enumerate(turns):
         if t.from_ not in UMI_ROLES:
-            raise DataError(path, f"unknown role {t.from_!r} (expected one of {sorted(UMI_ROLES)})", index=index, field=f"{field}[{j}].from")
+            raise DataError(
+                path,
+                f"unknown role {t.from_!r} (expected one of {sorted(UMI_ROLES)})",
+                index=index,
+                field=f"{field}[{j}].from",
+            )
         out.append(Turn(role=UMI_ROLES[t.from_], content=t.value))
     return out
 
 def read_umi_steps(path, strict: bool = True) -> list[Trajectory]:
-    "Trajectories from an alpha-UMi / ToolBench step-format JSON list; `strict=False` keeps turns out of role order (with a warning)."
+    """Trajectories from an alpha-UMi / ToolBench step-format JSON list; `strict=False` keeps turns out of role order
+    (with a warning)."""
     import warnings
     from toolpaper.schema import check_turn_order
     out, seen = [], {}
     for i, obj in enumerate(read_json_list(path)):
         raw = validate(_UmiRaw, obj, path, index=i)
         if raw.id is not None:
-            if str(raw.id) in seen: raise DataError(path, f"duplicate id {raw.id!r} (first at record {seen[str(raw.id)]})", index=i, field="id")
+            if str(raw.id) in seen:
+                raise DataError(
+                    path, f"duplicate id {raw.id!r} (first at record {seen[str(raw.id)]})", index=i, field="id"
+                )
             seen[str(raw.id)] = i
         turns = umi_turns(path, i, raw.conversations, "conversations")
         try:
@@ -519,13 +741,21 @@ def read_umi_steps(path, strict: bool = True) -> list[Trajectory]:
                 try: check_turn_order(turns)
                 except ValueError as e:
                     fld, _, rest = str(e).partition(": ")
-                    warnings.warn(f"{path}[record {i}]: {fld.replace('turns', 'conversations')}: {rest}; kept as released", stacklevel=2)
-                    out.append(Trajectory.model_construct(id=tid, instruction=raw.instruction, tools=tools, turns=turns)); continue
+                    warnings.warn(
+                        f"{path}[record {i}]: {fld.replace('turns', 'conversations')}: {rest}; kept as released",
+                        stacklevel=2,
+                    )
+                    out.append(
+                        Trajectory.model_construct(id=tid, instruction=raw.instruction, tools=tools, turns=turns)
+                    )
+                    continue
             traj = Trajectory(id=tid, instruction=raw.instruction, tools=tools, turns=turns)
         except ValidationError as e:
             msg = e.errors()[0]["msg"].removeprefix("Value error, ")
             fld, _, rest = msg.partition(": ")
-            raise DataError(path, rest or msg, index=i, field=fld.replace("turns", "conversations") if rest else None) from None
+            raise DataError(
+                path, rest or msg, index=i, field=fld.replace("turns", "conversations") if rest else None
+            ) from None
         out.append(traj)
     return out
 
@@ -548,13 +778,20 @@ def read_umi_role_file(path) -> list[UmiRoleExample]:
     out = []
     for i, obj in enumerate(read_json_list(path)):
         raw = validate(_UmiRoleRaw, obj, path, index=i)
-        out.append(UmiRoleExample(tools=[umi_tool(t) for t in raw.tools], history=umi_turns(path, i, raw.history, "history"),
-                                  input=raw.input, target=raw.target))
+        out.append(
+            UmiRoleExample(
+                tools=[umi_tool(t) for t in raw.tools],
+                history=umi_turns(path, i, raw.history, "history"),
+                input=raw.input,
+                target=raw.target,
+            )
+        )
     return out
 
 # %% ../nbs/01_data.ipynb
 class MathProblem(Record):
-    "A math word problem: its question, the reference solution text and the final answer string (`level` / `subject` for MATH)."
+    """A math word problem: its question, the reference solution text and the final answer string (`level` / `subject`
+    for MATH)."""
     id: str
     question: str
     solution: str
@@ -574,7 +811,9 @@ def read_gsm8k(path, split: str = "test") -> list[MathProblem]:
         if "####" not in raw.answer: raise DataError(path, "no '#### <answer>' line", line=n, field="answer")
         sol, final = raw.answer.rsplit("####", 1)
         if not final.strip(): raise DataError(path, "the '####' line has no answer", line=n, field="answer")
-        out.append(MathProblem(id=f"{split}-{len(out)}", question=raw.question, solution=sol.rstrip(), answer=final.strip()))
+        out.append(
+            MathProblem(id=f"{split}-{len(out)}", question=raw.question, solution=sol.rstrip(), answer=final.strip())
+        )
     return out
 
 def boxed_answer(solution: str) -> str | None:
@@ -603,12 +842,20 @@ class ArchiveSpec:
     checksum_from: str   # where the pinned checksum was read
 
 ARCHIVES: dict[str, ArchiveSpec] = {
-    "math": ArchiveSpec("math", "https://people.eecs.berkeley.edu/~hendrycks/MATH.tar",
-                        "01256fd7cd5430596fdf07e6e6a5827111b5235b7ffed679c662a12f898932da", 20327424, "MIT", "MATH",
-                        "huggingface/datasets@040102f100964a33fd334e2695f1c493fa6b92db datasets/competition_math/dataset_infos.json"),
+    "math": ArchiveSpec(
+        "math",
+        "https://people.eecs.berkeley.edu/~hendrycks/MATH.tar",
+        "01256fd7cd5430596fdf07e6e6a5827111b5235b7ffed679c662a12f898932da",
+        20327424,
+        "MIT",
+        "MATH",
+        "huggingface/datasets@040102f100964a33fd334e2695f1c493fa6b92db datasets/competition_math/dataset_infos.json",
+    ),
 }
 
-def ensure_archive(name: str, root=None, download: bool | None = None, spec: ArchiveSpec | None = None, timeout: float = 120) -> Path:
+def ensure_archive(
+    name: str, root=None, download: bool | None = None, spec: ArchiveSpec | None = None, timeout: float = 120
+) -> Path:
     "The data folder holding the extracted archive `name` (downloaded, verified and extracted when absent)."
     import io, tarfile
     spec, base = spec or ARCHIVES[name], data_dir(root) / name
@@ -616,12 +863,16 @@ def ensure_archive(name: str, root=None, download: bool | None = None, spec: Arc
     how = f"fetch {spec.url} (sha256 {spec.sha256}, {spec.size} bytes) and extract it into {base}"
     if is_sample(data_dir(root)): raise DataMissingError(f"the packaged sample has no {name} archive; {how}")
     if download is None: download = os.environ.get("TOOLPAPER_NO_DOWNLOAD", "") not in ("1", "true")
-    if not download: raise DataMissingError(f"{name}: {base / spec.folder} is missing and downloads are disabled: {how}")
+    if not download:
+        raise DataMissingError(f"{name}: {base / spec.folder} is missing and downloads are disabled: {how}")
     try:
         with urllib.request.urlopen(spec.url, timeout=timeout) as r: data = r.read()
     except Exception as e: raise DataMissingError(f"{name}: download failed ({type(e).__name__}: {e}); {how}") from None
     got = hashlib.sha256(data).hexdigest()
-    if got != spec.sha256: raise ChecksumError(spec.url, f"downloaded archive has sha256 {got}, the registry pins {spec.sha256}; nothing was written")
+    if got != spec.sha256:
+        raise ChecksumError(
+            spec.url, f"downloaded archive has sha256 {got}, the registry pins {spec.sha256}; nothing was written"
+        )
     base.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=base))
     try:
@@ -641,7 +892,9 @@ def read_math(folder, split: str = "test") -> list[MathProblem]:
     "MATH problems of `folder` (`<subject>/<n>.json` files), in subject then problem-number order."
     folder = Path(folder)
     if not folder.is_dir(): raise DataMissingError(f"{folder}: no such folder")
-    files = sorted(folder.glob("*/*.json"), key=lambda p: (p.parent.name, int(p.stem) if p.stem.isdigit() else 10**9, p.stem))
+    files = sorted(
+        folder.glob("*/*.json"), key=lambda p: (p.parent.name, int(p.stem) if p.stem.isdigit() else 10**9, p.stem)
+    )
     if not files: raise DataError(folder, "no <subject>/<n>.json files")
     out = []
     for f in files:
@@ -654,36 +907,66 @@ def read_math(folder, split: str = "test") -> list[MathProblem]:
 SPLITS: dict[str, tuple[str, str, Callable]] = {
     "seal-tools:tools": ("seal-tools", "tool.jsonl", lambda p: read_seal_tools(p)),
     "seal-tools:fields": ("seal-tools", "field.jsonl", lambda p: read_seal_fields(p)),
-    **{f"seal-tools:{s}": ("seal-tools", f"{s}.jsonl", (lambda s: lambda p: read_seal_instances(p, split=s))(s))
-       for s in ("dev", "test_in_domain", "test_out_domain")},
-    **{f"seal-tools:finetune/{s}": ("seal-tools", f"dataset_for_finetune/{s}.json", read_seal_finetune)
-       for s in ("dev", "test_in_domain", "test_out_domain")},
-    **{f"seal-tools:dpr/{s}": ("seal-tools", f"DPR_Training/{s}_split.json", read_seal_dpr)
-       for s in ("dev", "test_in_domain", "test_out_domain")},
+    **{
+        f"seal-tools:{s}": ("seal-tools", f"{s}.jsonl", (lambda s: lambda p: read_seal_instances(p, split=s))(s))
+        for s in ("dev", "test_in_domain", "test_out_domain")
+    },
+    **{
+        f"seal-tools:finetune/{s}": ("seal-tools", f"dataset_for_finetune/{s}.json", read_seal_finetune)
+        for s in ("dev", "test_in_domain", "test_out_domain")
+    },
+    **{
+        f"seal-tools:dpr/{s}": ("seal-tools", f"DPR_Training/{s}_split.json", read_seal_dpr)
+        for s in ("dev", "test_in_domain", "test_out_domain")
+    },
     "tooldeer:tools": ("tooldeer", "tool.json", read_deer_tools),
-    "alpha-umi:toolbench/test_out_domain": ("alpha-umi", "toolbench/test/out_of_domain.json", lambda p: read_umi_steps(p, strict=False)),
-    **{f"alpha-umi:toolbench/train_{r}": ("alpha-umi", f"toolbench/train-example/train_{r}.json", read_umi_role_file)
-       for r in ("backbone", "planner", "caller", "summarizer")},
-    **{f"tooldeer:{s}": ("tooldeer", f"{s}.json", (lambda s: lambda p: read_deer_chains(p, s))(s)) for s in ("valid", "test")},
-    **{f"tooldeer:baselines/{s}": ("tooldeer", f"baselines/{s}.json", (lambda s: lambda p: read_deer_baseline(p, s))(s))
-       for s in ("tool_bench", "tool_corpus")},
+    "alpha-umi:toolbench/test_out_domain": (
+        "alpha-umi",
+        "toolbench/test/out_of_domain.json",
+        lambda p: read_umi_steps(p, strict=False),
+    ),
+    **{
+        f"alpha-umi:toolbench/train_{r}": ("alpha-umi", f"toolbench/train-example/train_{r}.json", read_umi_role_file)
+        for r in ("backbone", "planner", "caller", "summarizer")
+    },
+    **{
+        f"tooldeer:{s}": ("tooldeer", f"{s}.json", (lambda s: lambda p: read_deer_chains(p, s))(s))
+        for s in ("valid", "test")
+    },
+    **{
+        f"tooldeer:baselines/{s}": (
+            "tooldeer",
+            f"baselines/{s}.json",
+            (lambda s: lambda p: read_deer_baseline(p, s))(s),
+        )
+        for s in ("tool_bench", "tool_corpus")
+    },
     **{f"gsm8k:{s}": ("gsm8k", f"{s}.jsonl", (lambda s: lambda p: read_gsm8k(p, s))(s)) for s in ("train", "test")},
 }
 SAMPLE_ONLY = {"alpha-umi:steps": ("alpha-umi", "steps.json", read_umi_steps)}
-ARCHIVE_SPLITS = {f"math:{s}": ("math", f"MATH/{s}", (lambda s: lambda p: read_math(p, s))(s)) for s in ("train", "test")}   # connected machines
+# connected machines
+ARCHIVE_SPLITS = {
+    f"math:{s}": ("math", f"MATH/{s}", (lambda s: lambda p: read_math(p, s))(s)) for s in ("train", "test")
+}
 
 def split_path(name: str, root=None, download: bool | None = None, verify: bool = True) -> Path:
     "Local path of a registered split (downloaded and verified if needed)."
     if name in SAMPLE_ONLY:
         ds, rel, _ = SAMPLE_ONLY[name]
         p = data_dir(root) / ds / rel
-        if not p.exists(): raise DataMissingError(f"{name}: {p} not found (this name is the packaged sample only: use --data-dir sample / root='sample'; "
-                                                  "the released dialogues are 'alpha-umi:toolbench/test_out_domain')")
+        if not p.exists():
+            raise DataMissingError(
+                f"{name}: {p} not found (this name is the packaged sample only: use --data-dir sample / root='sample'; "
+                "the released dialogues are 'alpha-umi:toolbench/test_out_domain')"
+            )
         return p
     if name in ARCHIVE_SPLITS:
         ds, rel, _ = ARCHIVE_SPLITS[name]
         return ensure_archive(ds, root, download=download) / rel
-    if name not in SPLITS: raise KeyError(f"unknown dataset split {name!r}; known: {sorted(SPLITS) + sorted(SAMPLE_ONLY) + sorted(ARCHIVE_SPLITS)}")
+    if name not in SPLITS:
+        raise KeyError(
+            f"unknown dataset split {name!r}; known: {sorted(SPLITS) + sorted(SAMPLE_ONLY) + sorted(ARCHIVE_SPLITS)}"
+        )
     ds, rel, _ = SPLITS[name]
     return ensure(ds, [rel], root, download=download, verify=verify) / rel
 
@@ -698,6 +981,7 @@ def load_deer_tools(root=None, **kw) -> list[Tool]: return load("tooldeer:tools"
 def load_deer_split(split: str, root=None, **kw) -> list[DecisionSample]: return load(f"tooldeer:{split}", root, **kw)
 
 def to_dataset(records: list[Record]):
-    "Any list of records as a `datasets.Dataset` (nested fields as JSON strings; `type(records[0]).from_row` reads a row back)."
+    """Any list of records as a `datasets.Dataset` (nested fields as JSON strings; `type(records[0]).from_row` reads a
+    row back)."""
     import datasets
     return datasets.Dataset.from_list([r.to_row() for r in records])

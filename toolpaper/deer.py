@@ -6,12 +6,12 @@
 from __future__ import annotations
 import json, random, time
 from collections import Counter
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Sequence
 import pandas as pd
 from .schema import DecisionSample, Tool
-from .prompts import DEER_STOPS, DEER_SYSTEM, PromptExample, deer_prompt
+from .prompts import DEER_STOPS, DEER_SYSTEM, deer_prompt
 
 # %% auto 0
 __all__ = ['PAPER_TRAIN_MIX', 'PAPER_VALID_MIX', 'PAPER_DEER', 'TABLE1_COLS', 'TABLE3_SETS', 'TABLE4_COLS', 'ABLATION_AXES',
@@ -24,7 +24,9 @@ __all__ = ['PAPER_TRAIN_MIX', 'PAPER_VALID_MIX', 'PAPER_DEER', 'TABLE1_COLS', 'T
 PAPER_TRAIN_MIX = {"NoSearch": 1807 / 9585, "NoCall": 3114 / 9585, "Call": 4664 / 9585}
 PAPER_VALID_MIX = {"NoSearch": 193 / 1065, "NoCall": 346 / 1065, "Call": 526 / 1065}
 
-def stratified(samples: Sequence[DecisionSample], n: int | None, mix: dict[str, float] | None = None, seed: int = 0) -> list[DecisionSample]:
+def stratified(
+    samples: Sequence[DecisionSample], n: int | None, mix: dict[str, float] | None = None, seed: int = 0
+) -> list[DecisionSample]:
     "A seeded subset of `n` samples with branch shares `mix` (None: the input's own shares); `n=None` keeps all."
     if n is None or n >= len(samples): return list(samples)
     rng = random.Random(seed)
@@ -48,11 +50,20 @@ def gold_prefix(s: DecisionSample) -> str | None:
     "The released round-two prefix of a sample: its gold chain up to the branch marker, and '#'."
     from toolpaper.prompts import deer_round_two_prefix
     from toolpaper.sampling import chain_phrases, render_chain, render_pool
-    if s.source == "labels": return f"{chain_phrases('released').search}#SearchAPI# {render_pool(s.candidates)} #" if s.candidates else None
+
+    if s.source == "labels":
+        return f"{chain_phrases('released').search}#SearchAPI# {render_pool(s.candidates)} #" if s.candidates else None
     return deer_round_two_prefix(s.chain or render_chain(s))
 
-def deer_generate(gen, samples: Sequence[DecisionSample], system: str = DEER_SYSTEM, demos: Sequence[tuple[str, str]] = (),
-                  max_new_tokens: int = 96, progress: bool = False, style: str = "released") -> list[str]:
+def deer_generate(
+    gen,
+    samples: Sequence[DecisionSample],
+    system: str = DEER_SYSTEM,
+    demos: Sequence[tuple[str, str]] = (),
+    max_new_tokens: int = 96,
+    progress: bool = False,
+    style: str = "released",
+) -> list[str]:
     "Transcripts of the two-round teacher-forced protocol (see above)."
     prompts = [deer_prompt(s, chain="", system=system, demos=demos, style=style).messages for s in samples]
     first = gen.generate(prompts, max_tokens=max_new_tokens, stop=DEER_STOPS, include_stop=True, progress=progress)
@@ -60,30 +71,50 @@ def deer_generate(gen, samples: Sequence[DecisionSample], system: str = DEER_SYS
     if style == "released":
         again = [(i, gold_prefix(samples[i])) for i, o in enumerate(first) if "#SearchAPI#" in o]
         again = [(i, p) for i, p in again if p]
-        if again:                                # the model continues after '#': its markers start without it
-            second = gen.generate([prompts[i] for i, _ in again], max_tokens=max_new_tokens, stop=("NoCallAPI#", "APIResponse#", "End#"),
-                                  include_stop=True, prefixes=[" " + p for _, p in again], progress=progress)
+        if again:  # the model continues after '#': its markers start without it
+            second = gen.generate(
+                [prompts[i] for i, _ in again],
+                max_tokens=max_new_tokens,
+                stop=("NoCallAPI#", "APIResponse#", "End#"),
+                include_stop=True,
+                prefixes=[" " + p for _, p in again],
+                progress=progress,
+            )
             for (i, p), o in zip(again, second): out[i] = p + o
         return out
     again = [i for i, o in enumerate(first) if o.rstrip().endswith("#SearchAPI#") and samples[i].candidates]
     if again:
         prefixes = [first[i].rstrip() + pool_text(samples[i]) for i in again]
-        second = gen.generate([prompts[i] for i in again], max_tokens=max_new_tokens, stop=("#NoCallAPI#", "#APIResponse#", "#End#"),
-                              include_stop=True, prefixes=prefixes, progress=progress)
+        second = gen.generate(
+            [prompts[i] for i in again],
+            max_tokens=max_new_tokens,
+            stop=("#NoCallAPI#", "#APIResponse#", "#End#"),
+            include_stop=True,
+            prefixes=prefixes,
+            progress=progress,
+        )
         for i, p, o in zip(again, prefixes, second): out[i] = p + o
     return out
 
 # %% ../nbs/15_deer.ipynb
 def compact_chain(chain: str) -> str:
-    "A chain whose pool keeps only its header line (the candidate names), dropping each tool's description and signature."
+    """A chain whose pool keeps only its header line (the candidate names), dropping each tool's description and
+    signature."""
     if "#SearchAPI#" not in chain: return chain
     head, rest = chain.split("#SearchAPI#", 1)
-    cut = min(rest.find(m) for m in ("#CallAPI#", "#NoCallAPI#") if m in rest) if any(m in rest for m in ("#CallAPI#", "#NoCallAPI#")) else len(rest)
+    cut = (
+        min(rest.find(m) for m in ("#CallAPI#", "#NoCallAPI#") if m in rest)
+        if any(m in rest for m in ("#CallAPI#", "#NoCallAPI#"))
+        else len(rest)
+    )
     header = rest.split("\n", 1)[0].split(", and the introduction")[0]
     return head + "#SearchAPI#" + header + ". " + rest[cut:]
 
-def demonstrations(pool: Sequence[DecisionSample], n: int, trial: int = 0, compact: bool = False, style: str = "released") -> list[tuple[str, str]]:
-    "`n` (query, chain) demonstrations cycling through the branches, seeded by `trial`; `compact` shortens their pools to the names."
+def demonstrations(
+    pool: Sequence[DecisionSample], n: int, trial: int = 0, compact: bool = False, style: str = "released"
+) -> list[tuple[str, str]]:
+    """`n` (query, chain) demonstrations cycling through the branches, seeded by `trial`; `compact` shortens their pools
+    to the names."""
     from toolpaper.sampling import render_chain
     rng = random.Random(f"demos:{trial}")
     by = {b: [s for s in pool if s.branch == b] for b in ("NoSearch", "NoCall", "Call")}
@@ -106,8 +137,10 @@ class DeerExpConfig:
     ratios: tuple = ((2, 1, 2), (1, 1, 1))   # random : intra : inter mixtures (the first is the main model)
     shots: tuple = (2, 4, 6)
     shot_trials: int = 1
-    compact_demos: bool = True         # demonstrations show only the candidate names of their pools (shorter prompts on CPU)
-    prompt_style: str = "released"     # "released": the authors' plain template, chains and second round; "toolpaper": the project's own
+    # demonstrations show only the candidate names of their pools (shorter prompts on CPU)
+    compact_demos: bool = True
+    # "released": the authors' plain template, chains and second round; "toolpaper": the project's own
+    prompt_style: str = "released"
     k: int = 5
     clusters: int = 30
     call_ratio: float = 0.6
@@ -116,8 +149,11 @@ class DeerExpConfig:
     batch_size: int = 4
     max_length: int = 1024
     lora_r: int = 16
-    lora_top_layers: int | None = None       # LoRA on the top N decoder layers only (faster on CPU); None: all layers, as the papers
-    group_by_length: bool = False      # False: random batch order; True: length-sorted mega-batches (less padding, but a small run sees its short NoSearch chains last)
+    # LoRA on the top N decoder layers only (faster on CPU); None: all layers, as the papers
+    lora_top_layers: int | None = None
+    # False: random batch order; True: length-sorted mega-batches (less padding, but a small run sees its short NoSearch
+    # chains last)
+    group_by_length: bool = False
     max_steps: int = -1
     max_new_tokens: int = 96
     answer_tokens: int = 64
@@ -125,18 +161,33 @@ class DeerExpConfig:
     seed: int = 0
 
 PAPER_DEER = {
-    "table1": {"LLaMA2-13B-Chat (2-shot)": [55.3, 66.5, 64.0, 54.5, 53.9, 54.2], "LLaMA2-13B-Chat (4-shot)": [46.9, 73.7, 68.8, 50.1, 55.7, 52.0],
-               "LLaMA2-13B-Chat (6-shot)": [44.4, 74.4, 70.0, 73.5, 47.7, 56.9], "GPT-3.5-Turbo (2-shot)": [53.2, 63.3, 61.4, 69.0, 51.5, 58.5],
-               "GPT-3.5-Turbo (4-shot)": [46.8, 68.3, 64.4, 61.2, 55.6, 57.9], "GPT-3.5-Turbo (6-shot)": [43.8, 72.5, 67.3, 59.2, 57.4, 58.2],
-               "GPT-4 (2-shot)": [61.6, 78.4, 75.3, 87.1, 86.9, 86.9], "GPT-4 (4-shot)": [70.3, 77.3, 76.1, 87.4, 87.2, 87.3],
-               "GPT-4 (6-shot)": [74.3, 78.9, 78.1, 87.3, 87.7, 87.6], "ToolDEER-7B": [94.1, 98.4, 97.7, 83.5, 83.7, 83.4],
-               "ToolDEER-13B": [95.9, 99.2, 98.6, 88.9, 88.4, 88.2]},
-    "table3": {"LLaMA2-13B-Chat (6-shot)": [76.5, 48.1, 58.4, 77.4, 33.3, 53.2, 74.5, 72.0, 73.1],
-               "GPT-3.5-Turbo (6-shot)": [61.5, 59.6, 60.4, 82.1, 64.9, 71.6, 56.4, 86.9, 74.9],
-               "GPT-4 (6-shot)": [88.6, 89.4, 89.0, 86.5, 84.7, 85.9, 74.4, 97.9, 84.2],
-               "ToolLLaMA-7B": [5.4, 79.3, 49.7, 24.7, 78.0, 55.0, 5.2, 91.8, 56.3], "ToolAlpaca-13B": [2.7, 90.3, 55.2, 16.3, 66.7, 46.5, 7.8, 93.9, 58.2],
-               "ToolDEER-7B": [84.0, 85.2, 84.5, 85.4, 83.3, 84.5, 80.4, 96.0, 89.7], "ToolDEER-13B": [88.0, 91.5, 89.2, 88.5, 86.7, 87.0, 81.6, 97.3, 90.5]},
-    "table4": {"ToolLLaMA-7B": [3.5, 26.0, 9.3, 16.6], "ToolAlpaca-7B": [5.7, 31.0, 12.7, 18.9], "ToolDEER-7B": [10.9, 42.7, 20.8, 26.5]},
+    "table1": {
+        "LLaMA2-13B-Chat (2-shot)": [55.3, 66.5, 64.0, 54.5, 53.9, 54.2],
+        "LLaMA2-13B-Chat (4-shot)": [46.9, 73.7, 68.8, 50.1, 55.7, 52.0],
+        "LLaMA2-13B-Chat (6-shot)": [44.4, 74.4, 70.0, 73.5, 47.7, 56.9],
+        "GPT-3.5-Turbo (2-shot)": [53.2, 63.3, 61.4, 69.0, 51.5, 58.5],
+        "GPT-3.5-Turbo (4-shot)": [46.8, 68.3, 64.4, 61.2, 55.6, 57.9],
+        "GPT-3.5-Turbo (6-shot)": [43.8, 72.5, 67.3, 59.2, 57.4, 58.2],
+        "GPT-4 (2-shot)": [61.6, 78.4, 75.3, 87.1, 86.9, 86.9],
+        "GPT-4 (4-shot)": [70.3, 77.3, 76.1, 87.4, 87.2, 87.3],
+        "GPT-4 (6-shot)": [74.3, 78.9, 78.1, 87.3, 87.7, 87.6],
+        "ToolDEER-7B": [94.1, 98.4, 97.7, 83.5, 83.7, 83.4],
+        "ToolDEER-13B": [95.9, 99.2, 98.6, 88.9, 88.4, 88.2],
+    },
+    "table3": {
+        "LLaMA2-13B-Chat (6-shot)": [76.5, 48.1, 58.4, 77.4, 33.3, 53.2, 74.5, 72.0, 73.1],
+        "GPT-3.5-Turbo (6-shot)": [61.5, 59.6, 60.4, 82.1, 64.9, 71.6, 56.4, 86.9, 74.9],
+        "GPT-4 (6-shot)": [88.6, 89.4, 89.0, 86.5, 84.7, 85.9, 74.4, 97.9, 84.2],
+        "ToolLLaMA-7B": [5.4, 79.3, 49.7, 24.7, 78.0, 55.0, 5.2, 91.8, 56.3],
+        "ToolAlpaca-13B": [2.7, 90.3, 55.2, 16.3, 66.7, 46.5, 7.8, 93.9, 58.2],
+        "ToolDEER-7B": [84.0, 85.2, 84.5, 85.4, 83.3, 84.5, 80.4, 96.0, 89.7],
+        "ToolDEER-13B": [88.0, 91.5, 89.2, 88.5, 86.7, 87.0, 81.6, 97.3, 90.5],
+    },
+    "table4": {
+        "ToolLLaMA-7B": [3.5, 26.0, 9.3, 16.6],
+        "ToolAlpaca-7B": [5.7, 31.0, 12.7, 18.9],
+        "ToolDEER-7B": [10.9, 42.7, 20.8, 26.5],
+    },
 }
 TABLE1_COLS = ["P_NoSearch", "P_Search", "P_DS", "P_NoCall", "P_Call", "P_DC"]
 TABLE3_SETS = ["test", "ToolBench", "ToolCorpus"]
@@ -145,7 +196,8 @@ TABLE4_COLS = ["BLEU", "ROUGE-1", "ROUGE-2", "ROUGE-L"]
 def mixture_of(ratio: Sequence[float]) -> dict[str, float]:
     "random : intra : inter weights as a sampling mixture."
     r = [float(x) for x in ratio]
-    if len(r) != 3 or min(r) < 0 or sum(r) <= 0: raise ValueError(f"ratio {ratio!r}: expected three non-negative weights random:intra:inter")
+    if len(r) != 3 or min(r) < 0 or sum(r) <= 0:
+        raise ValueError(f"ratio {ratio!r}: expected three non-negative weights random:intra:inter")
     return {"random": r[0] / sum(r), "intra": r[1] / sum(r), "inter": r[2] / sum(r)}
 
 # %% ../nbs/15_deer.ipynb
@@ -169,11 +221,18 @@ def _variants(cfg: DeerExpConfig) -> dict[str, tuple[str, dict | None]]:
 _KEYS = ["p_nosearch", "p_search", "p_ds", "p_nocall", "p_call", "p_dc"]
 
 def _metric_row(outs, samples, model, evalset, mode, average: bool = False) -> dict:
-    "One row of decision metrics in percent, each with its 95% bootstrap interval (`<metric> lo`, `<metric> hi`); `average` adds the mean of the defined metrics (`Average`) and its interval."
+    """One row of decision metrics in percent, each with its 95% bootstrap interval (`<metric> lo`, `<metric> hi`);
+    `average` adds the mean of the defined metrics (`Average`) and its interval."""
     from toolpaper.metrics import bootstrap_ci, ci_pct, deer_scores, pct
     s = deer_scores(outs, list(samples), mode)
     ci = bootstrap_ci("deer", s["items"], mode)
-    row = {"model": model, "eval": evalset, "mode": mode, "n": len(samples), **{c: pct(s["metrics"][k]) for c, k in zip(TABLE1_COLS, _KEYS)}}
+    row = {
+        "model": model,
+        "eval": evalset,
+        "mode": mode,
+        "n": len(samples),
+        **{c: pct(s["metrics"][k]) for c, k in zip(TABLE1_COLS, _KEYS)},
+    }
     for c, k in zip(TABLE1_COLS, _KEYS): row[f"{c} lo"], row[f"{c} hi"] = ci_pct(ci, k, 1)
     if average:
         vals = [v for v in s["metrics"].values() if v is not None]
@@ -182,7 +241,8 @@ def _metric_row(outs, samples, model, evalset, mode, average: bool = False) -> d
     return row
 
 def _valid_set(heldout_nosearch, released_valid, cfg: DeerExpConfig) -> list[DecisionSample]:
-    "The DEER valid set of Table 1 and the ablations: held-out NoSearch queries + released valid NoCall/Call, drawn with the paper's valid shares."
+    """The DEER valid set of Table 1 and the ablations: held-out NoSearch queries + released valid NoCall/Call, drawn
+    with the paper's valid shares."""
     pool = list(heldout_nosearch) + [s for s in released_valid if s.branch != "NoSearch"]
     return stratified(pool, cfg.valid_n, PAPER_VALID_MIX, cfg.seed)
 
@@ -201,23 +261,44 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
     clusters = cluster_tools(tools, m=cfg.clusters, seed=cfg.seed)
     variants = _variants(cfg)
     main = next(iter(variants))
-    datas = {name: build_decision_data(tools, released_valid, released_test, clusters=clusters, k=cfg.k, call_ratio=cfg.call_ratio,
-                                       strategy=strat, mixture=mix or mixture_of((2, 1, 2)), seed=cfg.seed)
-             for name, (strat, mix) in variants.items()}
+    datas = {
+        name: build_decision_data(
+            tools,
+            released_valid,
+            released_test,
+            clusters=clusters,
+            k=cfg.k,
+            call_ratio=cfg.call_ratio,
+            strategy=strat,
+            mixture=mix or mixture_of((2, 1, 2)),
+            seed=cfg.seed,
+        )
+        for name, (strat, mix) in variants.items()
+    }
     dd = datas[main]
     timings["data_s"] = time.perf_counter() - t0
-    evals = {"valid": _valid_set(dd.heldout_nosearch, released_valid, cfg), "test": stratified(released_test, cfg.test_n, None, cfg.seed)}
+    evals = {
+        "valid": _valid_set(dd.heldout_nosearch, released_valid, cfg),
+        "test": stratified(released_test, cfg.test_n, None, cfg.seed),
+    }
     base_sets = {k: stratified(v, cfg.baseline_n, None, cfg.seed) for k, v in baselines.items()}
     ret_q = dd.heldout_nosearch[: cfg.retention_n] if cfg.retention_n is not None else dd.heldout_nosearch
     rows, ret_rows, infos, counts = [], [], {}, []
 
     def save(name, evalset, samples, outs):
-        atomic_write_text(work / f"outputs_{name.replace(' ', '_').replace(':', '-')}_{evalset}.jsonl", "".join(
-            json.dumps({"id": s.id, "branch": s.branch, "output": o}, ensure_ascii=False) + "\n" for s, o in zip(samples, outs)))
+        atomic_write_text(
+            work / f"outputs_{name.replace(' ', '_').replace(':', '-')}_{evalset}.jsonl",
+            "".join(
+                json.dumps({"id": s.id, "branch": s.branch, "output": o}, ensure_ascii=False) + "\n"
+                for s, o in zip(samples, outs)
+            ),
+        )
 
     def evaluate(gen, name, sets, demos=()):
         for ev, samples in sets.items():
-            outs = deer_generate(gen, samples, demos=demos, max_new_tokens=cfg.max_new_tokens, progress=progress, style=cfg.prompt_style)
+            outs = deer_generate(
+                gen, samples, demos=demos, max_new_tokens=cfg.max_new_tokens, progress=progress, style=cfg.prompt_style
+            )
             save(name, ev, samples, outs)
             rows.extend(_metric_row(outs, samples, name, ev, mode) for mode in ("compat", "strict"))
 
@@ -236,8 +317,18 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
         d = datas[name]
         train = stratified(d.train, cfg.train_n, cfg.train_mix or PAPER_TRAIN_MIX, cfg.seed)
         c = Counter(s.branch for s in train)
-        counts.append({"model": name, "train samples": len(train), **{b: c.get(b, 0) for b in ("NoSearch", "NoCall", "Call")},
-                       "pools by strategy": dict(Counter(s.split.split(":")[1] for s in train if s.split and ":" in s.split and s.branch != "NoSearch"))})
+        counts.append(
+            {
+                "model": name,
+                "train samples": len(train),
+                **{b: c.get(b, 0) for b in ("NoSearch", "NoCall", "Call")},
+                "pools by strategy": dict(
+                    Counter(
+                        s.split.split(":")[1] for s in train if s.split and ":" in s.split and s.branch != "NoSearch"
+                    )
+                ),
+            }
+        )
         ex = [deer_prompt(s, style=cfg.prompt_style) for s in train]
         out = work / f"adapter_{name.replace(' ', '_').replace(':', '-')}"
         infos[name] = finetune(cfg.model, ex, SFTConfig.from_experiment(out, cfg), span_labels=["decision", "call"])
@@ -254,22 +345,31 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
             ret_rows.append(row)
         timings[f"{name}_train_s"] = infos[name]["train_seconds"]; timings[f"{name}_eval_s"] = time.perf_counter() - t1
     timings["total_s"] = time.perf_counter() - t0
-    sizes = {k: dict(Counter(s.branch for s in v)) for k, v in {**evals, **base_sets}.items()} | {"retention": {"NoSearch": len(ret_q)}}
+    sizes = {k: dict(Counter(s.branch for s in v)) for k, v in {**evals, **base_sets}.items()} | {
+        "retention": {"NoSearch": len(ret_q)}
+    }
     dec = pd.DataFrame(rows)
     atomic_write_text(work / "decisions.csv", dec.to_csv(index=False))
     return DeerRun(asdict(cfg), dec, pd.DataFrame(ret_rows), pd.DataFrame(counts), infos, timings, sizes)
 
 # %% ../nbs/15_deer.ipynb
 def table1(run: DeerRun, mode: str = "compat") -> pd.DataFrame:
-    "Decision-Search / Decision-Call on the valid set (seen tools), our rows (with 95% intervals) then the quoted paper rows."
+    """Decision-Search / Decision-Call on the valid set (seen tools), our rows (with 95% intervals) then the quoted
+    paper rows."""
     from toolpaper.metrics import with_ci
     d = run.decisions[(run.decisions["eval"] == "valid") & (run.decisions["mode"] == mode)]
     d = with_ci(d[["model", "mode", "n"] + [c for c in d.columns if c.split(" ")[0] in TABLE1_COLS]], TABLE1_COLS)
-    q = pd.DataFrame([{"model": f"{k} [quoted]", "mode": "paper", "n": None, **dict(zip(TABLE1_COLS, v))} for k, v in PAPER_DEER["table1"].items()])
+    q = pd.DataFrame(
+        [
+            {"model": f"{k} [quoted]", "mode": "paper", "n": None, **dict(zip(TABLE1_COLS, v))}
+            for k, v in PAPER_DEER["table1"].items()
+        ]
+    )
     return pd.concat([d, q], ignore_index=True)
 
 def table3(run: DeerRun, mode: str = "compat") -> pd.DataFrame:
-    "P_NoCall / P_Call / P_DC on unseen tools (test.json) and on the ToolBench / ToolCorpus sets, our rows then the quoted paper rows."
+    """P_NoCall / P_Call / P_DC on unseen tools (test.json) and on the ToolBench / ToolCorpus sets, our rows then the
+    quoted paper rows."""
     from toolpaper.metrics import with_ci
     d = run.decisions[(run.decisions["mode"] == mode) & run.decisions["eval"].isin(TABLE3_SETS)]
     d = with_ci(d, ["P_NoCall", "P_Call", "P_DC"])
@@ -286,13 +386,23 @@ def table3(run: DeerRun, mode: str = "compat") -> pd.DataFrame:
 def table4(run: DeerRun) -> pd.DataFrame:
     "Retention rows (with 95% intervals over the answers), then the quoted paper rows."
     from toolpaper.metrics import with_ci
-    q = pd.DataFrame([{"model": f"{k} [quoted]", "n": None, **dict(zip(TABLE4_COLS, v))} for k, v in PAPER_DEER["table4"].items()])
-    return pd.concat([with_ci(run.retention, TABLE4_COLS) if len(run.retention) else run.retention, q], ignore_index=True)
+
+    q = pd.DataFrame(
+        [{"model": f"{k} [quoted]", "n": None, **dict(zip(TABLE4_COLS, v))} for k, v in PAPER_DEER["table4"].items()]
+    )
+    return pd.concat(
+        [with_ci(run.retention, TABLE4_COLS) if len(run.retention) else run.retention, q], ignore_index=True
+    )
 
 def plot_strategies(run: DeerRun, mode: str = "compat"):
     "Figure 5 analogue: P_NoCall, P_Call, P_DC of each sampling variant on valid (seen) and test (unseen)."
     import matplotlib.pyplot as plt
-    d = run.decisions[(run.decisions["mode"] == mode) & run.decisions["eval"].isin(["valid", "test"]) & ~run.decisions["model"].str.startswith("base")]
+
+    d = run.decisions[
+        (run.decisions["mode"] == mode)
+        & run.decisions["eval"].isin(["valid", "test"])
+        & ~run.decisions["model"].str.startswith("base")
+    ]
     models = list(dict.fromkeys(d["model"]))
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.4), sharey=True)
     for ax, m in zip(axes, ["P_NoCall", "P_Call", "P_DC"]):
@@ -300,10 +410,12 @@ def plot_strategies(run: DeerRun, mode: str = "compat"):
         if not models:
             ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes, color="#555"); continue
         for j, ev in enumerate(["valid", "test"]):
-            vals = [d[(d.model == x) & (d["eval"] == ev)][m].mean() for x in models]       # NaN: nothing to count in that set
+            # NaN: nothing to count in that set
+            vals = [d[(d.model == x) & (d["eval"] == ev)][m].mean() for x in models]
             bars = ax.bar([i + 0.4 * j for i in range(len(models))], [0 if v != v else v for v in vals], width=0.4,
                           label=f"{ev} ({'seen' if ev == 'valid' else 'unseen'} tools)")
-            ax.bar_label(bars, labels=["n/a" if v != v else f"{v:.0f}" for v in vals], fontsize=7, padding=1)   # a zero is written, not hidden
+            # a zero is written, not hidden
+            ax.bar_label(bars, labels=["n/a" if v != v else f"{v:.0f}" for v in vals], fontsize=7, padding=1)
         ax.set_xticks([i + 0.2 for i in range(len(models))]); ax.set_xticklabels(models, rotation=30, ha="right")
     axes[0].set_ylabel("percent"); axes[0].legend(fontsize=8); fig.tight_layout()
     return fig
@@ -328,12 +440,18 @@ ABLATION_AXES = {   # axis: (paper figure, panel, x label)
     "lr": ("8", "c", "learning rate"), "epochs": ("8", "d", "epochs"),
 }
 PAPER_ABLATION = {
-    "6": {"setting": "validation set, LLaMA-7B backbone; the dashed line is the average of all metrics",
-          "star": "|Tc| = 5 and |Ω| = 30 (Section 5.2)",
-          "findings": "metrics rise with more NoSearch samples and with a larger tool pool; the best tool choice at |Tc| = 5 and |Ω| = 30, "
-                      "more clusters than that lowering the metrics"},
-    "8": {"setting": "LoRA bottleneck size, batch size, learning rate, epochs (Appendix A.2)", "star": "",
-          "findings": "the text gives neither the plotted values nor the starred settings"},
+    "6": {
+        "setting": "validation set, LLaMA-7B backbone; the dashed line is the average of all metrics",
+        "star": "|Tc| = 5 and |Ω| = 30 (Section 5.2)",
+        "findings": "metrics rise with more NoSearch samples and with a larger tool pool; the best tool choice at "
+                    "|Tc| = 5 and |Ω| = 30, "
+        "more clusters than that lowering the metrics",
+    },
+    "8": {
+        "setting": "LoRA bottleneck size, batch size, learning rate, epochs (Appendix A.2)",
+        "star": "",
+        "findings": "the text gives neither the plotted values nor the starred settings",
+    },
 }
 
 @dataclass
@@ -341,18 +459,27 @@ class DeerAblation:
     config: dict
     grid: dict                    # axis -> values as run (None resolved)
     star: dict                    # axis -> the shared setting
-    points: pd.DataFrame          # one row per axis × value × mode: the six metrics, their average, 95% intervals, sizes, seconds
+    # one row per axis × value × mode: the six metrics, their average, 95% intervals, sizes, seconds
+    points: pd.DataFrame
     timings: dict
 
 def _ablation_key(setting: dict, cfg: DeerExpConfig) -> str:
-    "A point's identity: its setting and the whole config with the setting applied (any other config change trains afresh)."
+    """A point's identity: its setting and the whole config with the setting applied (any other config change trains
+    afresh)."""
     import hashlib
     applied = asdict(replace(cfg, **{a: v for a, v in setting.items() if a in cfg.__dataclass_fields__}))
     blob = json.dumps({"setting": setting, "cfg": applied}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
-def run_deer_ablation(tools: list[Tool], released_valid: list[DecisionSample], released_test: list[DecisionSample], cfg: DeerExpConfig,
-                      grid: dict, work_dir: str | Path, progress: bool = False) -> DeerAblation:
+def run_deer_ablation(
+    tools: list[Tool],
+    released_valid: list[DecisionSample],
+    released_test: list[DecisionSample],
+    cfg: DeerExpConfig,
+    grid: dict,
+    work_dir: str | Path,
+    progress: bool = False,
+) -> DeerAblation:
     "Train and score one LoRA model per grid point (one axis moved from the star at a time; see above)."
     from toolpaper.sampling import build_decision_data, cluster_tools, seeded_subset, tool_split
     from toolpaper.train import SFTConfig, finetune
@@ -374,8 +501,17 @@ def run_deer_ablation(tools: list[Tool], released_valid: list[DecisionSample], r
         if (pool, k, m) not in data_cache:
             keep = set(random.Random(cfg.seed).sample(sorted(seen), pool)) if pool < len(seen) else set(seen)
             sub = [t for t in tools if t.name in keep or t.name in set(unseen)]
-            data_cache[(pool, k, m)] = build_decision_data(sub, released_valid, released_test, clusters=cluster_tools(sub, m=m, seed=cfg.seed), k=k,
-                                                            call_ratio=cfg.call_ratio, strategy="mixture", mixture=mix, seed=cfg.seed)
+            data_cache[(pool, k, m)] = build_decision_data(
+                sub,
+                released_valid,
+                released_test,
+                clusters=cluster_tools(sub, m=m, seed=cfg.seed),
+                k=k,
+                call_ratio=cfg.call_ratio,
+                strategy="mixture",
+                mixture=mix,
+                seed=cfg.seed,
+            )
         return data_cache[(pool, k, m)]
 
     shares = cfg.train_mix or PAPER_TRAIN_MIX
@@ -383,18 +519,34 @@ def run_deer_ablation(tools: list[Tool], released_valid: list[DecisionSample], r
     star_data = data_for(len(seen), cfg.k, cfg.clusters)
     ns_avail = sum(s.branch == "NoSearch" for s in star_data.train)
     n_search = None if cfg.train_n is None else cfg.train_n - int(round(cfg.train_n * ns_share))
-    star = {"nosearch": ns_avail if cfg.train_n is None else min(ns_avail, int(round(cfg.train_n * ns_share))), "pool": len(seen),
-            "k": cfg.k, "clusters": cfg.clusters, "lora_r": cfg.lora_r, "batch_size": cfg.batch_size, "lr": cfg.lr, "epochs": cfg.epochs}
+    star = {
+        "nosearch": ns_avail if cfg.train_n is None else min(ns_avail, int(round(cfg.train_n * ns_share))),
+        "pool": len(seen),
+        "k": cfg.k,
+        "clusters": cfg.clusters,
+        "lora_r": cfg.lora_r,
+        "batch_size": cfg.batch_size,
+        "lr": cfg.lr,
+        "epochs": cfg.epochs,
+    }
     full = {"nosearch": ns_avail, "pool": len(seen)}
     grid = {a: [full[a] if v is None else v for v in vals] for a, vals in grid.items()}
     for a, vals in grid.items():
         for v in vals:
-            if a in ("nosearch", "pool", "k", "clusters", "lora_r", "batch_size") and (not isinstance(v, int) or isinstance(v, bool) or v < (0 if a == "nosearch" else 1)):
-                raise ValueError(f"ablation axis {a!r}: {v!r} is not a {'non-negative' if a == 'nosearch' else 'positive'} whole number")
+            if a in ("nosearch", "pool", "k", "clusters", "lora_r", "batch_size") and (
+                not isinstance(v, int) or isinstance(v, bool) or v < (0 if a == "nosearch" else 1)
+            ):
+                raise ValueError(
+                    f"ablation axis {a!r}: {v!r} is not a {'non-negative' if a == 'nosearch' else 'positive'} whole "
+                    "number"
+                )
             if a in ("lr", "epochs") and (not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0):
                 raise ValueError(f"ablation axis {a!r}: {v!r} is not a positive number")
             if a in full and v > full[a]:
-                raise ValueError(f"ablation axis {a!r}: {v} asked, only {full[a]} available ({'NoSearch training samples' if a == 'nosearch' else 'seen tools'})")
+                raise ValueError(
+                    f"ablation axis {a!r}: {v} asked, only {full[a]} available "
+                    f"({'NoSearch training samples' if a == 'nosearch' else 'seen tools'})"
+                )
     evalset = _valid_set(star_data.heldout_nosearch, released_valid, cfg)
     search_mix = {b: v for b, v in shares.items() if b != "NoSearch"}
     rows, timings, done, trained = [], {}, {}, 0
@@ -411,16 +563,34 @@ def run_deer_ablation(tools: list[Tool], released_valid: list[DecisionSample], r
         search = stratified([s for s in d.train if s.branch != "NoSearch"], n_search, search_mix, cfg.seed)
         ns = [s for s in d.train if s.branch == "NoSearch"]
         train = search + seeded_subset(ns, setting["nosearch"], cfg.seed)
-        pcfg = replace(cfg, lora_r=setting["lora_r"], batch_size=setting["batch_size"], lr=setting["lr"], epochs=setting["epochs"], k=setting["k"], clusters=setting["clusters"])
+        pcfg = replace(
+            cfg,
+            lora_r=setting["lora_r"],
+            batch_size=setting["batch_size"],
+            lr=setting["lr"],
+            epochs=setting["epochs"],
+            k=setting["k"],
+            clusters=setting["clusters"],
+        )
         out = work / f"adapter_{key}"
-        info = finetune(cfg.model, [deer_prompt(s, style=cfg.prompt_style) for s in train], SFTConfig.from_experiment(out, pcfg), span_labels=["decision", "call"])
+        info = finetune(
+            cfg.model,
+            [deer_prompt(s, style=cfg.prompt_style) for s in train],
+            SFTConfig.from_experiment(out, pcfg),
+            span_labels=["decision", "call"],
+        )
         t1 = time.perf_counter()
         gen = LocalClient(cfg.model, adapter=str(out), batch_size=cfg.gen_batch_size)
         outs = deer_generate(gen, evalset, max_new_tokens=cfg.max_new_tokens, progress=progress, style=cfg.prompt_style)
         del gen
         c = Counter(s.branch for s in train)
-        rec = {"setting": setting, "train": {b: c.get(b, 0) for b in ("NoSearch", "NoCall", "Call")}, "train_s": info["train_seconds"],
-               "eval_s": time.perf_counter() - t1, "outputs": [{"id": s.id, "branch": s.branch, "output": o} for s, o in zip(evalset, outs)]}
+        rec = {
+            "setting": setting,
+            "train": {b: c.get(b, 0) for b in ("NoSearch", "NoCall", "Call")},
+            "train_s": info["train_seconds"],
+            "eval_s": time.perf_counter() - t1,
+            "outputs": [{"id": s.id, "branch": s.branch, "output": o} for s, o in zip(evalset, outs)],
+        }
         atomic_write_text(path, json.dumps(rec, ensure_ascii=False, default=str))
         done[key] = rec; trained += 1
     by_id = {s.id: s for s in evalset}
@@ -428,13 +598,27 @@ def run_deer_ablation(tools: list[Tool], released_valid: list[DecisionSample], r
         for v in vals:
             rec = done[_ablation_key({**star, a: v}, cfg)]
             if [o["id"] for o in rec["outputs"]] != [s.id for s in evalset]:
-                raise ValueError(f"{work / 'points'}: a stored point was scored on another valid set; remove the folder or change work_dir")
+                raise ValueError(
+                    f"{work / 'points'}: a stored point was scored on another valid set; remove the folder or change "
+                    "work_dir"
+                )
             outs = [o["output"] for o in rec["outputs"]]
             label = f"{a}={v}" + (" *" if v == star[a] else "")
             for mode in ("compat", "strict"):
-                r = {"axis": a, "value": v, "star": v == star[a], **_metric_row(outs, [by_id[o["id"]] for o in rec["outputs"]], label, "valid", mode, average=True)}
-                r.update({"train samples": sum(rec["train"].values()), **{f"train {b}": n for b, n in rec["train"].items()},
-                          "train_s": round(rec["train_s"], 1), "eval_s": round(rec["eval_s"], 1)})
+                r = {
+                    "axis": a,
+                    "value": v,
+                    "star": v == star[a],
+                    **_metric_row(outs, [by_id[o["id"]] for o in rec["outputs"]], label, "valid", mode, average=True),
+                }
+                r.update(
+                    {
+                        "train samples": sum(rec["train"].values()),
+                        **{f"train {b}": n for b, n in rec["train"].items()},
+                        "train_s": round(rec["train_s"], 1),
+                        "eval_s": round(rec["eval_s"], 1),
+                    }
+                )
                 rows.append(r)
     timings["total_s"] = time.perf_counter() - t0
     timings["points_trained"], timings["points_reused"] = trained, len(done) - trained
@@ -443,28 +627,44 @@ def run_deer_ablation(tools: list[Tool], released_valid: list[DecisionSample], r
     return DeerAblation(asdict(cfg), grid, star, pts, timings)
 
 def ablation_table(abl: DeerAblation, figure: str, mode: str = "compat") -> pd.DataFrame:
-    "The points of one paper figure ('6' or '8'): each metric and the average with its 95% interval, the training size and seconds."
+    """The points of one paper figure ('6' or '8'): each metric and the average with its 95% interval, the training size
+    and seconds."""
     from toolpaper.metrics import with_ci
     axes = [a for a, (f, _, _) in ABLATION_AXES.items() if f == figure and a in abl.grid]
     d = abl.points[(abl.points["mode"] == mode) & abl.points["axis"].isin(axes)]
     d = with_ci(d, TABLE1_COLS + ["Average"])
     d = d.assign(panel=[f"Figure {figure}({ABLATION_AXES[a][1]}) {ABLATION_AXES[a][2]}" for a in d["axis"]],
                  value=[f"{v:g}{' *' if s else ''}" for v, s in zip(d["value"].astype(float), d["star"])])
-    return d[["panel", "value", "n", "train samples", "train NoSearch"] + TABLE1_COLS + ["Average", "train_s", "eval_s"]].reset_index(drop=True)
+    return d[
+        ["panel", "value", "n", "train samples", "train NoSearch"] + TABLE1_COLS + ["Average", "train_s", "eval_s"]
+    ].reset_index(drop=True)
 
 def plot_ablation(abl: DeerAblation, figure: str, mode: str = "compat"):
-    "One panel per axis of the figure: the six metrics (thin) and their average (dashed, with its 95% band); * marks the star."
+    """One panel per axis of the figure: the six metrics (thin) and their average (dashed, with its 95% band); * marks
+    the star."""
     import matplotlib.pyplot as plt
     axes_ = [a for a, (f, _, _) in ABLATION_AXES.items() if f == figure and a in abl.grid]
-    if not axes_: raise ValueError(f"the ablation ran no axis of Figure {figure}; its axes: {[a for a, v in ABLATION_AXES.items() if v[0] == figure]}")
+    if not axes_:
+        raise ValueError(
+            f"the ablation ran no axis of Figure {figure}; its axes: "
+            f"{[a for a, v in ABLATION_AXES.items() if v[0] == figure]}"
+        )
     fig, axs = plt.subplots(1, len(axes_), figsize=(3.6 * len(axes_), 3.4), sharey=True, squeeze=False)
     for ax, a in zip(axs[0], axes_):
         d = abl.points[(abl.points["mode"] == mode) & (abl.points["axis"] == a)]
         x = list(range(len(d)))
         for c in TABLE1_COLS: ax.plot(x, d[c].astype(float), marker=".", lw=1, alpha=0.7, label=c)
         ax.plot(x, d["Average"].astype(float), "k--", lw=2, label="Average")
-        ax.fill_between(x, d["Average lo"].astype(float), d["Average hi"].astype(float), color="k", alpha=0.12, label="Average 95% CI")
-        ax.set_xticks(x); ax.set_xticklabels([f"{v:g}{'*' if s else ''}" for v, s in zip(d["value"].astype(float), d["star"])])
+        ax.fill_between(
+            x,
+            d["Average lo"].astype(float),
+            d["Average hi"].astype(float),
+            color="k",
+            alpha=0.12,
+            label="Average 95% CI",
+        )
+        ax.set_xticks(x)
+        ax.set_xticklabels([f"{v:g}{'*' if s else ''}" for v, s in zip(d["value"].astype(float), d["star"])])
         _, panel, label = ABLATION_AXES[a]
         ax.set_title(f"({panel}) {label}", fontsize=9); ax.set_ylim(-2, 105)
     axs[0][0].set_ylabel(f"percent ({mode})"); axs[0][-1].legend(fontsize=7, loc="lower right")

@@ -31,7 +31,8 @@ def engine_support(model) -> str | None:
     if inner is None or not all(hasattr(inner, a) for a in ("embed_tokens", "layers", "norm", "rotary_emb")):
         return "not a decoder with embed_tokens / layers / norm / rotary_emb"
     a = inner.layers[0].self_attn
-    if not all(hasattr(a, p) for p in ("q_proj", "k_proj", "v_proj", "o_proj")): return "attention without q/k/v/o projections"
+    if not all(hasattr(a, p) for p in ("q_proj", "k_proj", "v_proj", "o_proj")):
+        return "attention without q/k/v/o projections"
     return None
 
 # %% ../nbs/11_engine.ipynb
@@ -109,7 +110,8 @@ class PrefixCache:
         return best, hit[2]
 
     def add(self, ids: Sequence[int], payload) -> None:
-        "Keep `payload` (keys and values of `ids`); entries that `ids` extends are dropped, then the oldest until within budget."
+        """Keep `payload` (keys and values of `ids`); entries that `ids` extends are dropped, then the oldest until
+        within budget."""
         if self.max_bytes <= 0 or len(ids) == 0: return
         ids = np.asarray(ids, dtype=np.int64)
         n = len(ids)
@@ -152,7 +154,8 @@ class _Q8Attn:
 
 
 def _int8_linear(lin):
-    "A dynamically quantised (int8 weights, per output channel) copy of a linear layer; a LoRA layer is folded in first."
+    """A dynamically quantised (int8 weights, per output channel) copy of a linear layer; a LoRA layer is folded in
+    first."""
     import torch
     from torch.ao.nn.quantized.dynamic import Linear as QLinear
     from torch.ao.quantization import per_channel_dynamic_qconfig
@@ -177,7 +180,8 @@ class Engine:
         import torch
         why = engine_support(model)
         if why: raise ValueError(f"the fast engine cannot run this model: {why}")
-        if precision not in ("auto", "int8"): raise ValueError(f"precision {precision!r}: expected 'auto' (the model's dtype) or 'int8'")
+        if precision not in ("auto", "int8"):
+            raise ValueError(f"precision {precision!r}: expected 'auto' (the model's dtype) or 'int8'")
         self.model, self.tok, self.lm = model, tok, causal_lm(model)
         self.inner, cfg = self.lm.model, self.lm.config
         a0 = self.inner.layers[0].self_attn
@@ -196,7 +200,8 @@ class Engine:
         eos = getattr(gc, "eos_token_id", None)
         eos = [eos] if isinstance(eos, int) else list(eos or [])
         self.eos = set(eos) | ({tok.eos_token_id} if tok.eos_token_id is not None else set())
-        self.kv = None                                              # [layers, 2 (k, v), slots, kv heads, capacity, head dim]
+        # [layers, 2 (k, v), slots, kv heads, capacity, head dim]
+        self.kv = None
         self.q8 = self._quantize() if precision == "int8" else None
         self._torch = torch
 
@@ -204,8 +209,11 @@ class Engine:
         q8 = []
         for layer in self.inner.layers:
             a, m = layer.self_attn, layer.mlp
-            q8.append({k: _int8_linear(getattr(a, k)) for k in ("q_proj", "k_proj", "v_proj", "o_proj")}
-                      | {k: _int8_linear(getattr(m, k)) for k in ("gate_proj", "up_proj", "down_proj")} | {"act": m.act_fn})
+            q8.append(
+                {k: _int8_linear(getattr(a, k)) for k in ("q_proj", "k_proj", "v_proj", "o_proj")}
+                | {k: _int8_linear(getattr(m, k)) for k in ("gate_proj", "up_proj", "down_proj")}
+                | {"act": m.act_fn}
+            )
         self.q8_head = _int8_linear(self.lm.lm_head)
         return q8
 
@@ -281,7 +289,10 @@ def _step(self, toks, pos, lens):
             self.kv[l, 0, rows, :, cols] = k.transpose(1, 2)[valid]
             self.kv[l, 1, rows, :, cols] = v.transpose(1, 2)[valid]
             K, V = self.kv[l, 0, :B, :, :Lm], self.kv[l, 1, :B, :, :Lm]
-            s = torch.matmul(q.reshape(B, self.Hkv, self.G * T, self.D), K.transpose(-1, -2)).float() * self.scale + bias
+            s = (
+                torch.matmul(q.reshape(B, self.Hkv, self.G * T, self.D), K.transpose(-1, -2)).float() * self.scale
+                + bias
+            )
             o = torch.matmul(torch.softmax(s, dim=-1).to(V.dtype), V)
             o = o.reshape(B, self.H, T, self.D).transpose(1, 2).reshape(B, T, self.H * self.D)
             x = x + attn.o_proj(o)
@@ -303,8 +314,11 @@ def _drafts(self, live: list[dict], reqs: Sequence[Request]) -> list[list[int]]:
     for s in live:
         r = reqs[s["i"]]
         room = r.max_new_tokens - len(s["new"])
-        out.append([] if k <= 0 or r.temperature or room <= 1 else lookup_draft(np.concatenate([s["ids"], np.asarray(s["new"], dtype=np.int64)]),
-                                                                                 min(k, room - 1)))
+        out.append(
+            []
+            if k <= 0 or r.temperature or room <= 1
+            else lookup_draft(np.concatenate([s["ids"], np.asarray(s["new"], dtype=np.int64)]), min(k, room - 1))
+        )
     return out
 
 Engine._pick, Engine._drafts = _pick, _drafts
@@ -342,13 +356,27 @@ def generate(self, reqs: Sequence[Request], progress: bool = False) -> list[Outp
         st.prefill_seconds += time.perf_counter() - t0
         st.prefilled_tokens += len(ids) - n; st.reused_tokens += n; st.prompt_tokens += len(ids); st.requests += 1
         gen = torch.Generator().manual_seed(r.seed) if r.temperature else None
-        live.append({"i": i, "ids": ids, "new": [], "pos": len(ids), "gen": gen, "reused": n, "acc": [], "next": self._pick(logits, r, gen)})
+        live.append(
+            {
+                "i": i,
+                "ids": ids,
+                "new": [],
+                "pos": len(ids),
+                "gen": gen,
+                "reused": n,
+                "acc": [],
+                "next": self._pick(logits, r, gen),
+            }
+        )
 
     def retire(b, reason, tokens):
         s = live[b]
-        fed = np.concatenate([s["ids"], np.asarray(s["new"][:-1], dtype=np.int64)])    # the last chosen token was never fed
+        # the last chosen token was never fed
+        fed = np.concatenate([s["ids"], np.asarray(s["new"][:-1], dtype=np.int64)])
         self.prefix.add(fed, self.kv[:, :, b, :, :len(fed)].clone())
-        out[s["i"]] = Output(tokens, self.tok.decode(tokens, skip_special_tokens=True), reason, len(s["ids"]), s["reused"])
+        out[s["i"]] = Output(
+            tokens, self.tok.decode(tokens, skip_special_tokens=True), reason, len(s["ids"]), s["reused"]
+        )
         last = len(live) - 1
         if b != last:
             self.kv[:, :, b, :, :live[last]["pos"]] = self.kv[:, :, last, :, :live[last]["pos"]]
@@ -369,8 +397,12 @@ def generate(self, reqs: Sequence[Request], progress: bool = False) -> list[Outp
                     del s["new"][end + 1:]
                     retire(b, "eos", s["new"][:-1]); continue
                 if r.stop and stop_index(self.tok.decode(s["new"], skip_special_tokens=True), r.stop):
-                    j = start + 1                                       # the stop string ends within this round's tokens
-                    while j < len(s["new"]) and not stop_index(self.tok.decode(s["new"][:j], skip_special_tokens=True), r.stop): j += 1
+                    # the stop string ends within this round's tokens
+                    j = start + 1
+                    while j < len(s["new"]) and not stop_index(
+                        self.tok.decode(s["new"][:j], skip_special_tokens=True), r.stop
+                    ):
+                        j += 1
                     del s["new"][j:]
                     retire(b, "stop", s["new"]); continue
                 if len(s["new"]) >= r.max_new_tokens:
@@ -430,9 +462,19 @@ class HFEngine:
                 t0 = time.perf_counter()
                 if temp: torch.manual_seed(reqs[part[0]].seed)
                 with torch.inference_mode():
-                    gen = self.model.generate(input_ids=ids.to(self.model.device), attention_mask=att.to(self.model.device),
-                                              max_new_tokens=n_new, do_sample=bool(temp), temperature=temp or None, top_p=None, top_k=None,
-                                              use_cache=True, pad_token_id=pad, stop_strings=list(stop) or None, tokenizer=self.tok)
+                    gen = self.model.generate(
+                        input_ids=ids.to(self.model.device),
+                        attention_mask=att.to(self.model.device),
+                        max_new_tokens=n_new,
+                        do_sample=bool(temp),
+                        temperature=temp or None,
+                        top_p=None,
+                        top_k=None,
+                        use_cache=True,
+                        pad_token_id=pad,
+                        stop_strings=list(stop) or None,
+                        tokenizer=self.tok,
+                    )
                 self.stats.decode_seconds += time.perf_counter() - t0
                 for i, row in zip(part, gen[:, width:].tolist()):
                     eos_at = next((j for j, t in enumerate(row) if t == self.tok.eos_token_id), None)
@@ -450,5 +492,6 @@ class HFEngine:
 def make_engine(model, tok, kind: str = "auto", batch_size: int = 16, **kw):
     "`Engine` when it can run `model` (`kind='auto'` or `'fast'`), else — or with `kind='reference'` — `HFEngine`."
     if kind not in ("auto", "fast", "reference"): raise ValueError(f"engine {kind!r}: expected auto, fast or reference")
-    if kind == "reference" or (kind == "auto" and engine_support(model)): return HFEngine(model, tok, batch_size=batch_size)
+    if kind == "reference" or (kind == "auto" and engine_support(model)):
+        return HFEngine(model, tok, batch_size=batch_size)
     return Engine(model, tok, slots=batch_size, **kw)

@@ -43,21 +43,25 @@ class StageFile:
             raw = raw[:cut]
         for n, line in enumerate(raw.decode("utf-8").splitlines(), 1):
             if not line.strip(): continue
-            try: rec = json.loads(line)
-            except json.JSONDecodeError: raise ValueError(f"{self.path}:{n}: unreadable record (not a crash tail)") from None
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                raise ValueError(f"{self.path}:{n}: unreadable record (not a crash tail)") from None
             if "key" not in rec: raise ValueError(f"{self.path}:{n}: record without 'key'")
             self._keep(rec)
 
     def _keep(self, rec: dict):
         key = rec["key"]
-        if key not in self: self.records[key] = rec                # the first finished record wins; a failure gives way to the next attempt
+        # the first finished record wins; a failure gives way to the next attempt
+        if key not in self: self.records[key] = rec
         self.attempts[key] = self.attempts.get(key, 0) + 1
 
     def __contains__(self, key) -> bool: return key in self.records and not self.failed(self.records[key])
     def __len__(self) -> int: return len(self.records)
 
     def append(self, key: str, **fields) -> dict:
-        "Write the record of `key` (or its next attempt after a failed one); a finished key returns its record unchanged."
+        """Write the record of `key` (or its next attempt after a failed one); a finished key returns its record
+        unchanged."""
         if key in self: return self.records[key]
         rec = {"key": key, **fields}
         with open(self.path, "a", encoding="utf-8") as f:
@@ -65,7 +69,9 @@ class StageFile:
         self._keep(rec)
         return rec
 
-def run_stage(path, items: Iterable[tuple[str, Any]], fn: Callable[[Any], dict], on_error: Callable | None = None) -> StageFile:
+def run_stage(
+    path, items: Iterable[tuple[str, Any]], fn: Callable[[Any], dict], on_error: Callable | None = None
+) -> StageFile:
     "Apply `fn` to every (key, item) whose key is not yet in the stage file; returns the stage file with all records."
     st = StageFile(path)
     for key, item in items:
@@ -99,7 +105,9 @@ def read_names(text: str) -> list | None:
     for line in text.splitlines():
         m = _ITEM.match(line)
         if not m: continue
-        item = re.split(r"\s*:|\s[-–—]\s", m.group(1).replace("**", "").replace("__", ""), maxsplit=1)[0].strip(" *_`'\".")
+        item = re.split(r"\s*:|\s[-–—]\s", m.group(1).replace("**", "").replace("__", ""), maxsplit=1)[0].strip(
+            " *_`'\"."
+        )
         if item and len(item.split()) <= 8: out.append(item)
     return out or None
 
@@ -108,14 +116,16 @@ PROMPT_VERSION = "toolpaper-selfinstruct-2"
 
 def _msg(text: str) -> list[dict]: return [{"role": "user", "content": text}]
 
-from .client import PROMPT_ORIGINS as _ORIGIN   # hash of a prompt text -> (stage, the builder's arguments); the newest 50,000, one registry per process
+# hash of a prompt text -> (stage, the builder's arguments); the newest 50,000, one registry per process
+from .client import PROMPT_ORIGINS as _ORIGIN
 
 def _text_key(text: str) -> str:
     import hashlib
     return hashlib.sha1(text.encode("utf-8")).hexdigest()
 
 def stage_prompt(stage: str) -> Callable:
-    "Decorator for a prompt builder: remember the stage and the arguments each prompt text was built from (read back with `prompt_origin`)."
+    """Decorator for a prompt builder: remember the stage and the arguments each prompt text was built from (read back
+    with `prompt_origin`)."""
     import functools, inspect
     def wrap(fn):
         sig = inspect.signature(fn)
@@ -133,83 +143,149 @@ def stage_prompt(stage: str) -> Callable:
     return wrap
 
 def prompt_origin(text: str) -> tuple[str, dict] | None:
-    "The stage and builder arguments of a prompt text built in this process, or None (a dry-run client answers from them, not from the wording)."
+    """The stage and builder arguments of a prompt text built in this process, or None (a dry-run client answers from
+    them, not from the wording)."""
     return _ORIGIN.get(_text_key(text))
 
 @stage_prompt("fields")
 def prompt_fields(n: int) -> list[dict]:
-    return _msg(f"Name {n} broad areas of everyday or professional life in which people use software services (for example health or travel). "
-                "Answer with a Python list of short strings and nothing else.")
+    return _msg(
+        f"Name {n} broad areas of everyday or professional life in which people use software services (for example "
+        "health or travel). "
+        "Answer with a Python list of short strings and nothing else."
+    )
 
 @stage_prompt("subfields")
 def prompt_subfields(field: str, n: int) -> list[dict]:
-    return _msg(f"The area is '{field}'. Name {n} narrower topics inside it, each specific enough that a handful of web APIs could serve it. "
-                "Answer with a Python list of short strings and nothing else.")
+    return _msg(
+        f"The area is '{field}'. Name {n} narrower topics inside it, each specific enough that a handful of web APIs "
+        "could serve it. "
+        "Answer with a Python list of short strings and nothing else."
+    )
 
-TOOL_TEMPLATE = ('{"api_name": "getThing", "api_description": "What the API does, in one sentence", '
-                 '"parameters": {"name": {"type": "str", "description": "What the value means (e.g., an example value)"}}, '
-                 '"required": ["name"], "responses": {"result": {"type": "str", "description": "What comes back"}}}')
+TOOL_TEMPLATE = (
+    '{"api_name": "getThing", "api_description": "What the API does, in one sentence", '
+    '"parameters": {"name": {"type": "str", "description": "What the value means (e.g., an example value)"}}, '
+    '"required": ["name"], "responses": {"result": {"type": "str", "description": "What comes back"}}}'
+)
 
 @stage_prompt("tools")
 def prompt_tools(field: str, subfield: str, n: int, avoid: Sequence[str] = ()) -> list[dict]:
     av = f" Do not reuse these names: {', '.join(avoid)}." if avoid else ""
-    return _msg(f"Invent {n} different web APIs for the topic '{subfield}' (area: {field}). Describe each one as a JSON object shaped like\n{TOOL_TEMPLATE}\n"
-                f"Types must be one of {', '.join(PARAM_TYPES)}. Every parameter description ends with an example value in parentheses, "
-                f"written as (e.g., VALUE). `required` lists only names that are in `parameters`.{av} Answer with a JSON list of the {n} objects only.")
+    return _msg(
+        f"Invent {n} different web APIs for the topic '{subfield}' (area: {field}). Describe each one as a JSON "
+        f"object shaped like\n{TOOL_TEMPLATE}\n"
+        f"Types must be one of {', '.join(PARAM_TYPES)}. Every parameter description ends with an example value in "
+        "parentheses, "
+        f"written as (e.g., VALUE). `required` lists only names that are in `parameters`.{av} Answer with a JSON list "
+        f"of the {n} objects only."
+    )
 
 @stage_prompt("backfill")
 def prompt_backfill(tools: Sequence[dict]) -> list[dict]:
-    body = json.dumps([{"api_name": t["api_name"], "parameters": {k: v.get("description", "") for k, v in t["parameters"].items()}} for t in tools], ensure_ascii=False)
-    return _msg("Some parameter descriptions below lack an example value. For every tool give one realistic example value per parameter. "
-                'Answer with a JSON object {"<api_name>": {"<parameter>": "<example>"}} only.\n' + body)
+    body = json.dumps(
+        [
+            {"api_name": t["api_name"], "parameters": {k: v.get("description", "") for k, v in t["parameters"].items()}}
+            for t in tools
+        ],
+        ensure_ascii=False,
+    )
+    return _msg(
+        "Some parameter descriptions below lack an example value. For every tool give one realistic example value per "
+        "parameter. "
+        'Answer with a JSON object {"<api_name>": {"<parameter>": "<example>"}} only.\n' + body
+    )
 
 @stage_prompt("single")
 def prompt_single(tool: dict, fixed: dict) -> list[dict]:
     fx = (" Use exactly these values: " + json.dumps(fixed, ensure_ascii=False) + ".") if fixed else ""
-    return _msg("Here is an API:\n" + json.dumps(tool, ensure_ascii=False) + "\nWrite a natural request a user might make that this API answers with one call, "
-                "and the call's parameter values. Fill all required parameters; every value must appear word for word in the request." + fx +
-                ' Answer with a JSON object {"query": "...", "parameters": {...}} only.')
+    return _msg(
+        "Here is an API:\n"
+        + json.dumps(tool, ensure_ascii=False)
+        + "\nWrite a natural request a user might make that this API answers with one call, "
+        "and the call's parameter values. Fill all required parameters; every value must appear word for word in the "
+        "request."
+        + fx
+        + ' Answer with a JSON object {"query": "...", "parameters": {...}} only.'
+    )
 
 @stage_prompt("query")
 def prompt_query(tool: dict, arguments: dict) -> list[dict]:
-    return _msg("Here is an API and one call of it:\n" + json.dumps(tool, ensure_ascii=False) + "\nCall: " +
-                json.dumps({"api": tool["api_name"], "parameters": arguments}, ensure_ascii=False) +
-                "\nWrite a natural request a user might make that this call answers; every parameter value must appear word for word in it. "
-                'Answer with a JSON object {"query": "..."} only.')
+    return _msg(
+        "Here is an API and one call of it:\n"
+        + json.dumps(tool, ensure_ascii=False)
+        + "\nCall: "
+        + json.dumps({"api": tool["api_name"], "parameters": arguments}, ensure_ascii=False)
+        + "\nWrite a natural request a user might make that this call answers; every parameter value must appear word "
+          "for word in it. "
+        'Answer with a JSON object {"query": "..."} only.'
+    )
 
 @stage_prompt("combos")
 def prompt_combo(candidates: Sequence[dict], max_tools: int) -> list[dict]:
-    names = json.dumps([{"api_name": t["api_name"], "api_description": t["api_description"]} for t in candidates], ensure_ascii=False)
-    return _msg(f"Here are some APIs:\n{names}\nPick 2 to {max_tools} of them that one user request could need together, in the order they "
-                "would be called (a later API may use an earlier API's result). Answer with a JSON list of api_name strings only.")
+    names = json.dumps(
+        [{"api_name": t["api_name"], "api_description": t["api_description"]} for t in candidates], ensure_ascii=False
+    )
+    return _msg(
+        f"Here are some APIs:\n{names}\nPick 2 to {max_tools} of them that one user request could need together, in "
+        "the order they "
+        "would be called (a later API may use an earlier API's result). Answer with a JSON list of api_name strings "
+        "only."
+    )
 
 @stage_prompt("multi")
 def prompt_multi(tools: Sequence[dict], plan: list[dict], fixed: dict) -> list[dict]:
-    fx = (" Use exactly these values where the parameter appears: " + json.dumps(fixed, ensure_ascii=False) + ".") if fixed else ""
-    return _msg("APIs:\n" + json.dumps(list(tools), ensure_ascii=False) + "\nCall plan with empty parameter values:\n" + json.dumps(plan, ensure_ascii=False) +
-                "\nFill every parameter value. A value is either literal text that you also write in the request, or the response id of an EARLIER "
-                "call (such as API_call_0) when it should come from that call's result. Then write the user's request that this plan answers." + fx +
-                ' Answer with a JSON object {"query": "...", "calling": [{"api": "...", "parameters": {...}}]} only.')
+    fx = (
+        (" Use exactly these values where the parameter appears: " + json.dumps(fixed, ensure_ascii=False) + ".")
+        if fixed
+        else ""
+    )
+    return _msg(
+        "APIs:\n"
+        + json.dumps(list(tools), ensure_ascii=False)
+        + "\nCall plan with empty parameter values:\n"
+        + json.dumps(plan, ensure_ascii=False)
+        + "\nFill every parameter value. A value is either literal text that you also write in the request, or the "
+          "response id of an EARLIER "
+        "call (such as API_call_0) when it should come from that call's result. Then write the user's request that "
+        "this plan answers."
+        + fx
+        + ' Answer with a JSON object {"query": "...", "calling": [{"api": "...", "parameters": {...}}]} only.'
+    )
 
 @stage_prompt("deer_examples")
 def prompt_deer_examples(tool: dict, n: int = 10) -> list[dict]:
-    return _msg("API name: " + tool["api_name"] + "\nWhat it does: " + tool.get("description_for_human", "") +
-                "\nDetails: " + tool.get("description_for_model", "")[:1500] +
-                f"\nWrite its Python-style signature, such as {tool['api_name']}(city: str, days: int = 1), and {n} different user queries "
-                f"this API answers, each with the call, such as {tool['api_name']}(city='Paris'). Argument values must come from the query. "
-                'Answer with a JSON object {"api_function": "...", "examples": [{"query": "...", "call": "..."}]} only.')
+    return _msg(
+        "API name: "
+        + tool["api_name"]
+        + "\nWhat it does: "
+        + tool.get("description_for_human", "")
+        + "\nDetails: "
+        + tool.get("description_for_model", "")[:1500]
+        + f"\nWrite its Python-style signature, such as {tool['api_name']}(city: str, days: int = 1), and {n} "
+          "different user queries "
+        f"this API answers, each with the call, such as {tool['api_name']}(city='Paris'). Argument values must come "
+        "from the query. "
+        'Answer with a JSON object {"api_function": "...", "examples": [{"query": "...", "call": "..."}]} only.'
+    )
 
 @stage_prompt("deer_filter")
 def prompt_deer_filter(tool: dict, examples: Sequence[dict]) -> list[dict]:
     rows = "\n".join(f"{i}. query: {e['query']}\n   call: {e['call']}" for i, e in enumerate(examples))
-    return _msg(f"API: {tool['api_function']} — {tool.get('description_for_human', '')}\nQuery–call pairs:\n{rows}\n"
-                "List the numbers of the pairs that are unreasonable: the call does not serve the query, or an argument value is not given "
-                "by the query. Answer with a JSON list of numbers only ([] when all pairs are fine).")
+    return _msg(
+        f"API: {tool['api_function']} — {tool.get('description_for_human', '')}\nQuery–call pairs:\n{rows}\n"
+        "List the numbers of the pairs that are unreasonable: the call does not serve the query, or an argument value "
+        "is not given "
+        "by the query. Answer with a JSON list of numbers only ([] when all pairs are fine)."
+    )
 
 @stage_prompt("deer_check")
 def prompt_deer_check(signature: str, query: str, call: str) -> list[dict]:
-    return _msg(f"API signature: {signature}\nUser query: {query}\nProposed call: {call}\n"
-                "Does the call follow the signature, with every argument value stated in the query or clearly implied by it? Answer YES or NO only.")
+    return _msg(
+        f"API signature: {signature}\nUser query: {query}\nProposed call: {call}\n"
+        "Does the call follow the signature, with every argument value stated in the query or clearly implied by it? "
+        "Answer YES or NO only."
+    )
 
 def read_yes_no(text: str) -> bool | None:
     "True / False from the first standalone yes or no in `text` (any case), None when there is neither."
@@ -217,8 +293,11 @@ def read_yes_no(text: str) -> bool | None:
     return None if m is None else m.group(1).lower() == "yes"
 
 # %% ../nbs/13_generate.ipynb
-def check_tool(d: Any, field: str, subfield: str, allow_no_params: bool = True) -> tuple[dict | None, list[str], list[str]]:
-    "(normalised tool dict or None, problems, parameters without an example); a tool without parameters is refused only when `allow_no_params` is False."
+def check_tool(
+    d: Any, field: str, subfield: str, allow_no_params: bool = True
+) -> tuple[dict | None, list[str], list[str]]:
+    """(normalised tool dict or None, problems, parameters without an example); a tool without parameters is refused
+    only when `allow_no_params` is False."""
     from pydantic import ValidationError
     from toolpaper.data import SealToolRaw
     from toolpaper.schema import description_examples
@@ -227,7 +306,11 @@ def check_tool(d: Any, field: str, subfield: str, allow_no_params: bool = True) 
          "parameters": d.get("parameters"), "required": d.get("required", []), "responses": d.get("responses", {})}
     try: SealToolRaw.model_validate(t)
     except ValidationError as e: return None, [f"schema: {err['loc']}: {err['msg']}" for err in e.errors()[:3]], []
-    probs = [f"type of {k}: {v['type']!r}" for k, v in {**t["parameters"], **t["responses"]}.items() if v["type"] not in PARAM_TYPES]
+    probs = [
+        f"type of {k}: {v['type']!r}"
+        for k, v in {**t["parameters"], **t["responses"]}.items()
+        if v["type"] not in PARAM_TYPES
+    ]
     if not t["api_name"].isidentifier(): probs.append(f"name {t['api_name']!r} is not an identifier")
     if not t["parameters"] and not allow_no_params: probs.append("no parameters")
     no_ex = [k for k, v in t["parameters"].items() if not description_examples(v["description"])]
@@ -248,16 +331,23 @@ def check_calls(calls: Sequence[dict], query: str, tools: dict[str, dict]) -> li
         for k, v in args.items():
             if k not in t["parameters"]: continue
             if isinstance(v, str) and REF_RE.fullmatch(v.strip()): continue
-            if not fits_type(v, t["parameters"][k]["type"], "exact"): probs.append(f"call {i}: {k}={v!r} is not {t['parameters'][k]['type']}")
-            elif not isinstance(v, bool) and " ".join(str(v).split()).casefold() not in q: probs.append(f"call {i}: value {v!r} not in the query")
+            if not fits_type(v, t["parameters"][k]["type"], "exact"):
+                probs.append(f"call {i}: {k}={v!r} is not {t['parameters'][k]['type']}")
+            elif not isinstance(v, bool) and " ".join(str(v).split()).casefold() not in q:
+                probs.append(f"call {i}: value {v!r} not in the query")
     if not probs:
-        try: check_refs([Call(api=c["api"], arguments=c.get("parameters") or {}, responses=c["responses"]) for c in calls])
-        except RefError as e: probs.append(f"reference: {e}")
+        try:
+            check_refs(
+                [Call(api=c["api"], arguments=c.get("parameters") or {}, responses=c["responses"]) for c in calls]
+            )
+        except RefError as e:
+            probs.append(f"reference: {e}")
     return probs
 
 # %% ../nbs/13_generate.ipynb
 def execution_env(tools: Sequence[dict], functions: dict[str, Callable] | None = None, seed: int = 0):
-    "A `ToolEnv` simulating the generated Seal-Tools `tools` (dicts), with `functions` registered as the real implementations of the tools they name."
+    """A `ToolEnv` simulating the generated Seal-Tools `tools` (dicts), with `functions` registered as the real
+    implementations of the tools they name."""
     from toolpaper.data import SealToolRaw, seal_tool
     from toolpaper.tools import ToolEnv
     env = ToolEnv([seal_tool(SealToolRaw.model_validate(t)) for t in tools], seed=seed)
@@ -266,10 +356,16 @@ def execution_env(tools: Sequence[dict], functions: dict[str, Callable] | None =
     return env
 
 def execution_problems(env, calls: Sequence[dict]) -> list[str]:
-    "The refusal met when running a generated call list (`api`, `parameters`, `responses` dicts) through `env`; empty when every call runs."
+    """The refusal met when running a generated call list (`api`, `parameters`, `responses` dicts) through `env`; empty
+    when every call runs."""
     from toolpaper.schema import Call
     from toolpaper.tools import execute_calls
-    ex = execute_calls(env, [Call(api=c["api"], arguments=c.get("parameters") or {}, responses=c.get("responses") or []) for c in calls], typed_refs=False)
+
+    ex = execute_calls(
+        env,
+        [Call(api=c["api"], arguments=c.get("parameters") or {}, responses=c.get("responses") or []) for c in calls],
+        typed_refs=False,
+    )
     return [] if ex.ok else [f"execution: {ex.error}"]
 
 # %% ../nbs/13_generate.ipynb
@@ -278,21 +374,46 @@ def _words(name: str, description: str = "") -> set[str]:
     spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name).replace("_", " ")
     return set(re.findall(r"[a-z0-9]+", (spaced + " " + description).lower()))
 
-def _alnum(r, lo: int = 8, hi: int = 12) -> str: return "".join(r.choice("ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnpqrstuvwxyz23456789") for _ in range(r.randint(lo, hi)))
+def _alnum(r, lo: int = 8, hi: int = 12) -> str:
+    return "".join(
+        r.choice("ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnpqrstuvwxyz23456789") for _ in range(r.randint(lo, hi))
+    )
 def _date(r) -> str: return f"{r.randint(2000, 2023):04d}-{r.randint(1, 12):02d}-{r.randint(1, 28):02d}"
 def _clock(r) -> str: return f"{r.randint(0, 23):02d}:{r.randint(0, 59):02d}"
 
-RELEASE_STR = [("timestamp", lambda r: f"{_date(r)} {_clock(r)}:{r.randint(0, 59):02d}"), ("time", _clock), ("date", _date),
-               ("email", lambda r: f"{_alnum(r).lower()}@example.com"), ("id", _alnum), ("ip", lambda r: f"192.168.{r.randint(0, 255)}.{r.randint(1, 255)}")]
-RELEASE_INT = [("age", lambda r: r.randint(5, 80)), ("year", lambda r: r.randint(1975, 2023)), ("", lambda r: r.randint(1, 100))]
-RELEASE_FLOAT = [("rate", lambda r: round(r.random(), 2)), ("rating", lambda r: round(r.uniform(0, 10), 1)), ("latitude", lambda r: round(r.uniform(-90, 90), 4)),
-                 ("longitude", lambda r: round(r.uniform(-180, 180), 4)), ("temperature", lambda r: round(r.uniform(20, 32), 1)),
-                 ("speed", lambda r: round(r.uniform(1, 20), 1)), ("weight", lambda r: round(r.uniform(50, 70), 1)), ("", lambda r: round(r.uniform(5, 50), 1))]
-SENSITIVE = [(re.compile(r"e[-_]?mail", re.I), lambda r: f"user{r.randint(100, 999)}@example.com"),
-             (re.compile(r"phone|mobile|tel(ephone)?(_|$)", re.I), lambda r: f"+1-555-01{r.randint(10, 99)}"),
-             (re.compile(r"pass(word|wd)|pin(_|$)", re.I), lambda r: "".join(r.choice("abcdefghjkmnpqrstuvwxyz23456789") for _ in range(10))),
-             (re.compile(r"card(_?number)?$|credit", re.I), lambda r: f"4000 0000 0000 {r.randint(1000, 9999)}"),
-             (re.compile(r"ssn|id_?card|passport|national_?id", re.I), lambda r: f"X{r.randint(10 ** 7, 10 ** 8 - 1)}")]
+RELEASE_STR = [
+    ("timestamp", lambda r: f"{_date(r)} {_clock(r)}:{r.randint(0, 59):02d}"),
+    ("time", _clock),
+    ("date", _date),
+    ("email", lambda r: f"{_alnum(r).lower()}@example.com"),
+    ("id", _alnum),
+    ("ip", lambda r: f"192.168.{r.randint(0, 255)}.{r.randint(1, 255)}"),
+]
+RELEASE_INT = [
+    ("age", lambda r: r.randint(5, 80)),
+    ("year", lambda r: r.randint(1975, 2023)),
+    ("", lambda r: r.randint(1, 100)),
+]
+RELEASE_FLOAT = [
+    ("rate", lambda r: round(r.random(), 2)),
+    ("rating", lambda r: round(r.uniform(0, 10), 1)),
+    ("latitude", lambda r: round(r.uniform(-90, 90), 4)),
+    ("longitude", lambda r: round(r.uniform(-180, 180), 4)),
+    ("temperature", lambda r: round(r.uniform(20, 32), 1)),
+    ("speed", lambda r: round(r.uniform(1, 20), 1)),
+    ("weight", lambda r: round(r.uniform(50, 70), 1)),
+    ("", lambda r: round(r.uniform(5, 50), 1)),
+]
+SENSITIVE = [
+    (re.compile(r"e[-_]?mail", re.I), lambda r: f"user{r.randint(100, 999)}@example.com"),
+    (re.compile(r"phone|mobile|tel(ephone)?(_|$)", re.I), lambda r: f"+1-555-01{r.randint(10, 99)}"),
+    (
+        re.compile(r"pass(word|wd)|pin(_|$)", re.I),
+        lambda r: "".join(r.choice("abcdefghjkmnpqrstuvwxyz23456789") for _ in range(10)),
+    ),
+    (re.compile(r"card(_?number)?$|credit", re.I), lambda r: f"4000 0000 0000 {r.randint(1000, 9999)}"),
+    (re.compile(r"ssn|id_?card|passport|national_?id", re.I), lambda r: f"X{r.randint(10**7, 10**8 - 1)}"),
+]
 RULES = ("release", "toolpaper")
 
 def rule_value(name: str, p: dict, r: random.Random, rules: str = "release") -> Any:
@@ -308,7 +429,8 @@ def rule_value(name: str, p: dict, r: random.Random, rules: str = "release") -> 
     return next((make(r) for w, make in table if w == "" or w in words), None)
 
 def sensitive_values(tool: dict, key: str, seed: int = 0, rules: str = "release") -> dict[str, str]:
-    "Rule values of the `str` parameters of `tool` that a rule covers (what the model must use verbatim when it chooses the other values)."
+    """Rule values of the `str` parameters of `tool` that a rule covers (what the model must use verbatim when it
+    chooses the other values)."""
     out = {}
     for name, p in tool["parameters"].items():
         if p.get("type") != "str": continue
@@ -317,7 +439,8 @@ def sensitive_values(tool: dict, key: str, seed: int = 0, rules: str = "release"
     return out
 
 def program_call(tool: dict, key: str, seed: int = 0, rules: str = "release") -> dict[str, Any]:
-    "Arguments chosen by program: required parameters and, with probability 0.5, optional ones that have examples; rule values first, else an example."
+    """Arguments chosen by program: required parameters and, with probability 0.5, optional ones that have examples;
+    rule values first, else an example."""
     from toolpaper.schema import description_examples
     r = random.Random(f"{seed}|{key}|{tool['api_name']}")
     out = {}
@@ -344,23 +467,33 @@ class SealGenConfig:
     n_single: int = 10
     n_multi: int = 6
     combo_candidates: int = 100           # tools offered when choosing a combination (the release: about 100)
-    combo_scope: str = "any"              # "any": candidates drawn from every field, so cross-field combinations arise (the release); "field": the anchor's field
+    # "any": candidates drawn from every field, so cross-field combinations arise (the release); "field": the anchor's
+    # field
+    combo_scope: str = "any"
     max_combo: int = 3
     allow_no_params: bool = True          # keep tools without parameters (226 of the 4,076 released tools)
-    dedup: str = "name"                   # "name": name similarity >= name_similarity to any kept tool (the release); "embedding"; "both"
+    # "name": name similarity >= name_similarity to any kept tool (the release); "embedding"; "both"
+    dedup: str = "name"
     name_similarity: float = 0.8          # difflib quick_ratio of the two api_names, as the release
     dedup_threshold: float = 0.9          # embedding cosine for dedup="embedding" / "both"
-    saturate: bool = True                 # ask each subfield again (avoiding its tools so far) until `empty_rounds` rounds in a row bring no new tool (the release)
+    # ask each subfield again (avoiding its tools so far) until `empty_rounds` rounds in a row bring no new tool (the
+    # release)
+    saturate: bool = True
     empty_rounds: int = 2
     max_tool_rounds: int = 10             # bound on the rounds per subfield
     backfill_batch: int = 4
     max_tokens: int = 1024
     temperature: float = 0.0
     chunk: int = 16                       # requests answered and recorded together (a crash loses at most one chunk)
-    max_attempts: int = 3                 # tries of one request across restarts (each try includes the client's own retries)
-    execute: bool = True                  # keep only instances whose calls run in the tool environment (execution_problems)
-    values: str = "program"               # "program": single-tool values chosen by program, the model writes the request (the release); "model": the model chooses them
-    rules: str = "release"                # value rules: "release" (ids, times, dates, timestamps, e-mails, IPs; numbers, booleans) or "toolpaper"
+    # tries of one request across restarts (each try includes the client's own retries)
+    max_attempts: int = 3
+    # keep only instances whose calls run in the tool environment (execution_problems)
+    execute: bool = True
+    # "program": single-tool values chosen by program, the model writes the request (the release); "model": the model
+    # chooses them
+    values: str = "program"
+    # value rules: "release" (ids, times, dates, timestamps, e-mails, IPs; numbers, booleans) or "toolpaper"
+    rules: str = "release"
     seed: int = 0
 
 @dataclass
@@ -377,20 +510,37 @@ def _iso(ts) -> str | None:
     return dt.datetime.fromtimestamp(int(ts), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if ts else None
 
 def _ask(client, stage: StageFile, jobs: list[tuple[str, list[dict], Any]], cfg, parse: Callable, what: str) -> dict:
-    """Send the unfinished jobs (key, messages, context) that have tries left, in chunks; record text, parse result and provenance,
+    """Send the unfinished jobs (key, messages, context) that have tries left, in chunks; record text, parse
+    result and provenance,
     or the failure. A failed request is tried again by the next run, up to `cfg.max_attempts` tries in all.
-    Returns the stage's request counts: finished, retried (finished after a failed try), failed (its last try failed) and given up."""
+    Returns the stage's request counts: finished, retried (finished after a failed try), failed (its last try failed)
+    and given up."""
     from toolpaper.client import LLMError
-    todo = list({j[0]: j for j in jobs if j[0] not in stage and stage.attempts.get(j[0], 0) < cfg.max_attempts}.values())
+
+    todo = list(
+        {j[0]: j for j in jobs if j[0] not in stage and stage.attempts.get(j[0], 0) < cfg.max_attempts}.values()
+    )
     for i in range(0, len(todo), max(1, cfg.chunk)):                  # record each chunk as soon as it is answered
         part = todo[i:i + max(1, cfg.chunk)]
-        res = client.complete([m for _, m, _ in part], max_tokens=cfg.max_tokens, temperature=cfg.temperature, errors="return")
+        res = client.complete(
+            [m for _, m, _ in part], max_tokens=cfg.max_tokens, temperature=cfg.temperature, errors="return"
+        )
         for (key, _, ctx), r in zip(part, res):
             attempt = stage.attempts.get(key, 0) + 1
             if isinstance(r, LLMError):
                 stage.append(key, ok=False, error=str(r)[:300], stage=what, attempt=attempt); continue
-            stage.append(key, ok=True, text=r.text, parsed=parse(r.text, ctx), stage=what, model=r.model, created=r.created,
-                         prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens, attempt=attempt)
+            stage.append(
+                key,
+                ok=True,
+                text=r.text,
+                parsed=parse(r.text, ctx),
+                stage=what,
+                model=r.model,
+                created=r.created,
+                prompt_tokens=r.prompt_tokens,
+                completion_tokens=r.completion_tokens,
+                attempt=attempt,
+            )
     keys = list(dict.fromkeys(j[0] for j in jobs))
     done = [k for k in keys if k in stage]
     open_ = [k for k in keys if k not in stage]
@@ -407,10 +557,16 @@ def _merge_requests(parts: list[dict]) -> dict:
     return out
 
 def _prov(rec: dict, stage: str) -> dict:
-    return {"model": rec.get("model"), "prompt_version": PROMPT_VERSION, "generated_at": _iso(rec.get("created")), "stage": stage}
+    return {
+        "model": rec.get("model"),
+        "prompt_version": PROMPT_VERSION,
+        "generated_at": _iso(rec.get("created")),
+        "stage": stage,
+    }
 
 def name_duplicate(name: str, kept: Sequence[str], similarity: float | None = 0.8) -> str | None:
-    "Why `name` duplicates one of `kept`: the same name ignoring case, or (unless `similarity` is None) difflib `quick_ratio` >= `similarity`; None if it does not."
+    """Why `name` duplicates one of `kept`: the same name ignoring case, or (unless `similarity` is None) difflib
+    `quick_ratio` >= `similarity`; None if it does not."""
     import difflib
     same = next((o for o in kept if o.casefold() == name.casefold()), None)
     if same is not None: return f"same name as {same}"
@@ -420,12 +576,17 @@ def name_duplicate(name: str, kept: Sequence[str], similarity: float | None = 0.
             if r >= similarity: return f"name close to {o} ({r:.2f})"
     return None
 
-def dedup_tools(tools: list[dict], by: str = "name", name_similarity: float = 0.8, threshold: float = 0.9, embedder=None) -> tuple[list[dict], dict[str, str]]:
-    """Kept tools (first come, first kept) and {dropped name: reason}. A repeated name (case-insensitive) is always dropped; `by` adds
+def dedup_tools(
+    tools: list[dict], by: str = "name", name_similarity: float = 0.8, threshold: float = 0.9, embedder=None
+) -> tuple[list[dict], dict[str, str]]:
+    """Kept tools (first come, first kept) and {dropped name: reason}. A repeated name (case-insensitive) is
+    always dropped; `by` adds
     "name" (difflib `quick_ratio` of the two api_names >= `name_similarity`, the release's rule), "embedding" (cosine of
     `name: description` embeddings >= `threshold`) or "both"."""
     import numpy as np
-    if by not in ("name", "embedding", "both"): raise ValueError(f"dedup by {by!r}: expected 'name', 'embedding' or 'both'")
+
+    if by not in ("name", "embedding", "both"):
+        raise ValueError(f"dedup by {by!r}: expected 'name', 'embedding' or 'both'")
     kept, dropped, names = [], {}, []
     for t in tools:
         why = name_duplicate(t["api_name"], names, name_similarity if by in ("name", "both") else None)
@@ -433,12 +594,17 @@ def dedup_tools(tools: list[dict], by: str = "name", name_similarity: float = 0.
         names.append(t["api_name"]); kept.append(t)
     if by in ("embedding", "both") and len(kept) > 1 and threshold < 1:
         from toolpaper.models import load_embedder
-        emb = (embedder or load_embedder(device="cpu")).encode([f"{t['api_name']}: {t['api_description']}" for t in kept], normalize_embeddings=True)
+
+        emb = (embedder or load_embedder(device="cpu")).encode(
+            [f"{t['api_name']}: {t['api_description']}" for t in kept], normalize_embeddings=True
+        )
         keep_idx = []
         for i in range(len(kept)):
             sims = [float(np.dot(emb[i], emb[j])) for j in keep_idx]
             if sims and max(sims) >= threshold:
-                dropped[kept[i]["api_name"]] = f"similar to {kept[keep_idx[int(np.argmax(sims))]]['api_name']} ({max(sims):.2f})"
+                dropped[kept[i]["api_name"]] = (
+                    f"similar to {kept[keep_idx[int(np.argmax(sims))]]['api_name']} ({max(sims):.2f})"
+                )
             else: keep_idx.append(i)
         kept = [kept[i] for i in keep_idx]
     return kept, dropped
@@ -453,19 +619,25 @@ def _with_examples(t: dict, examples: dict) -> dict:
     return t
 
 def _plan(tools: list[dict], start: int = 0, params: list[Sequence[str]] | None = None) -> list[dict]:
-    "Call plan with empty values: `params[i]` names tool i's parameters (default: the required ones, else the first one); response ids numbered from `start`."
+    """Call plan with empty values: `params[i]` names tool i's parameters (default: the required ones, else the first
+    one); response ids numbered from `start`."""
     plan, n = [], start
     for j, t in enumerate(tools):
         resp = [f"API_call_{n + i}" for i in range(max(1, len(t["responses"])))]
         n += len(resp)
-        names = list(params[j]) if params is not None else ([k for k in t["parameters"] if k in t["required"]] or list(t["parameters"])[:1])
+        names = (
+            list(params[j])
+            if params is not None
+            else ([k for k in t["parameters"] if k in t["required"]] or list(t["parameters"])[:1])
+        )
         plan.append({"api": t["api_name"], "parameters": {k: "" for k in names}, "responses": resp})
     return plan
 
 # %% ../nbs/13_generate.ipynb
 @dataclass
 class StageYield:
-    "One stage's yield: items requested, replies parsed, items that passed the checks, items kept (None where a count does not apply)."
+    """One stage's yield: items requested, replies parsed, items that passed the checks, items kept (None where a count
+    does not apply)."""
     requested: int | None = None
     parsed: int | None = None
     valid: int | None = None
@@ -473,15 +645,19 @@ class StageYield:
 
 @dataclass
 class _Run:
-    "What the stages of one pipeline run share: client, config, stage folder (one StageFile per stage), request counts per stage."
+    """What the stages of one pipeline run share: client, config, stage folder (one StageFile per stage), request counts
+    per stage."""
     client: Any
     cfg: Any
     folder: Path
     requests: dict = field(default_factory=dict)
     files: dict = field(default_factory=dict)
 
-    def ask(self, stage: str, jobs: list[tuple[str, list[dict], Any]], parse: Callable, file: str | None = None) -> StageFile:
-        "Send a stage's unfinished jobs through `_ask` and add up its request counts; the stage's file (`file` or the stage name)."
+    def ask(
+        self, stage: str, jobs: list[tuple[str, list[dict], Any]], parse: Callable, file: str | None = None
+    ) -> StageFile:
+        """Send a stage's unfinished jobs through `_ask` and add up its request counts; the stage's file (`file` or the
+        stage name)."""
         name = file or stage
         if name not in self.files: self.files[name] = StageFile(self.folder / f"{name}.jsonl")
         got = _ask(self.client, self.files[name], jobs, self.cfg, parse, stage)
@@ -491,7 +667,8 @@ class _Run:
 def _seal_fields(run: _Run) -> tuple[list[str], StageYield]:
     "Fields: the configured seeds, or the model's list."
     cfg = run.cfg
-    if cfg.fields: return list(cfg.fields), StageYield(len(cfg.fields), len(cfg.fields), len(cfg.fields), len(cfg.fields))
+    if cfg.fields:
+        return list(cfg.fields), StageYield(len(cfg.fields), len(cfg.fields), len(cfg.fields), len(cfg.fields))
     st = run.ask("fields", [("fields", prompt_fields(cfg.n_fields), None)], lambda t, _: read_names(t))
     got = st.records["fields"].get("parsed") or []
     fields = list(dict.fromkeys(str(x).strip() for x in got if isinstance(x, str) and str(x).strip()))[: cfg.n_fields]
@@ -500,12 +677,16 @@ def _seal_fields(run: _Run) -> tuple[list[str], StageYield]:
 def _seal_subfields(run: _Run, fields: list[str]) -> tuple[list[tuple[str, str]], StageYield]:
     "(field, subfield) pairs, at most `subfields_per_field` per field."
     cfg = run.cfg
-    st = run.ask("subfields", [(f, prompt_subfields(f, cfg.subfields_per_field), f) for f in fields], lambda t, _: read_names(t))
+    st = run.ask(
+        "subfields", [(f, prompt_subfields(f, cfg.subfields_per_field), f) for f in fields], lambda t, _: read_names(t)
+    )
     subs, parsed = [], 0
     for f in fields:
         got = st.records[f].get("parsed") or []
         parsed += len(got)
-        clean = list(dict.fromkeys(str(x).strip().replace("/", "-") for x in got if isinstance(x, str) and str(x).strip()))[: cfg.subfields_per_field]
+        clean = list(
+            dict.fromkeys(str(x).strip().replace("/", "-") for x in got if isinstance(x, str) and str(x).strip())
+        )[: cfg.subfields_per_field]
         subs += [(f, s) for s in clean]
     return subs, StageYield(len(fields) * cfg.subfields_per_field, parsed, len(subs), len(subs))
 
@@ -518,18 +699,32 @@ class _Tools:
     trace: list[dict]           # per subfield: rounds, requested, parsed, valid, new
 
 def _seal_tools(run: _Run, subs: list[tuple[str, str]]) -> tuple[_Tools, StageYield]:
-    "Tools per subfield, asked again (avoiding the subfield's tools so far) until `empty_rounds` rounds in a row bring no new tool."
+    """Tools per subfield, asked again (avoiding the subfield's tools so far) until `empty_rounds` rounds in a row bring
+    no new tool."""
     cfg = run.cfg
     out = _Tools([], [], {}, {}, [])
     sim = cfg.name_similarity if cfg.dedup in ("name", "both") else None
-    per = {sub: {"field": sub[0], "subfield": sub[1], "rounds": 0, "requested": 0, "parsed": 0, "valid": 0, "new": 0} for sub in subs}
+    per = {
+        sub: {"field": sub[0], "subfield": sub[1], "rounds": 0, "requested": 0, "parsed": 0, "valid": 0, "new": 0}
+        for sub in subs
+    }
     found, empty, names_all = {sub: [] for sub in subs}, {sub: 0 for sub in subs}, []
     key = lambda f, s, r: f"{f}/{s}" + (f"#{r}" if r else "")
     for r in range(max(1, cfg.max_tool_rounds) if cfg.saturate else 1):
         todo = [sub for sub in subs if empty[sub] < cfg.empty_rounds]
         if not todo: break
-        st = run.ask("tools", [(key(f, s, r), prompt_tools(f, s, cfg.tools_per_subfield, avoid=[t["api_name"] for t in found[(f, s)]]), (f, s))
-                               for f, s in todo], lambda t, _: read_reply(t, list))
+        st = run.ask(
+            "tools",
+            [
+                (
+                    key(f, s, r),
+                    prompt_tools(f, s, cfg.tools_per_subfield, avoid=[t["api_name"] for t in found[(f, s)]]),
+                    (f, s),
+                )
+                for f, s in todo
+            ],
+            lambda t, _: read_reply(t, list),
+        )
         for f, s in todo:
             rec, row = st.records[key(f, s, r)], per[(f, s)]
             got = [x for x in (rec.get("parsed") or []) if isinstance(x, dict)][: cfg.tools_per_subfield]
@@ -547,14 +742,20 @@ def _seal_tools(run: _Run, subs: list[tuple[str, str]]) -> tuple[_Tools, StageYi
             row["new"] += new
             empty[(f, s)] = 0 if new else empty[(f, s)] + 1
     out.trace = list(per.values())
-    return out, StageYield(sum(x["requested"] for x in out.trace), sum(x["parsed"] for x in out.trace), sum(x["valid"] for x in out.trace))
+    return out, StageYield(
+        sum(x["requested"] for x in out.trace), sum(x["parsed"] for x in out.trace), sum(x["valid"] for x in out.trace)
+    )
 
 def _seal_backfill(run: _Run, tools: list[dict]) -> tuple[list[dict], StageYield]:
     "Tools whose missing example values the model supplied, in batches of `backfill_batch`."
     from toolpaper.schema import description_examples
     cfg = run.cfg
     batches = [tools[i:i + cfg.backfill_batch] for i in range(0, len(tools), cfg.backfill_batch)]
-    st = run.ask("backfill", [("|".join(t["api_name"] for t in b), prompt_backfill(b), None) for b in batches], lambda t, _: read_reply(t, dict))
+    st = run.ask(
+        "backfill",
+        [("|".join(t["api_name"] for t in b), prompt_backfill(b), None) for b in batches],
+        lambda t, _: read_reply(t, dict),
+    )
     fixed = []
     for b in batches:
         got = st.records["|".join(t["api_name"] for t in b)].get("parsed") or {}
@@ -563,8 +764,11 @@ def _seal_backfill(run: _Run, tools: list[dict]) -> tuple[list[dict], StageYield
             if all(description_examples(p["description"]) for p in t2["parameters"].values()): fixed.append(t2)
     return fixed, StageYield(len(tools), len(tools), len(fixed), len(fixed))
 
-def _seal_single(run: _Run, kept: list[dict], problems: Callable) -> tuple[list[tuple[dict, dict]], list[dict], StageYield]:
-    "Single-tool instances ((instance, provenance) pairs), their rejections: values by program (the model writes the request) or by the model."
+def _seal_single(
+    run: _Run, kept: list[dict], problems: Callable
+) -> tuple[list[tuple[dict, dict]], list[dict], StageYield]:
+    """Single-tool instances ((instance, provenance) pairs), their rejections: values by program (the model writes the
+    request) or by the model."""
     cfg = run.cfg
     if cfg.values not in ("program", "model"): raise ValueError(f"values {cfg.values!r}: expected 'program' or 'model'")
     rng = random.Random(f"{cfg.seed}:single")
@@ -574,24 +778,48 @@ def _seal_single(run: _Run, kept: list[dict], problems: Callable) -> tuple[list[
         if cfg.values == "program":
             args = program_call(t, f"single-{i}", cfg.seed, cfg.rules)
             jobs.append((f"single-{i}:{t['api_name']}:program", prompt_query(t, args), args))
-        else: jobs.append((f"single-{i}:{t['api_name']}", prompt_single(t, sensitive_values(t, f"single-{i}", cfg.seed, cfg.rules)), None))
+        else:
+            jobs.append(
+                (
+                    f"single-{i}:{t['api_name']}",
+                    prompt_single(t, sensitive_values(t, f"single-{i}", cfg.seed, cfg.rules)),
+                    None,
+                )
+            )
     st = run.ask("single", jobs, lambda t, _: read_reply(t, dict))
     made, rejects, parsed = [], [], 0
     for (key, _, args), t in zip(jobs, picks):
         rec = st.records[key]; d = rec.get("parsed")
-        if not (isinstance(d, dict) and isinstance(d.get("query"), str) and (args is not None or isinstance(d.get("parameters"), dict))): continue
+        if not (
+            isinstance(d, dict)
+            and isinstance(d.get("query"), str)
+            and (args is not None or isinstance(d.get("parameters"), dict))
+        ):
+            continue
         parsed += 1
-        calls = [{"api": t["api_name"], "parameters": args if args is not None else d["parameters"], "responses": _plan([t])[0]["responses"]}]
+        calls = [
+            {
+                "api": t["api_name"],
+                "parameters": args if args is not None else d["parameters"],
+                "responses": _plan([t])[0]["responses"],
+            }
+        ]
         probs = problems(calls, d["query"])
         if probs: rejects.append({"key": key, "problems": probs}); continue
-        made.append(({"id": f"generated-single-{len(made)}", "query": d["query"], "calling": calls}, _prov(rec, "single")))
+        made.append(
+            ({"id": f"generated-single-{len(made)}", "query": d["query"], "calling": calls}, _prov(rec, "single"))
+        )
     return made, rejects, StageYield(len(jobs), parsed, len(made))
 
-def _seal_combos(run: _Run, kept: list[dict]) -> tuple[list[tuple[str, list[dict], list[dict], dict]], list[dict], StageYield]:
-    "Combinations the model chose from `combo_candidates` tools (any field, or the field of a random anchor), each with its call plan and fixed values."
+def _seal_combos(
+    run: _Run, kept: list[dict]
+) -> tuple[list[tuple[str, list[dict], list[dict], dict]], list[dict], StageYield]:
+    """Combinations the model chose from `combo_candidates` tools (any field, or the field of a random anchor), each
+    with its call plan and fixed values."""
     import hashlib
     cfg = run.cfg
-    if cfg.combo_scope not in ("any", "field"): raise ValueError(f"combo_scope {cfg.combo_scope!r}: expected 'any' or 'field'")
+    if cfg.combo_scope not in ("any", "field"):
+        raise ValueError(f"combo_scope {cfg.combo_scope!r}: expected 'any' or 'field'")
     jobs, cands = [], []
     for i in range(cfg.n_multi if len(kept) >= 2 else 0):
         r = random.Random(f"{cfg.seed}:combo:{i}")
@@ -612,10 +840,17 @@ def _seal_combos(run: _Run, kept: list[dict]) -> tuple[list[tuple[str, list[dict
         names = list(dict.fromkeys(n for n in names if n in allowed))[: cfg.max_combo]
         if len(names) < 2: continue
         valid += 1
-        if frozenset(names) in taken: rejects.append({"key": key, "problems": [f"combination {names} already taken"]}); continue
+        if frozenset(names) in taken:
+            rejects.append({"key": key, "problems": [f"combination {names} already taken"]})
+            continue
         taken.add(frozenset(names))
         ts = [by_name[n] for n in names]
-        plan = _plan(ts, params=[list(program_call(t, f"{key}-{j}", cfg.seed, cfg.rules)) for j, t in enumerate(ts)] if cfg.values == "program" else None)
+        plan = _plan(
+            ts,
+            params=[list(program_call(t, f"{key}-{j}", cfg.seed, cfg.rules)) for j, t in enumerate(ts)]
+            if cfg.values == "program"
+            else None,
+        )
         fixed = {}
         for j, t in enumerate(ts): fixed.update(sensitive_values(t, f"{key}-{j}", cfg.seed, cfg.rules))
         combos.append((key + "|" + ",".join(names), ts, plan, fixed))
@@ -623,27 +858,44 @@ def _seal_combos(run: _Run, kept: list[dict]) -> tuple[list[tuple[str, list[dict
     return combos, rejects, StageYield(len(jobs), parsed, valid, len(taken))
 
 def _seal_multi(run: _Run, combos: list, problems: Callable) -> tuple[list[tuple[dict, dict]], list[dict], StageYield]:
-    "Multiple-tool instances: the model fills each combination's plan (values or earlier response ids) and writes the request."
-    st = run.ask("multi", [(key, prompt_multi(ts, plan, fixed), None) for key, ts, plan, fixed in combos], lambda t, _: read_reply(t, dict))
+    """Multiple-tool instances: the model fills each combination's plan (values or earlier response ids) and writes the
+    request."""
+    st = run.ask(
+        "multi",
+        [(key, prompt_multi(ts, plan, fixed), None) for key, ts, plan, fixed in combos],
+        lambda t, _: read_reply(t, dict),
+    )
     made, rejects, parsed = [], [], 0
     for key, _, plan, _ in combos:
         rec = st.records[key]; d = rec.get("parsed")
-        if not (isinstance(d, dict) and isinstance(d.get("query"), str) and isinstance(d.get("calling"), list)): continue
+        if not (isinstance(d, dict) and isinstance(d.get("query"), str) and isinstance(d.get("calling"), list)):
+            continue
         parsed += 1
         filled = [c for c in d["calling"] if isinstance(c, dict)]
         if len(filled) != len(plan) or any(c.get("api") != p["api"] for c, p in zip(filled, plan)):
             rejects.append({"key": key, "problems": ["the filled calls do not follow the plan"]}); continue
-        calls = [{"api": p["api"], "parameters": c.get("parameters") if isinstance(c.get("parameters"), dict) else {}, "responses": p["responses"]}
-                 for c, p in zip(filled, plan)]
+        calls = [
+            {
+                "api": p["api"],
+                "parameters": c.get("parameters") if isinstance(c.get("parameters"), dict) else {},
+                "responses": p["responses"],
+            }
+            for c, p in zip(filled, plan)
+        ]
         probs = problems(calls, d["query"])
         if probs: rejects.append({"key": key, "problems": probs}); continue
-        made.append(({"id": f"generated-multiple-{len(made)}", "query": d["query"], "calling": calls}, _prov(rec, "multi")))
+        made.append(
+            ({"id": f"generated-multiple-{len(made)}", "query": d["query"], "calling": calls}, _prov(rec, "multi"))
+        )
     return made, rejects, StageYield(len(combos), parsed, len(made))
 
-def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(), embedder=None, progress: bool = False,
+def generate_seal(client, out: str | Path, cfg: SealGenConfig | None = None, embedder=None, progress: bool = False,
                   functions: dict[str, Callable] | None = None) -> GenResult:
-    """Run (or resume) the Seal-Tools self-instruct pipeline into `out`: stage files under `out/stages/`, the dataset under `out/seal-tools/`,
-    per-stage yields in `out/yield.json`. `functions` are real implementations of generated tools (by name) for the execution check."""
+    """Run (or resume) the Seal-Tools self-instruct pipeline into `out`: stage files under `out/stages/`, the
+    dataset under `out/seal-tools/`,
+    per-stage yields in `out/yield.json`. `functions` are real implementations of generated tools (by name) for the
+    execution check."""
+    cfg = cfg if cfg is not None else SealGenConfig()
     from toolpaper.schema import Call, Instance
     out = Path(out); t0 = time.perf_counter(); u0 = dict(client.usage.as_dict())
     run, Y = _Run(client, cfg, out / "stages"), {}
@@ -651,60 +903,110 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig = SealGenConfig(),
     subs, Y["subfields"] = _seal_subfields(run, fields)
     tools, Y["tools"] = _seal_tools(run, subs)
     fixed, Y["backfill"] = _seal_backfill(run, tools.backfill)
-    cand = sorted(tools.ready + fixed, key=lambda t: [i for i, (f, s) in enumerate(subs) if t["field"] == f"{f}/{s}"][0])
+    cand = sorted(
+        tools.ready + fixed, key=lambda t: [i for i, (f, s) in enumerate(subs) if t["field"] == f"{f}/{s}"][0]
+    )
     # names were de-duplicated while the tools came in (_seal_tools); only the embedding pass is left
-    kept, dropped = dedup_tools(cand, "embedding", threshold=cfg.dedup_threshold, embedder=embedder) if cfg.dedup in ("embedding", "both") else (cand, {})
+    kept, dropped = (
+        dedup_tools(cand, "embedding", threshold=cfg.dedup_threshold, embedder=embedder)
+        if cfg.dedup in ("embedding", "both")
+        else (cand, {})
+    )
     n_in = len(cand) + len(tools.early)
     Y["tools"].kept, Y["dedup"] = len(kept), StageYield(n_in, n_in, n_in, len(kept))
     for row in tools.trace: row["kept"] = sum(t["field"] == f"{row['field']}/{row['subfield']}" for t in kept)
     by_name = {t["api_name"]: t for t in kept}
     env = execution_env(kept, functions, cfg.seed) if cfg.execute else None
-    problems = lambda calls, query: check_calls(calls, query, by_name) or (execution_problems(env, calls) if env is not None else [])
+    problems = lambda calls, query: (
+        check_calls(calls, query, by_name) or (execution_problems(env, calls) if env is not None else [])
+    )
     singles, rej1, Y["single"] = _seal_single(run, kept, problems)
     combos, rej2, Y["combos"] = _seal_combos(run, kept)
     multis, rej3, Y["multi"] = _seal_multi(run, combos, problems)
     made = singles + multis
     instances = [x for x, _ in made]
-    nested = sum(Instance(id=x["id"], query=x["query"], calls=[Call(api=c["api"], arguments=c["parameters"], responses=c["responses"]) for c in x["calling"]]).nested
-                 for x in instances)
+    nested = sum(
+        Instance(
+            id=x["id"],
+            query=x["query"],
+            calls=[Call(api=c["api"], arguments=c["parameters"], responses=c["responses"]) for c in x["calling"]],
+        ).nested
+        for x in instances
+    )
     cross = sum(len({by_name[c["api"]]["field"].split("/")[0] for c in x["calling"]}) > 1 for x in instances)
     Y["nested"], Y["cross_field"] = StageYield(valid=nested, kept=nested), StageYield(valid=cross, kept=cross)
     stages = {k: asdict(v) for k, v in Y.items()}
     report = {"prompt_version": PROMPT_VERSION, "stages": stages, "requests": run.requests, "per_subfield": tools.trace,
               "dropped_as_duplicates": {**tools.early, **dropped}, "rejected_instances": rej1 + rej2 + rej3}
-    prov = [{"kind": "tool", "id": t["api_name"], **tools.prov[t["api_name"]]} for t in kept] + [{"kind": "instance", "id": x["id"], **p} for x, p in made]
-    return _write_result(out, "seal-tools", client, u0, t0, stages, tools.trace, report,
-                         {"tools": ("tool.jsonl", kept), "instances": ("generated.jsonl", instances), "provenance": ("provenance.jsonl", prov)},
-                         "yield.json", "usage.json")
+    prov = [{"kind": "tool", "id": t["api_name"], **tools.prov[t["api_name"]]} for t in kept] + [
+        {"kind": "instance", "id": x["id"], **p} for x, p in made
+    ]
+    return _write_result(
+        out,
+        "seal-tools",
+        client,
+        u0,
+        t0,
+        stages,
+        tools.trace,
+        report,
+        {
+            "tools": ("tool.jsonl", kept),
+            "instances": ("generated.jsonl", instances),
+            "provenance": ("provenance.jsonl", prov),
+        },
+        "yield.json",
+        "usage.json",
+    )
 
 def _write_result(out: Path, sub: str, client, u0: dict, t0: float, stages: dict, trace: list, report: dict, data: dict,
                   yield_name: str, usage_name: str) -> GenResult:
-    "Write a pipeline's dataset files under `out/sub` (`data`: name -> (file, rows); `.jsonl` one row per line, else indented JSON), its yield and usage files."
+    """Write a pipeline's dataset files under `out/sub` (`data`: name -> (file, rows); `.jsonl` one row per line, else
+    indented JSON), its yield and usage files."""
     from toolpaper.io import atomic_write_text
     ds = out / sub
-    files = {k: atomic_write_text(ds / f, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows) if f.endswith(".jsonl")
-                                  else json.dumps(rows, indent=1, ensure_ascii=False) + "\n") for k, (f, rows) in data.items()}
+    files = {
+        k: atomic_write_text(
+            ds / f,
+            "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+            if f.endswith(".jsonl")
+            else json.dumps(rows, indent=1, ensure_ascii=False) + "\n",
+        )
+        for k, (f, rows) in data.items()
+    }
     usage = {k: v - u0.get(k, 0) for k, v in client.usage.as_dict().items()}
     secs = time.perf_counter() - t0
     files["yield"] = atomic_write_text(out / yield_name, json.dumps(report, indent=1, ensure_ascii=False))
     files["usage"] = atomic_write_text(out / usage_name, json.dumps({**usage, "seconds": round(secs, 2)}, indent=1))
-    return GenResult(out, pd.DataFrame([{"stage": k, **v} for k, v in stages.items()]), pd.DataFrame(trace), usage, secs, {k: str(v) for k, v in files.items()})
+    return GenResult(
+        out,
+        pd.DataFrame([{"stage": k, **v} for k, v in stages.items()]),
+        pd.DataFrame(trace),
+        usage,
+        secs,
+        {k: str(v) for k, v in files.items()},
+    )
 
 # %% ../nbs/13_generate.ipynb
 @dataclass
 class DeerGenConfig:
     examples_per_tool: int = 10
     filter: bool = True
-    filter_mode: str = "pair"             # "pair": one YES/NO question per query-call pair (the release); "batch": one question per tool listing its pairs
+    # "pair": one YES/NO question per query-call pair (the release); "batch": one question per tool listing its pairs
+    filter_mode: str = "pair"
     max_tokens: int = 1024
     temperature: float = 0.0
     chunk: int = 16
-    max_attempts: int = 3                 # tries of one request across restarts (each try includes the client's own retries)
-    execute: bool = True                  # keep only pairs whose call the tool environment accepts (types from the signature)
+    # tries of one request across restarts (each try includes the client's own retries)
+    max_attempts: int = 3
+    # keep only pairs whose call the tool environment accepts (types from the signature)
+    execute: bool = True
 
 def _check_deer_pair(e: Any, name: str, params, env=None) -> str | None:
     from toolpaper.schema import parse_call_expr
-    if not (isinstance(e, dict) and isinstance(e.get("query"), str) and isinstance(e.get("call"), str)): return "not a query/call pair"
+
+    if not (isinstance(e, dict) and isinstance(e.get("query"), str) and isinstance(e.get("call"), str)):
+        return "not a query/call pair"
     c = parse_call_expr(e["call"], [p.name for p in params])
     if c is None or c.api != name: return "call does not read as a call of this tool"
     known = {p.name for p in params}
@@ -715,13 +1017,20 @@ def _check_deer_pair(e: Any, name: str, params, env=None) -> str | None:
         if not obs.ok: return f"execution: {obs.error}"
     return None
 
-def _deer_pairs(run: _Run, seeds: list[dict]) -> tuple[list[tuple[dict, str, list[dict], dict]], StageYield, StageYield]:
-    "Per tool a signature and query-call pairs; the pairs that read as calls of the tool with known arguments (and, with `execute`, run)."
+def _deer_pairs(
+    run: _Run, seeds: list[dict]
+) -> tuple[list[tuple[dict, str, list[dict], dict]], StageYield, StageYield]:
+    """Per tool a signature and query-call pairs; the pairs that read as calls of the tool with known arguments (and,
+    with `execute`, run)."""
     from toolpaper.data import parse_signature
     from toolpaper.schema import Tool
     from toolpaper.tools import ToolEnv
     cfg = run.cfg
-    st = run.ask("deer_examples", [(s["api_name"], prompt_deer_examples(s, cfg.examples_per_tool), None) for s in seeds], lambda t, _: read_reply(t, dict))
+    st = run.ask(
+        "deer_examples",
+        [(s["api_name"], prompt_deer_examples(s, cfg.examples_per_tool), None) for s in seeds],
+        lambda t, _: read_reply(t, dict),
+    )
     sigs, pairs = StageYield(len(seeds), 0, 0), StageYield(len(seeds) * cfg.examples_per_tool, 0, 0)
     staged = []
     for s in seeds:
@@ -741,25 +1050,46 @@ def _deer_pairs(run: _Run, seeds: list[dict]) -> tuple[list[tuple[dict, str, lis
     return staged, sigs, pairs
 
 def _deer_filter(run: _Run, staged: list) -> list[set[int]]:
-    "Per staged tool, the pairs the filtering pass drops: one YES/NO question per pair (a NO, an unclear reply or a failed request drops it), or one list per tool."
+    """Per staged tool, the pairs the filtering pass drops: one YES/NO question per pair (a NO, an unclear reply or a
+    failed request drops it), or one list per tool."""
     cfg = run.cfg
-    if cfg.filter_mode not in ("pair", "batch"): raise ValueError(f"filter_mode {cfg.filter_mode!r}: expected 'pair' or 'batch'")
+    if cfg.filter_mode not in ("pair", "batch"):
+        raise ValueError(f"filter_mode {cfg.filter_mode!r}: expected 'pair' or 'batch'")
     if not cfg.filter: return [set() for _ in staged]
     if cfg.filter_mode == "pair":
-        st = run.ask("deer_check", [(f"{s['api_name']}#{i}", prompt_deer_check(sig, e["query"], e["call"]), None)
-                                    for s, sig, exs, _ in staged for i, e in enumerate(exs)], lambda t, _: read_yes_no(t))
-        return [{i for i in range(len(exs)) if st.records.get(f"{s['api_name']}#{i}", {}).get("parsed") is not True} for s, _, exs, _ in staged]
-    st = run.ask("deer_filter", [(s["api_name"], prompt_deer_filter({**s, "api_function": sig}, exs), None) for s, sig, exs, _ in staged],
-                 lambda t, _: read_reply(t, list))
+        st = run.ask(
+            "deer_check",
+            [
+                (f"{s['api_name']}#{i}", prompt_deer_check(sig, e["query"], e["call"]), None)
+                for s, sig, exs, _ in staged
+                for i, e in enumerate(exs)
+            ],
+            lambda t, _: read_yes_no(t),
+        )
+        return [
+            {i for i in range(len(exs)) if st.records.get(f"{s['api_name']}#{i}", {}).get("parsed") is not True}
+            for s, _, exs, _ in staged
+        ]
+    st = run.ask(
+        "deer_filter",
+        [(s["api_name"], prompt_deer_filter({**s, "api_function": sig}, exs), None) for s, sig, exs, _ in staged],
+        lambda t, _: read_reply(t, list),
+    )
     out = []
     for s, *_ in staged:
         got = st.records[s["api_name"]].get("parsed")
-        out.append({int(x) for x in got if isinstance(x, (int, float)) and not isinstance(x, bool)} if isinstance(got, list) else set())
+        out.append(
+            {int(x) for x in got if isinstance(x, (int, float)) and not isinstance(x, bool)}
+            if isinstance(got, list)
+            else set()
+        )
     return out
 
-def generate_deer(client, seeds: Sequence[dict], out: str | Path, cfg: DeerGenConfig = DeerGenConfig()) -> GenResult:
-    """Run (or resume) the DEER query-call generation for `seeds` into `out`: stage files under `out/stages/`, `out/tooldeer/tool.json` in the
+def generate_deer(client, seeds: Sequence[dict], out: str | Path, cfg: DeerGenConfig | None = None) -> GenResult:
+    """Run (or resume) the DEER query-call generation for `seeds` into `out`: stage files under `out/stages/`,
+    `out/tooldeer/tool.json` in the
     released layout with its provenance, per-stage yields in `out/deer_yield.json`."""
+    cfg = cfg if cfg is not None else DeerGenConfig()
     out = Path(out); t0 = time.perf_counter(); u0 = dict(client.usage.as_dict())
     run = _Run(client, cfg, out / "stages")
     seeds = [s for s in seeds if isinstance(s, dict) and isinstance(s.get("api_name"), str)]
@@ -769,28 +1099,61 @@ def generate_deer(client, seeds: Sequence[dict], out: str | Path, cfg: DeerGenCo
         keep = [e for i, e in enumerate(exs) if i not in drop]
         trace.append({"tool": s["api_name"], "valid pairs": len(exs), "kept pairs": len(keep)})
         if not keep: continue
-        tools.append({"api_name": s["api_name"], "description_for_human": s.get("description_for_human", ""),
-                      "description_for_model": s.get("description_for_model", ""), "api_function": sig, "example": keep})
+        tools.append(
+            {
+                "api_name": s["api_name"],
+                "description_for_human": s.get("description_for_human", ""),
+                "description_for_model": s.get("description_for_model", ""),
+                "api_function": sig,
+                "example": keep,
+            }
+        )
         prov.append({"kind": "tool", "id": s["api_name"], **_prov(rec, "deer_examples")})
     pairs.kept = sum(len(t["example"]) for t in tools)
-    stages = {k: asdict(v) for k, v in {"signatures": sigs, "pairs": pairs, "tools": StageYield(len(seeds), None, len(staged), len(tools))}.items()}
+    stages = {
+        k: asdict(v)
+        for k, v in {
+            "signatures": sigs,
+            "pairs": pairs,
+            "tools": StageYield(len(seeds), None, len(staged), len(tools)),
+        }.items()
+    }
     report = {"prompt_version": PROMPT_VERSION, "stages": stages, "requests": run.requests, "per_tool": trace}
-    return _write_result(out, "tooldeer", client, u0, t0, stages, trace, report,
-                         {"tools": ("tool.json", tools), "provenance": ("provenance.jsonl", prov)}, "deer_yield.json", "deer_usage.json")
+    return _write_result(
+        out,
+        "tooldeer",
+        client,
+        u0,
+        t0,
+        stages,
+        trace,
+        report,
+        {"tools": ("tool.json", tools), "provenance": ("provenance.jsonl", prov)},
+        "deer_yield.json",
+        "deer_usage.json",
+    )
 
 # %% ../nbs/13_generate.ipynb
 def dataset_shape(tools: Sequence, instances: Sequence) -> dict:
-    "Counts and shares (%) of a Seal-Tools-style dataset: no-parameter tools, single / multiple / nested instances, cross-field multiple-tool instances."
+    """Counts and shares (%) of a Seal-Tools-style dataset: no-parameter tools, single / multiple / nested instances,
+    cross-field multiple-tool instances."""
     field = {t.name: t.field for t in tools}
     multi = [x for x in instances if x.kind == "multiple"]
     cross = sum(len({field.get(c.api) for c in x.calls}) > 1 for x in multi)
     pct = lambda a, b: round(100 * a / b, 1) if b else None
-    return {"tools": len(tools), "no-parameter tools %": pct(sum(not t.parameters for t in tools), len(tools)), "instances": len(instances),
-            "single %": pct(len(instances) - len(multi), len(instances)), "multiple %": pct(len(multi), len(instances)),
-            "nested %": pct(sum(x.nested for x in instances), len(instances)), "cross-field % of multiple": pct(cross, len(multi))}
+    return {
+        "tools": len(tools),
+        "no-parameter tools %": pct(sum(not t.parameters for t in tools), len(tools)),
+        "instances": len(instances),
+        "single %": pct(len(instances) - len(multi), len(instances)),
+        "multiple %": pct(len(multi), len(instances)),
+        "nested %": pct(sum(x.nested for x in instances), len(instances)),
+        "cross-field % of multiple": pct(cross, len(multi)),
+    }
 
 def generated_set(out: str | Path) -> tuple[list, list]:
-    "The tools and instances a `generate_seal` run wrote under `out`, loaded with the released-data readers (empty lists when it produced none)."
+    """The tools and instances a `generate_seal` run wrote under `out`, loaded with the released-data readers (empty
+    lists when it produced none)."""
     from toolpaper.data import read_seal_instances, read_seal_tools
     ds = Path(out) / "seal-tools"
     full = lambda f: (ds / f).exists() and (ds / f).read_bytes().strip() != b""

@@ -17,7 +17,9 @@ class DataError(ValueError):
     "Malformed input data; `file`, `line` (1-based, or a record index for JSON arrays) and `field` say where."
     def __init__(self, file, message: str, line: int | None = None, field: str | None = None, index: int | None = None):
         self.file, self.line, self.field, self.index, self.reason = str(file), line, field, index, message
-        where = f"{file}:{line}" if line is not None else (f"{file}[record {index}]" if index is not None else str(file))
+        where = (
+            f"{file}:{line}" if line is not None else (f"{file}[record {index}]" if index is not None else str(file))
+        )
         super().__init__(f"{where}: {field + ': ' if field else ''}{message}")
 
 # %% ../nbs/00_io.ipynb
@@ -46,7 +48,8 @@ def sha256(path: str | os.PathLike) -> str:
 
 # %% ../nbs/00_io.ipynb
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    "Write `data` to a temporary file beside `path`, then rename it into place (a reader never sees half a file); returns the path."
+    """Write `data` to a temporary file beside `path`, then rename it into place (a reader never sees half a file);
+    returns the path."""
     p = Path(path); p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
@@ -65,7 +68,8 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 # %% ../nbs/00_io.ipynb
 def read_text(path: str | os.PathLike) -> str:
-    "A file's text, decoded as strict UTF-8; a folder, an empty file or a bad byte is a `DataError` (the last names its line)."
+    """A file's text, decoded as strict UTF-8; a folder, an empty file or a bad byte is a `DataError` (the last names
+    its line)."""
     p = Path(path)
     if p.is_dir(): raise DataError(p, "is a folder, not a file")
     if not p.exists(): raise DataMissingError(f"{p}: no such file")
@@ -89,12 +93,16 @@ def nonfinite_at(value: Any) -> str | None:
 
 # %% ../nbs/00_io.ipynb
 def _loads(text: str, path, line: int | None = None):
-    try: return json.loads(text)
-    except json.JSONDecodeError as e: raise DataError(path, f"invalid JSON ({e.msg} at column {e.colno})", line=line or e.lineno) from None
-    except RecursionError: raise DataError(path, "invalid JSON (nested too deeply)", line=line) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DataError(path, f"invalid JSON ({e.msg} at column {e.colno})", line=line or e.lineno) from None
+    except RecursionError:
+        raise DataError(path, "invalid JSON (nested too deeply)", line=line) from None
 
 def read_jsonl(path: str | os.PathLike, finite: bool = True) -> list[tuple[int, Any]]:
-    "(line number, value) for every non-blank line; a NaN or infinite number is an error naming its field unless `finite=False`."
+    """(line number, value) for every non-blank line; a NaN or infinite number is an error naming its field unless
+    `finite=False`."""
     out = []
     for n, line in enumerate(read_text(path).splitlines(), 1):
         if not line.strip(): continue
@@ -111,7 +119,8 @@ def read_json(path: str | os.PathLike) -> Any:
 
 # %% ../nbs/00_io.ipynb
 def read_json_list(path: str | os.PathLike) -> list[Any]:
-    "The records of a JSON list file; not a list, an empty list, or a NaN or infinite number (naming its record and field) is a `DataError`."
+    """The records of a JSON list file; not a list, an empty list, or a NaN or infinite number (naming its record and
+    field) is a `DataError`."""
     v = read_json(path)
     if not isinstance(v, list): raise DataError(path, f"expected a JSON list of records, got {type(v).__name__}")
     if not v: raise DataError(path, "the list of records is empty")

@@ -24,7 +24,8 @@ __all__ = ['PAL_SYSTEM', 'PAPER_UMI_T4', 'parse_number', 'normalize_math', 'extr
 _NUM = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
 
 def parse_number(text) -> float | None:
-    "A number written the GSM8K way ('1,200', '$7.50', '35%', '2.', 'a/b', '\\frac{a}{b}') as a float; None when the text is not one number."
+    """A number written the GSM8K way ('1,200', '$7.50', '35%', '2.', 'a/b', '\\frac{a}{b}') as a float; None when the
+    text is not one number."""
     if text is None: return None
     t = str(text).strip().replace("$", "").replace(",", "").replace("\\!", "").strip()
     t = t.rstrip(".").strip()
@@ -42,8 +43,20 @@ def parse_number(text) -> float | None:
 def normalize_math(s: str) -> str:
     "A MATH answer string in a canonical form for exact comparison (see above)."
     t = re.sub(r"\\(?:text|textbf|mbox|mathrm)\{([^{}]*)\}", r"\1", str(s).strip())
-    for a, b in (("\\left", ""), ("\\right", ""), ("\\!", ""), ("\\,", ""), ("\\;", ""), ("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"),
-                 ("^{\\circ}", ""), ("^\\circ", ""), ("\\$", ""), ("$", ""), (" ", "")):
+    for a, b in (
+        ("\\left", ""),
+        ("\\right", ""),
+        ("\\!", ""),
+        ("\\,", ""),
+        ("\\;", ""),
+        ("\\dfrac", "\\frac"),
+        ("\\tfrac", "\\frac"),
+        ("^{\\circ}", ""),
+        ("^\\circ", ""),
+        ("\\$", ""),
+        ("$", ""),
+        (" ", ""),
+    ):
         t = t.replace(a, b)
     return t.rstrip(".")
 
@@ -77,7 +90,8 @@ _ANNOT = re.compile(r"<<([^<>=]*)=([^<>]*)>>")
 _MARK = "---toolpaper-step---"
 
 def solution_steps(solution: str) -> tuple[list[tuple[str, list[tuple[str, str]]]], str]:
-    "([(thought, [(expression, value)])] per annotated line, the last line's text without annotations) of a GSM8K solution."
+    """([(thought, [(expression, value)])] per annotated line, the last line's text without annotations) of a GSM8K
+    solution."""
     steps, pending, last = [], [], ""
     for line in solution.splitlines():
         if not line.strip(): continue
@@ -86,7 +100,12 @@ def solution_steps(solution: str) -> tuple[list[tuple[str, list[tuple[str, str]]
         if not ann: pending.append(last); continue
         head = line[: line.index("<<")].rstrip().rstrip("=$").rstrip()
         thought = " ".join(pending + [head or f"Compute {ann[0][0].strip()}"]).strip()
-        steps.append((thought if thought.endswith((".", "?", "!", ":")) else thought + ".", [(e.strip(), v.strip()) for e, v in ann]))
+        steps.append(
+            (
+                thought if thought.endswith((".", "?", "!", ":")) else thought + ".",
+                [(e.strip(), v.strip()) for e, v in ann],
+            )
+        )
         pending = []
     return steps, " ".join(pending) if pending else last
 
@@ -112,18 +131,26 @@ def gsm8k_trajectory(problem: MathProblem, sandbox: PythonSandbox) -> tuple[Traj
     if len(outs) != len(steps) or r.truncated: return None, "unexpected output"
     for (_, ann), out in zip(steps, outs):
         lines = out.splitlines()
-        if len(lines) != len(ann) or not all(_printed_ok(x, v) for x, (_, v) in zip(lines, ann)): return None, "a printed value differs from its annotation"
+        if len(lines) != len(ann) or not all(_printed_ok(x, v) for x, (_, v) in zip(lines, ann)):
+            return None, "a printed value differs from its annotation"
     tool, _ = python_tool(sandbox)
     turns = [Turn(role="user", content=problem.question)]
     for (thought, _), code, out in zip(steps, codes, outs):
-        turns += [Turn(role="planner", content=f"{thought} Next: caller."),
-                  Turn(role="caller", content=f"Action: {PYTHON_TOOL_NAME}\nAction Input: {json.dumps({'code': code}, ensure_ascii=False)}"),
-                  Turn(role="observation", content=json.dumps({"output": out}, ensure_ascii=False))]
+        turns += [
+            Turn(role="planner", content=f"{thought} Next: caller."),
+            Turn(
+                role="caller",
+                content=f"Action: {PYTHON_TOOL_NAME}\nAction Input: {json.dumps({'code': code}, ensure_ascii=False)}",
+            ),
+            Turn(role="observation", content=json.dumps({"output": out}, ensure_ascii=False)),
+        ]
     turns += [Turn(role="planner", content=f"{last or 'The last result answers the question.'} Next: conclusion."),
               Turn(role="summarizer", content=f"The answer is {problem.answer}.")]
     return Trajectory(id=f"gsm8k-{problem.id}", instruction=problem.question, tools=[tool], turns=turns), "kept"
 
-def build_math_corpus(problems: Sequence[MathProblem], sandbox: PythonSandbox | None = None, limit: int | None = None) -> tuple[list[Trajectory], Counter]:
+def build_math_corpus(
+    problems: Sequence[MathProblem], sandbox: PythonSandbox | None = None, limit: int | None = None
+) -> tuple[list[Trajectory], Counter]:
     "Checked trajectories of `problems` in order (at most `limit`), and the count of kept / dropped problems by reason."
     sb, kept, why = sandbox or PythonSandbox(), [], Counter()
     for p in problems:
@@ -134,7 +161,8 @@ def build_math_corpus(problems: Sequence[MathProblem], sandbox: PythonSandbox | 
     return kept, why
 
 # %% ../nbs/23_math.ipynb
-PAL_SYSTEM = "Solve the math problem by writing a Python program that prints the final answer. Reply with the program in a ```python block."
+PAL_SYSTEM = ("Solve the math problem by writing a Python program that prints the final answer. Reply with the "
+              "program in a ```python block.")
 
 def pal_program(problem: MathProblem) -> str | None:
     "A straight-line program from a GSM8K solution's annotations (the last value printed); None without annotations."
@@ -145,7 +173,10 @@ def pal_program(problem: MathProblem) -> str | None:
 def pal_messages(problem: MathProblem, demos: Sequence[MathProblem]) -> list[dict]:
     msgs = [{"role": "system", "content": PAL_SYSTEM}]
     for d in demos:
-        msgs += [{"role": "user", "content": d.question}, {"role": "assistant", "content": f"```python\n{pal_program(d)}\n```"}]
+        msgs += [
+            {"role": "user", "content": d.question},
+            {"role": "assistant", "content": f"```python\n{pal_program(d)}\n```"},
+        ]
     return msgs + [{"role": "user", "content": problem.question}]
 
 def extract_program(text: str) -> str:
@@ -158,9 +189,16 @@ def extract_program(text: str) -> str:
     j = body.find("```")
     return (body if j < 0 else body[:j]).strip()
 
-def run_pal(gen, problems: Sequence[MathProblem], demos: Sequence[MathProblem], sandbox: PythonSandbox, max_tokens: int = 192,
-            progress: bool = False) -> list[dict]:
-    "One record per problem: the reply, the program, the sandbox status, the answer (last printed line) and whether it is correct."
+def run_pal(
+    gen,
+    problems: Sequence[MathProblem],
+    demos: Sequence[MathProblem],
+    sandbox: PythonSandbox,
+    max_tokens: int = 192,
+    progress: bool = False,
+) -> list[dict]:
+    """One record per problem: the reply, the program, the sandbox status, the answer (last printed line) and whether it
+    is correct."""
     replies = gen.generate([pal_messages(p, demos) for p in problems], max_tokens=max_tokens, progress=progress)
     out = []
     for p, reply in zip(problems, replies):
@@ -173,8 +211,20 @@ def run_pal(gen, problems: Sequence[MathProblem], demos: Sequence[MathProblem], 
     return out
 
 # %% ../nbs/23_math.ipynb
-PAPER_UMI_T4 = {"7B": {"Single-LLM": (17.38, 37.90), "Multi-LLM one-stage": (15.46, 38.96), "Single-LLM multi-task": (14.18, 27.97), "alpha-UMi": (25.60, 49.73)},
-                "13B": {"Single-LLM": (20.26, 44.88), "Multi-LLM one-stage": (20.32, 44.57), "Single-LLM multi-task": (15.34, 34.79), "alpha-UMi": (28.54, 54.20)}}
+PAPER_UMI_T4 = {
+    "7B": {
+        "Single-LLM": (17.38, 37.90),
+        "Multi-LLM one-stage": (15.46, 38.96),
+        "Single-LLM multi-task": (14.18, 27.97),
+        "alpha-UMi": (25.60, 49.73),
+    },
+    "13B": {
+        "Single-LLM": (20.26, 44.88),
+        "Multi-LLM one-stage": (20.32, 44.57),
+        "Single-LLM multi-task": (15.34, 34.79),
+        "alpha-UMi": (28.54, 54.20),
+    },
+}
 
 @dataclass
 class MathExpConfig:
@@ -209,7 +259,9 @@ def _acc_row(name, recs):
     return {"method": name, "n": len(recs), "accuracy": pct(sum(ok) / len(ok)) if ok else None,
             "accuracy lo": pct(ci[0]) if ci else None, "accuracy hi": pct(ci[1]) if ci else None}
 
-def run_math_experiment(train: Sequence[MathProblem], test: Sequence[MathProblem], cfg: MathExpConfig, work_dir, progress: bool = False) -> MathRun:
+def run_math_experiment(
+    train: Sequence[MathProblem], test: Sequence[MathProblem], cfg: MathExpConfig, work_dir, progress: bool = False
+) -> MathRun:
     "Trajectories, training, agent and baseline evaluation (see above)."
     from toolpaper.agent import GLPFTConfig, make_agent, run_agent, train_methods
     from toolpaper.client import LocalClient
@@ -228,20 +280,41 @@ def run_math_experiment(train: Sequence[MathProblem], test: Sequence[MathProblem
     demos = [p for p in pool if p.question not in used and pal_program(p)][: cfg.shots]
     tests = seeded_subset(list(test), cfg.test_n, cfg.seed)
     t1 = time.perf_counter()
-    trained = train_methods(cfg.model, trajs, work / "models", GLPFTConfig(**{"seed": cfg.seed, **cfg.glpft}), methods=cfg.methods)
+    trained = train_methods(
+        cfg.model, trajs, work / "models", GLPFTConfig(**{"seed": cfg.seed, **cfg.glpft}), methods=cfg.methods
+    )
     timings["train_s"] = time.perf_counter() - t1
     rows, ex_rows, outputs, cache = [], [], {}, {}
     for m in cfg.methods:
         t1 = time.perf_counter()
         sb = PythonSandbox(lim); env = ToolEnv(); tool, fn = python_tool(sb); env.register(fn, tool)
-        agent = make_agent(m, trained, cfg.model, batch_size=cfg.gen_batch_size, cache=cache, max_new_tokens=cfg.max_new_tokens)
-        runs = run_agent(agent, [(p.question, [tool]) for p in tests], env, max_steps=cfg.max_steps, ids=[p.id for p in tests])
-        recs = [{"id": p.id, "answer": r.answer, "pred": extract_answer(r.answer), "gold": p.answer, "correct": is_correct(r.answer, p),
-                 "status": r.status, "calls": len(r.calls)} for p, r in zip(tests, runs)]
+        agent = make_agent(
+            m, trained, cfg.model, batch_size=cfg.gen_batch_size, cache=cache, max_new_tokens=cfg.max_new_tokens
+        )
+        runs = run_agent(
+            agent, [(p.question, [tool]) for p in tests], env, max_steps=cfg.max_steps, ids=[p.id for p in tests]
+        )
+        recs = [
+            {
+                "id": p.id,
+                "answer": r.answer,
+                "pred": extract_answer(r.answer),
+                "gold": p.answer,
+                "correct": is_correct(r.answer, p),
+                "status": r.status,
+                "calls": len(r.calls),
+            }
+            for p, r in zip(tests, runs)
+        ]
         outputs[m] = recs
         st = Counter(r["status"] for r in recs)
-        rows.append({**_acc_row(UMI_NAMES.get(m, m), recs), **{f"agent {k}": st.get(k, 0) for k in ("finished", "gave_up", "max_steps", "no_decision")},
-                     "calls per problem": round(sum(r["calls"] for r in recs) / max(1, len(recs)), 2)})
+        rows.append(
+            {
+                **_acc_row(UMI_NAMES.get(m, m), recs),
+                **{f"agent {k}": st.get(k, 0) for k in ("finished", "gave_up", "max_steps", "no_decision")},
+                "calls per problem": round(sum(r["calls"] for r in recs) / max(1, len(recs)), 2),
+            }
+        )
         ex_rows.append({"method": UMI_NAMES.get(m, m), **sb.summary()})
         timings[f"{m}_eval_s"] = time.perf_counter() - t1
     t1 = time.perf_counter()
@@ -257,13 +330,28 @@ def run_math_experiment(train: Sequence[MathProblem], test: Sequence[MathProblem
     for k, recs in outputs.items():
         atomic_write_text(work / f"outputs_{k}.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs))
     info = {m: {"train_seconds": v["train_seconds"], "storage_bytes": v["storage_bytes"]} for m, v in trained.items()}
-    corpus = {"train problems tried": sum(why.values()), **dict(why), "trajectories": len(trajs),
-              "steps": sum(sum(u.role == "caller" for u in t.turns) for t in trajs), "demonstrations": len(demos), "test problems": len(tests)}
+    corpus = {
+        "train problems tried": sum(why.values()),
+        **dict(why),
+        "trajectories": len(trajs),
+        "steps": sum(sum(u.role == "caller" for u in t.turns) for t in trajs),
+        "demonstrations": len(demos),
+        "test problems": len(tests),
+    }
     return MathRun(asdict(cfg), corpus, pd.DataFrame(rows), pd.DataFrame(ex_rows), outputs, info, timings)
 
 def math_table(run: MathRun) -> pd.DataFrame:
     "Table 4 shape: our GSM8K accuracy per method (95% interval), then the paper's rows (MATH and GSM8K) quoted."
     from toolpaper.metrics import with_ci
-    ours = with_ci(run.results, ["accuracy"])[["method", "n", "accuracy"]].rename(columns={"accuracy": "GSM8K"}).assign(MATH="not run")
-    quoted = [{"method": f"{k} [quoted, {size}]", "n": None, "MATH": v[0], "GSM8K": v[1]} for size, rows in PAPER_UMI_T4.items() for k, v in rows.items()]
+
+    ours = (
+        with_ci(run.results, ["accuracy"])[["method", "n", "accuracy"]]
+        .rename(columns={"accuracy": "GSM8K"})
+        .assign(MATH="not run")
+    )
+    quoted = [
+        {"method": f"{k} [quoted, {size}]", "n": None, "MATH": v[0], "GSM8K": v[1]}
+        for size, rows in PAPER_UMI_T4.items()
+        for k, v in rows.items()
+    ]
     return pd.concat([ours, pd.DataFrame(quoted)], ignore_index=True)[["method", "n", "GSM8K", "MATH"]]

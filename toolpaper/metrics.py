@@ -6,7 +6,7 @@
 from __future__ import annotations
 import json, math, re
 from collections import Counter
-from dataclasses import dataclass, field, fields as dc_fields
+from dataclasses import dataclass, fields as dc_fields
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 import numpy as np
@@ -14,7 +14,18 @@ import pandas as pd
 from pydantic import BaseModel, Field
 from scipy.optimize import linear_sum_assignment
 from .parse import PLAN_LABELS, UmiStep, parse_caller, parse_deer, parse_seal, parse_umi, check_mode
-from .schema import REF_RE, Call, DecisionSample, Instance, Tool, Trajectory, as_number, canonical_type, fits_type, planner_decision
+from toolpaper.schema import (
+    REF_RE,
+    Call,
+    DecisionSample,
+    Instance,
+    Tool,
+    Trajectory,
+    as_number,
+    canonical_type,
+    fits_type,
+    planner_decision,
+)
 
 # %% auto 0
 __all__ = ['NO_SEARCH_PHRASE', 'SEARCH_PHRASE', 'values_equal', 'SealCounts', 'prf', 'seal_summary', 'seal_compat_counts',
@@ -37,7 +48,8 @@ def values_equal(a: Any, b: Any) -> bool:
         x, y = _boolish(a), _boolish(b)
         return x is not None and x == y
     na, nb = as_number(a), as_number(b)
-    if na is not None and nb is not None: return math.isclose(na, nb, rel_tol=1e-9, abs_tol=1e-12) or (na != na and nb != nb)
+    if na is not None and nb is not None:
+        return math.isclose(na, nb, rel_tol=1e-9, abs_tol=1e-12) or (na != na and nb != nb)
     if isinstance(a, str) and isinstance(b, str): return _fold(a) == _fold(b)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(values_equal(x, y) for x, y in zip(a, b))
@@ -72,8 +84,12 @@ def prf(correct: int, pred: int, gold: int, mode: str = "compat") -> dict:
     return {"p": p, "r": r, "f1": 2 * p * r / (p + r) if p + r else 0.0}
 
 def seal_summary(c: SealCounts, mode: str) -> dict:
-    out = {"n": c.n, "format_acc": c.format_ok / c.n if c.n else None,
-           "tool": prf(c.correct_tools, c.pred_tools, c.gold_tools, mode), "param": prf(c.correct_params, c.pred_params, c.gold_params, mode)}
+    out = {
+        "n": c.n,
+        "format_acc": c.format_ok / c.n if c.n else None,
+        "tool": prf(c.correct_tools, c.pred_tools, c.gold_tools, mode),
+        "param": prf(c.correct_params, c.pred_params, c.gold_params, mode),
+    }
     if mode == "strict": out["exact_match"] = c.exact / c.n if c.n else None
     return out
 
@@ -128,8 +144,12 @@ def match_calls(pred: list[Call], gold: list[Call]) -> list[tuple[int, int]]:
     for i, p in enumerate(pred):
         for j, g in enumerate(gold):
             if p.api != g.api: continue
-            agree = sum(1 for k, v in g.arguments.items() if k in p.arguments and
-                        ((_is_ref(v) and _is_ref(p.arguments[k])) or (not _is_ref(v) and values_equal(p.arguments[k], v))))
+            agree = sum(
+                1
+                for k, v in g.arguments.items()
+                if k in p.arguments
+                and ((_is_ref(v) and _is_ref(p.arguments[k])) or (not _is_ref(v) and values_equal(p.arguments[k], v)))
+            )
             S[i, j] = 1000 + agree - 0.001 * abs(i - j)
     rows, cols = linear_sum_assignment(-S)
     return [(int(i), int(j)) for i, j in zip(rows, cols) if S[i, j] > 0]
@@ -152,7 +172,8 @@ def seal_strict_counts(output: Any, gold: Instance) -> tuple[SealCounts, list[st
         p, g = pred[i], gold.calls[j]
         for k, v in p.arguments.items():
             if k not in g.arguments: why.append(f"{g.api}.{k}: not a gold argument"); continue
-            if values_equal(_canon(v, pprod, to_gold, "p"), _canon(g.arguments[k], gprod, None, "g")): c.correct_params += 1
+            if values_equal(_canon(v, pprod, to_gold, "p"), _canon(g.arguments[k], gprod, None, "g")):
+                c.correct_params += 1
             else: why.append(f"{g.api}.{k}: {v!r} (gold {g.arguments[k]!r})")
         why += [f"{g.api}.{k}: missing" for k in g.arguments if k not in p.arguments]
     why += [f"gold call {gold.calls[j].api!r} not predicted" for j in range(len(gold.calls)) if j not in matched_g]
@@ -161,7 +182,9 @@ def seal_strict_counts(output: Any, gold: Instance) -> tuple[SealCounts, list[st
     return c, why
 
 # %% ../nbs/05_metrics.ipynb
-def seal_scores(outputs: list[Any], golds: list[Instance], mode: str = "compat", ids: Iterable[str] | None = None) -> dict:
+def seal_scores(
+    outputs: list[Any], golds: list[Instance], mode: str = "compat", ids: Iterable[str] | None = None
+) -> dict:
     "Seal-Tools metrics over aligned outputs and gold instances."
     check_mode(mode)
     keep = set(ids) if ids is not None else None
@@ -193,7 +216,9 @@ def seal_error_taxonomy(outputs: list[Any], golds: list[Instance], tools: dict[s
         pred = out.calls or []
         pairs = match_calls(pred, g.calls)
         mp, mg = {i for i, _ in pairs}, {j for _, j in pairs}
-        allowed = set(candidates.get(g.id, [])) if candidates and g.id in candidates else (set(tools) if tools else None)
+        allowed = (
+            set(candidates.get(g.id, [])) if candidates and g.id in candidates else (set(tools) if tools else None)
+        )
         free_p = [i for i in range(len(pred)) if i not in mp]
         free_g = [j for j in range(len(g.calls)) if j not in mg]
         real = [i for i in free_p if allowed is None or pred[i].api in allowed]
@@ -213,14 +238,36 @@ def seal_error_taxonomy(outputs: list[Any], golds: list[Instance], tools: dict[s
                     cnt[("parameter", "required parameter missing" if req else "optional parameter missing")] += 1
             for k, v in p.arguments.items():
                 if k not in gc.arguments:
-                    cnt[("parameter", "added, in query" if isinstance(v, (str, int, float)) and _fold(str(v)) in q else "added, not in query")] += 1
+                    cnt[
+                        (
+                            "parameter",
+                            "added, in query"
+                            if isinstance(v, (str, int, float)) and _fold(str(v)) in q
+                            else "added, not in query",
+                        )
+                    ] += 1
                 elif not values_equal(_canon(v, pprod, to_gold, "p"), _canon(gc.arguments[k], gprod, None, "g")):
                     par = schema.param(k) if schema else None
-                    bad_type = par is not None and canonical_type(par.type) is not None and not _is_ref(v) and not fits_type(v, par.type, "text")
+                    bad_type = (
+                        par is not None
+                        and canonical_type(par.type) is not None
+                        and not _is_ref(v)
+                        and not fits_type(v, par.type, "text")
+                    )
                     cnt[("parameter", "wrong type/format" if bad_type else "wrong value")] += 1
-    cats = [("format", "format error"), ("tool", "missing gold tool"), ("tool", "hallucinated tool"), ("tool", "wrong tool"), ("tool", "extra call"),
-            ("parameter", "required parameter missing"), ("parameter", "optional parameter missing"), ("parameter", "added, not in query"),
-            ("parameter", "added, in query"), ("parameter", "wrong type/format"), ("parameter", "wrong value")]
+    cats = [
+        ("format", "format error"),
+        ("tool", "missing gold tool"),
+        ("tool", "hallucinated tool"),
+        ("tool", "wrong tool"),
+        ("tool", "extra call"),
+        ("parameter", "required parameter missing"),
+        ("parameter", "optional parameter missing"),
+        ("parameter", "added, not in query"),
+        ("parameter", "added, in query"),
+        ("parameter", "wrong type/format"),
+        ("parameter", "wrong value"),
+    ]
     df = pd.DataFrame([{"family": f, "error": e, "count": cnt[(f, e)]} for f, e in cats])
     df["share of family"] = df.groupby("family")["count"].transform(lambda s: s / s.sum() if s.sum() else 0.0)
     return df
@@ -232,17 +279,25 @@ class DeerCounts:
     search: int = 0; search_ok: int = 0
     nocall: int = 0; nocall_ok: int = 0
     call: int = 0; call_ok: int = 0
-    def __add__(self, o): return DeerCounts(**{f.name: getattr(self, f.name) + getattr(o, f.name) for f in dc_fields(self)})
+
+    def __add__(self, o):
+        return DeerCounts(**{f.name: getattr(self, f.name) + getattr(o, f.name) for f in dc_fields(self)})
 
 def _ratio(a, b): return a / b if b else None
 
 def deer_summary(c: DeerCounts) -> dict:
-    return {"p_nosearch": _ratio(c.nosearch_ok, c.nosearch), "p_search": _ratio(c.search_ok, c.search),
-            "p_ds": _ratio(c.nosearch_ok + c.search_ok, c.nosearch + c.search), "p_nocall": _ratio(c.nocall_ok, c.nocall),
-            "p_call": _ratio(c.call_ok, c.call), "p_dc": _ratio(c.nocall_ok + c.call_ok, c.nocall + c.call)}
+    return {
+        "p_nosearch": _ratio(c.nosearch_ok, c.nosearch),
+        "p_search": _ratio(c.search_ok, c.search),
+        "p_ds": _ratio(c.nosearch_ok + c.search_ok, c.nosearch + c.search),
+        "p_nocall": _ratio(c.nocall_ok, c.nocall),
+        "p_call": _ratio(c.call_ok, c.call),
+        "p_dc": _ratio(c.nocall_ok + c.call_ok, c.nocall + c.call),
+    }
 
 def baseline_action(text: str, candidates: list[str] | None = None) -> str | None:
-    "The tool a baseline output chose: `NoCallAPI`, an `Action:` line, a `#CallAPI#` call, a call expression, or the first candidate named."
+    """The tool a baseline output chose: `NoCallAPI`, an `Action:` line, a `#CallAPI#` call, a call expression, or the
+    first candidate named."""
     if not isinstance(text, str): return None
     if "NoCallAPI" in text: return "NoCallAPI"
     for pat in (r"Action\s*:\s*([^\n(]+)", r"#CallAPI#\s*([^\s(]+)", r"([A-Za-z_][\w.\- |]*?)\s*\("):
@@ -253,7 +308,8 @@ def baseline_action(text: str, candidates: list[str] | None = None) -> str | Non
         if hits: return min(hits)[1]
     return None
 
-NO_SEARCH_PHRASE, SEARCH_PHRASE = "#Begin# Don't need", "#Begin# Need to"      # the literal phrases the authors' scorer looks for
+# the literal phrases the authors' scorer looks for
+NO_SEARCH_PHRASE, SEARCH_PHRASE = "#Begin# Don't need", "#Begin# Need to"
 
 def deer_compat_counts(transcript: str, gold_chain: str, branch: str) -> tuple[DeerCounts, list[str]]:
     "The authors' counting of one transcript against its gold chain (see above)."
@@ -266,7 +322,12 @@ def deer_compat_counts(transcript: str, gold_chain: str, branch: str) -> tuple[D
     if "#Begin#" not in T: return c, ["no #Begin# in the transcript"]
     if "#End#" in T:
         c.nosearch_ok = int(NO_SEARCH_PHRASE in G and NO_SEARCH_PHRASE in T)
-        if not c.nosearch_ok: why.append("ended without the NoSearch phrase on both sides" if branch == "NoSearch" else "answered without searching")
+        if not c.nosearch_ok:
+            why.append(
+                "ended without the NoSearch phrase on both sides"
+                if branch == "NoSearch"
+                else "answered without searching"
+            )
         return c, why
     if "#NoCallAPI#" in T or "#CallAPI#" in T:
         if SEARCH_PHRASE not in G: return c, ["searched although no search was needed"]
@@ -276,10 +337,14 @@ def deer_compat_counts(transcript: str, gold_chain: str, branch: str) -> tuple[D
             if not c.nocall_ok: why.append("no call although the gold calls")
             return c, why
         call = T.split("#CallAPI# ")[-1].split(" #APIResponse#")[0]
-        name = call[:call.find("(")]                          # find() = -1 drops the last character, as the released code does
+        # find() = -1 drops the last character, as the released code does
+        name = call[:call.find("(")]
         gold_call = G.split("#CallAPI#", 1)[1].split("#APIResponse#", 1)[0] if "#CallAPI#" in G else ""
         c.call_ok = int("#NoCallAPI#" not in G and "#APIResponse#" in T and name in gold_call)
-        if not c.call_ok: why.append(f"call {name!r} vs gold {gold_call.strip()!r}" + ("" if "#APIResponse#" in T else " (no #APIResponse#)"))
+        if not c.call_ok:
+            why.append(
+                f"call {name!r} vs gold {gold_call.strip()!r}" + ("" if "#APIResponse#" in T else " (no #APIResponse#)")
+            )
         return c, why
     return c, ["searched but did not decide" if "#SearchAPI#" in T else "no decision marker"]
 
@@ -312,7 +377,11 @@ def deer_item(output: Any, gold: DecisionSample, mode: str) -> tuple[DeerCounts,
         gc = gold.gold_call
         c.call, c.call_ok = 1, int(p.branch == "Call" and p.call is not None and gc is not None and p.call.api == gc.api
                                     and values_equal(p.call.arguments, gc.arguments))
-        if c.search_ok and not c.call_ok: why.append(f"call {p.call_name!r}{' ' + json.dumps(p.call.arguments, default=str) if p.call else ''} vs gold {gold.gold_call_text!r}")
+        if c.search_ok and not c.call_ok:
+            why.append(
+                f"call {p.call_name!r}{' ' + json.dumps(p.call.arguments, default=str) if p.call else ''} vs gold "
+                f"{gold.gold_call_text!r}"
+            )
     return c, why
 
 def deer_scores(outputs: list[Any], golds: list[DecisionSample], mode: str = "compat") -> dict:
@@ -345,7 +414,23 @@ def arg_f1(pred_args: Any, gold_args: Any, mode: str = "compat") -> float | None
     if not isinstance(gold_args, dict): return None
     if not isinstance(pred_args, dict): return 0.0
     if not gold_args: return 1.0 if not pred_args else 0.0
-    eq = (lambda a, b: type(a) == type(b) and a == b or (isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) and not isinstance(b, bool) and a == b)) if mode == "compat" else values_equal
+    eq = (
+        (
+            lambda a, b: (
+                type(a) == type(b)
+                and a == b
+                or (
+                    isinstance(a, (int, float))
+                    and isinstance(b, (int, float))
+                    and not isinstance(a, bool)
+                    and not isinstance(b, bool)
+                    and a == b
+                )
+            )
+        )
+        if mode == "compat"
+        else values_equal
+    )
     score = sum((1.0 if eq(pred_args[k], v) else 0.5) for k, v in gold_args.items() if k in pred_args)
     if not pred_args or score == 0: return 0.0
     p, r = score / len(pred_args), score / len(gold_args)
@@ -389,7 +474,14 @@ def umi_scores(predictions: list[Any], golds: list[Trajectory], mode: str = "com
                 rl.append(r); v["rouge_l"] = r
             items.append({"id": f"{k}:{s}", "dialogue": k, "plan": g.plan, "lost": why, "values": v})
     mean = lambda xs: float(np.mean(xs)) if xs else None
-    m = {"n_steps": len(plan), "plan_acc": mean(plan), "act_em": mean(act), "hallu": mean(hallu), "arg_f1": mean(args), "rouge_l": mean(rl)}
+    m = {
+        "n_steps": len(plan),
+        "plan_acc": mean(plan),
+        "act_em": mean(act),
+        "hallu": mean(hallu),
+        "arg_f1": mean(args),
+        "rouge_l": mean(rl),
+    }
     if mode == "strict": m["hallu_call"] = mean(hallu_call)
     return {"metrics": m, "subsets": {}, "counts": {"call_steps": len(act), "finish_steps": len(rl)}, "items": items}
 
@@ -413,7 +505,10 @@ def _prf_arrays(correct, pred, gold, mode: str):
     with np.errstate(divide="ignore", invalid="ignore"):
         if mode == "compat":
             ok = (correct > 0) & (pred > 0) & (gold > 0)
-            p, r = np.where(ok, correct / np.maximum(pred, 1), np.nan), np.where(ok, correct / np.maximum(gold, 1), np.nan)
+            p, r = (
+                np.where(ok, correct / np.maximum(pred, 1), np.nan),
+                np.where(ok, correct / np.maximum(gold, 1), np.nan),
+            )
         else:
             p = np.where(pred > 0, correct / np.maximum(pred, 1), np.where(gold == 0, 1.0, 0.0))
             r = np.where(gold > 0, correct / np.maximum(gold, 1), np.where(pred == 0, 1.0, 0.0))
@@ -426,9 +521,17 @@ def _ratio_arrays(a, b):
     with np.errstate(divide="ignore", invalid="ignore"): return np.where(b > 0, a / np.where(b > 0, b, 1), np.nan)
 
 
-def bootstrap_ci(task: str, items: list[dict], mode: str = "compat", n_boot: int = 1000, seed: int = 0, level: float = 0.95,
-                 average: bool = False) -> dict:
-    "{metric: [low, high]} percentile-bootstrap intervals over instances (dialogues for umi); None where never defined. `average`: also `avg`, the mean of the metrics defined in each draw."
+def bootstrap_ci(
+    task: str,
+    items: list[dict],
+    mode: str = "compat",
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    average: bool = False,
+) -> dict:
+    """{metric: [low, high]} percentile-bootstrap intervals over instances (dialogues for umi); None where never
+    defined. `average`: also `avg`, the mean of the metrics defined in each draw."""
     if not items: return {}
     rng = np.random.default_rng(seed)
     if task == "umi":
@@ -441,7 +544,10 @@ def bootstrap_ci(task: str, items: list[dict], mode: str = "compat", n_boot: int
                 if k in it["values"]: tot[pos[it["dialogue"]], j] += it["values"][k]; cnt[pos[it["dialogue"]], j] += 1
         idx = rng.integers(0, len(dialogues), (n_boot, len(dialogues)))
         T, C = tot[idx].sum(1), cnt[idx].sum(1)
-        stats = {name: _ratio_arrays(T[:, j], C[:, j]) for j, name in enumerate(["plan_acc", "act_em", "hallu", "arg_f1", "rouge_l"])}
+        stats = {
+            name: _ratio_arrays(T[:, j], C[:, j])
+            for j, name in enumerate(["plan_acc", "act_em", "hallu", "arg_f1", "rouge_l"])
+        }
     else:
         names = list(items[0]["counts"])
         X = np.array([[it["counts"][k] for k in names] for it in items], dtype=float)
@@ -449,15 +555,22 @@ def bootstrap_ci(task: str, items: list[dict], mode: str = "compat", n_boot: int
         c = {k: S[:, j] for j, k in enumerate(names)}
         if task == "seal":
             stats = {"format_acc": _ratio_arrays(c["format_ok"], c["n"])}
-            for fam, (cor, pr, go) in {"tool": ("correct_tools", "pred_tools", "gold_tools"), "param": ("correct_params", "pred_params", "gold_params")}.items():
+            for fam, (cor, pr, go) in {
+                "tool": ("correct_tools", "pred_tools", "gold_tools"),
+                "param": ("correct_params", "pred_params", "gold_params"),
+            }.items():
                 p, r, f = _prf_arrays(c[cor], c[pr], c[go], mode)
                 stats.update({f"{fam}.p": p, f"{fam}.r": r, f"{fam}.f1": f})
             if mode == "strict": stats["exact_match"] = _ratio_arrays(c["exact"], c["n"])
         elif task == "deer":
-            stats = {"p_nosearch": _ratio_arrays(c["nosearch_ok"], c["nosearch"]), "p_search": _ratio_arrays(c["search_ok"], c["search"]),
-                     "p_ds": _ratio_arrays(c["nosearch_ok"] + c["search_ok"], c["nosearch"] + c["search"]),
-                     "p_nocall": _ratio_arrays(c["nocall_ok"], c["nocall"]), "p_call": _ratio_arrays(c["call_ok"], c["call"]),
-                     "p_dc": _ratio_arrays(c["nocall_ok"] + c["call_ok"], c["nocall"] + c["call"])}
+            stats = {
+                "p_nosearch": _ratio_arrays(c["nosearch_ok"], c["nosearch"]),
+                "p_search": _ratio_arrays(c["search_ok"], c["search"]),
+                "p_ds": _ratio_arrays(c["nosearch_ok"] + c["search_ok"], c["nosearch"] + c["search"]),
+                "p_nocall": _ratio_arrays(c["nocall_ok"], c["nocall"]),
+                "p_call": _ratio_arrays(c["call_ok"], c["call"]),
+                "p_dc": _ratio_arrays(c["nocall_ok"] + c["call_ok"], c["nocall"] + c["call"]),
+            }
         else: raise ValueError(f"unknown task {task!r}; choose seal, deer or umi")
     if average:
         M = np.vstack(list(stats.values()))
@@ -508,8 +621,18 @@ class ScoreResult(BaseModel):
             v = self.metrics
             for part in k.split("."): v = v.get(part) if isinstance(v, dict) else None
             return v
-        return pd.DataFrame([{"metric": k, "value": get(k), "ci95 low": lohi[0] if lohi else None, "ci95 high": lohi[1] if lohi else None}
-                             for k, lohi in self.ci.items()])
+
+        return pd.DataFrame(
+            [
+                {
+                    "metric": k,
+                    "value": get(k),
+                    "ci95 low": lohi[0] if lohi else None,
+                    "ci95 high": lohi[1] if lohi else None,
+                }
+                for k, lohi in self.ci.items()
+            ]
+        )
 
     def to_markdown(self) -> str:
         from toolpaper.report import df_markdown
@@ -518,7 +641,14 @@ class ScoreResult(BaseModel):
 
 def _kind(v: Any) -> str:
     if isinstance(v, float) and not math.isfinite(v): return "a non-finite number (NaN / Infinity)"
-    return {dict: "an object", list: "a list", bool: "a boolean", int: "a number", float: "a number", type(None): "null"}.get(type(v), type(v).__name__)
+    return {
+        dict: "an object",
+        list: "a list",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        type(None): "null",
+    }.get(type(v), type(v).__name__)
 
 _UMI_KEYS = ("planner", "caller", "summarizer")
 
@@ -534,19 +664,28 @@ def prediction_problem(task: str, p: dict) -> tuple[str, str] | None:
     if "prediction" in p:
         v = p["prediction"]
         if isinstance(v, str): return None
-        if not isinstance(v, dict): return ("prediction", f"expected text or a {{planner, caller, summarizer}} object, got {_kind(v)}")
+        if not isinstance(v, dict):
+            return ("prediction", f"expected text or a {{planner, caller, summarizer}} object, got {_kind(v)}")
         bad = next((k for k in _UMI_KEYS if v.get(k) is not None and not isinstance(v.get(k), str)), None)
         return (f"prediction.{bad}", f"expected text or null, got {_kind(v[bad])}") if bad else None
     if not any(k in p for k in _UMI_KEYS):
-        return ("prediction", "missing: give 'prediction' or 'planner' / 'caller' / 'summarizer'" + (" ('output' is the seal / deer key)" if "output" in p else ""))
+        return (
+            "prediction",
+            "missing: give 'prediction' or 'planner' / 'caller' / 'summarizer'"
+            + (" ('output' is the seal / deer key)" if "output" in p else ""),
+        )
     bad = next((k for k in _UMI_KEYS if p.get(k) is not None and not isinstance(p.get(k), str)), None)
     return (bad, f"expected text or null, got {_kind(p[bad])}") if bad else None
 
-def _align(predictions: list[dict], gold_ids: list[str], task: str, lenient: bool = False) -> tuple[list[Any], list[str], int]:
-    "Predictions in gold order, notes, and how many records could not be read (lenient: scored as empty; else an error)."
+def _align(
+    predictions: list[dict], gold_ids: list[str], task: str, lenient: bool = False
+) -> tuple[list[Any], list[str], int]:
+    """Predictions in gold order, notes, and how many records could not be read (lenient: scored as empty; else an
+    error)."""
     by, notes, invalid, first = {}, [], 0, None
     for k, p in enumerate(predictions):
-        if not isinstance(p, dict) or "id" not in p: raise ValueError(f"prediction {k}: a record with an 'id' is needed, got {str(p)[:80]!r}")
+        if not isinstance(p, dict) or "id" not in p:
+            raise ValueError(f"prediction {k}: a record with an 'id' is needed, got {str(p)[:80]!r}")
         pid = str(p["id"])
         if pid in by: raise ValueError(f"prediction {k}: duplicate id {pid!r}")
         prob = prediction_problem(task, p)
@@ -558,8 +697,12 @@ def _align(predictions: list[dict], gold_ids: list[str], task: str, lenient: boo
     unknown = [i for i in by if i not in set(gold_ids)]
     if unknown: raise ValueError(f"prediction id {unknown[0]!r} is not in the gold ({len(unknown)} unknown id(s))")
     missing = [i for i in gold_ids if i not in by]
-    if missing: notes.append(f"{len(missing)} gold item(s) had no prediction and were scored as empty outputs (first: {missing[0]!r})")
-    if invalid: notes.append(f"{invalid} prediction(s) could not be read and were scored as empty outputs (first: {first})")
+    if missing:
+        notes.append(
+            f"{len(missing)} gold item(s) had no prediction and were scored as empty outputs (first: {missing[0]!r})"
+        )
+    if invalid:
+        notes.append(f"{invalid} prediction(s) could not be read and were scored as empty outputs (first: {first})")
     def value(p):
         if p is None or len(p) == 1: return ""
         if task == "umi":
@@ -579,23 +722,34 @@ def resolve_references(task: str, references) -> list:
             name, _, root = ref.partition("@")
             if name in D.SPLITS or name in D.SAMPLE_ONLY: return D.load(name, root or None)
         p = Path(ref)
-        if not p.exists(): raise FileNotFoundError(f"gold {ref!r} is neither a registered split ({', '.join(sorted(D.SPLITS))}) nor a file")
+        if not p.exists():
+            raise FileNotFoundError(
+                f"gold {ref!r} is neither a registered split ({', '.join(sorted(D.SPLITS))}) nor a file"
+            )
         if task == "seal": return D.read_seal_instances(p)
         if task == "umi": return D.read_umi_steps(p, strict=False)       # a gold file is read as released
         first = D.read_json_list(p)[0]
-        return D.read_deer_baseline(p) if isinstance(first, dict) and "api_label" in first else D.read_deer_chains(p, p.stem)
+        return (
+            D.read_deer_baseline(p)
+            if isinstance(first, dict) and "api_label" in first
+            else D.read_deer_chains(p, p.stem)
+        )
     return list(references)
 
 def score(task: str, predictions: list[dict], references, mode: str = "compat", n_boot: int = 1000, seed: int = 0,
           lenient: bool = False) -> ScoreResult:
-    "Score predictions of `task` ('seal' | 'deer' | 'umi') against references (records, split name or file), with 95% bootstrap intervals."
+    """Score predictions of `task` ('seal' | 'deer' | 'umi') against references (records, split name or file), with 95%
+    bootstrap intervals."""
     check_mode(mode)
     if task not in ("seal", "deer", "umi"): raise ValueError(f"unknown task {task!r}; choose seal, deer or umi")
     golds = resolve_references(task, references)
     want = {"seal": Instance, "deer": DecisionSample, "umi": Trajectory}[task]
     odd = next((g for g in golds if not isinstance(g, want)), None)
     if odd is not None:
-        raise ValueError(f"the gold holds {type(odd).__name__} records; `{task}` scores {want.__name__} records (is it the gold of another task?)")
+        raise ValueError(
+            f"the gold holds {type(odd).__name__} records; `{task}` scores {want.__name__} records (is it the gold of "
+            "another task?)"
+        )
     if task == "seal":
         outs, notes, invalid = _align(predictions, [g.id for g in golds], task, lenient)
         res = seal_scores(outs, golds, mode)
@@ -640,9 +794,15 @@ def with_ci(df: pd.DataFrame, cols: Sequence[str], digits: int = 1) -> pd.DataFr
         lo, hi = f"{c} lo", f"{c} hi"
         if c not in d: continue
         if lo in d and hi in d:
-            d[c] = [("–" if v is None or v != v else f"{v:.{digits}f}" if isinstance(v, (int, float)) else str(v)) +
-                    (f" [{a:.{digits}f}, {b:.{digits}f}]" if isinstance(a, (int, float)) and a == a and isinstance(b, (int, float)) and b == b else "")
-                    for v, a, b in zip(d[c], d[lo], d[hi])]
+            d[c] = [
+                ("–" if v is None or v != v else f"{v:.{digits}f}" if isinstance(v, (int, float)) else str(v))
+                + (
+                    f" [{a:.{digits}f}, {b:.{digits}f}]"
+                    if isinstance(a, (int, float)) and a == a and isinstance(b, (int, float)) and b == b
+                    else ""
+                )
+                for v, a, b in zip(d[c], d[lo], d[hi])
+            ]
             d = d.drop(columns=[lo, hi])
     return d
 
@@ -660,7 +820,9 @@ def retention_ci(hyps: list[str], refs: list[str], n_boot: int = 1000, seed: int
         for k in per: per[k].append(sc[k]["f"])
     idx = np.random.default_rng(seed).integers(0, len(h), (n_boot, len(h)))
     q = (100 * (1 - level) / 2, 100 * (1 + level) / 2)
-    out = {k.replace("-", "_"): [float(x) for x in np.percentile(np.asarray(v)[idx].mean(1), q)] for k, v in per.items()}
+    out = {
+        k.replace("-", "_"): [float(x) for x in np.percentile(np.asarray(v)[idx].mean(1), q)] for k, v in per.items()
+    }
     bleu = [sacrebleu.corpus_bleu([h[i] for i in row], [[r[i] for i in row]]).score / 100 for row in idx]
     out["bleu"] = [float(x) for x in np.clip(np.percentile(bleu, q), 0, 1)]      # sacrebleu can give 1 + 1e-16
     return out

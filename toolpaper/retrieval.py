@@ -23,12 +23,16 @@ __all__ = ['STOPWORDS', 'TOKENIZERS', 'tool_text', 'tokenize_authors', 'tokenize
 
 # %% ../nbs/07_retrieval.ipynb
 def tool_text(t: Tool, with_name: bool = False, params: str = "required") -> str:
-    "Text a tool is indexed by: description + descriptions of its required (or all, or no) parameters, optionally after its name."
+    """Text a tool is indexed by: description + descriptions of its required (or all, or no) parameters, optionally
+    after its name."""
     ps = [p for p in t.parameters if params == "all" or (params == "required" and p.required)]
     parts = ([t.name] if with_name else []) + [t.description] + [p.description for p in ps]
     return " ".join(x for x in parts if x)
 
-STOPWORDS = frozenset("a an and are as at be by for from has have i in is it its me my of on or our please that the this to was we what when where which who will with you your".split())
+STOPWORDS = frozenset(
+    "a an and are as at be by for from has have i in is it its me my of on or our please that the this to was we what "
+    "when where which who will with you your".split()
+)
 
 def tokenize_authors(text: str) -> list[str]:
     return text.lower().replace(".", "").replace(",", "").split(" ")
@@ -81,7 +85,8 @@ class BM25Index:
 
 # %% ../nbs/07_retrieval.ipynb
 def check_queries(queries) -> list[str]:
-    "`queries` as a list of strings; one string (which would run one query per character) or a non-string item is a `TypeError`."
+    """`queries` as a list of strings; one string (which would run one query per character) or a non-string item is a
+    `TypeError`."""
     if isinstance(queries, str): raise TypeError("queries must be a list of strings; wrap one query as [query]")
     queries = list(queries)
     bad = next((i for i, q in enumerate(queries) if not isinstance(q, str)), None)
@@ -89,14 +94,30 @@ def check_queries(queries) -> list[str]:
     return queries
 
 class Retriever:
-    "`fit(tools)`, then `scores(queries)` (queries × tools) and `search(queries, k)` (the top `k` tool indices per query)."
+    """`fit(tools)`, then `scores(queries)` (queries × tools) and `search(queries, k)` (the top `k` tool indices per
+    query)."""
     tools: list[Tool]
     def scores(self, queries: Sequence[str]) -> np.ndarray: raise NotImplementedError
-    def search(self, queries: Sequence[str], k: int = 10) -> np.ndarray: return rank_scores(self.scores(check_queries(queries)), k)
+
+    def search(self, queries: Sequence[str], k: int = 10) -> np.ndarray:
+        return rank_scores(self.scores(check_queries(queries)), k)
 
 class BM25Retriever(Retriever):
-    def __init__(self, tokenize: str = "authors", with_name: bool = False, params: str = "required", backend: str = "sparse", **bm25):
-        self.tok, self.with_name, self.params, self.backend, self.bm25 = TOKENIZERS[tokenize], with_name, params, backend, bm25
+    def __init__(
+        self,
+        tokenize: str = "authors",
+        with_name: bool = False,
+        params: str = "required",
+        backend: str = "sparse",
+        **bm25,
+    ):
+        self.tok, self.with_name, self.params, self.backend, self.bm25 = (
+            TOKENIZERS[tokenize],
+            with_name,
+            params,
+            backend,
+            bm25,
+        )
         self.name = f"BM25 ({tokenize}{', +name' if with_name else ''})"
     def fit(self, tools: list[Tool]) -> "BM25Retriever":
         self.tools = tools
@@ -123,12 +144,31 @@ def dense_text(t: Tool) -> str: return f"{t.name}: {t.description}"
 
 class DenseRetriever(Retriever):
     "Bi-encoder retrieval; `model` is a SentenceTransformer or a registered name (default: packaged all-MiniLM-L6-v2)."
-    def __init__(self, model=None, name: str = "dense (all-MiniLM-L6-v2)", batch_size: int = 64, cache: bool = True, text: Callable = dense_text):
+
+    def __init__(
+        self,
+        model=None,
+        name: str = "dense (all-MiniLM-L6-v2)",
+        batch_size: int = 64,
+        cache: bool = True,
+        text: Callable = dense_text,
+    ):
         from toolpaper.models import load_embedder
-        self.model = model if model is not None and not isinstance(model, str) else load_embedder(model or "all-minilm-l6-v2", device="cpu")
+
+        self.model = (
+            model
+            if model is not None and not isinstance(model, str)
+            else load_embedder(model or "all-minilm-l6-v2", device="cpu")
+        )
         self.name, self.batch_size, self.cache, self.text = name, batch_size, cache, text
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        return self.model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+        return self.model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
     def fit(self, tools: list[Tool]) -> "DenseRetriever":
         self.tools = tools
         texts = [self.text(t) for t in tools]
@@ -164,7 +204,9 @@ def retrieval_metrics(ranked: np.ndarray, gold: list[set[int]], ks: Sequence[int
 def gold_sets(instances: list[Instance], tool_index: dict[str, int]) -> list[set[int]]:
     return [{tool_index[c.api] for c in i.calls} for i in instances]
 
-def evaluate_retriever(ret: Retriever, instances: list[Instance], ks=range(1, 11), by_kind: bool = True) -> pd.DataFrame:
+def evaluate_retriever(
+    ret: Retriever, instances: list[Instance], ks=range(1, 11), by_kind: bool = True
+) -> pd.DataFrame:
     "Metrics for all queries and (by_kind) for single- and multiple-tool queries separately."
     idx = {t.name: i for i, t in enumerate(ret.tools)}
     ranked = ret.search([i.query for i in instances], max(ks))
@@ -198,8 +240,11 @@ def _embed(model, texts: list[str], max_length: int):
     feats = {k: (v.to(model.device) if hasattr(v, "to") else v) for k, v in model.tokenize(texts).items()}
     return F.normalize(model(feats)["sentence_embedding"], dim=-1)
 
-def finetune_dpr(model, tools: list[Tool], instances: list[Instance], cfg: DPRConfig = DPRConfig(), log: Callable | None = None) -> list[dict]:
+def finetune_dpr(
+    model, tools: list[Tool], instances: list[Instance], cfg: DPRConfig | None = None, log: Callable | None = None
+) -> list[dict]:
     "Fine-tune a SentenceTransformer in place on queries → gold tools; returns the loss history."
+    cfg = cfg if cfg is not None else DPRConfig()
     import torch
     rng = random.Random(cfg.seed); torch.manual_seed(cfg.seed)
     idx = {t.name: i for i, t in enumerate(tools)}
@@ -233,7 +278,8 @@ def finetune_dpr(model, tools: list[Tool], instances: list[Instance], cfg: DPRCo
                 mask = torch.zeros_like(logits, dtype=torch.bool)
                 for r, (_, g) in enumerate(batch): mask[r, [pos[p] for p in g]] = True
                 neg = torch.logsumexp(logits.masked_fill(mask, -1e9), 1, keepdim=True).expand_as(logits)
-                per_pos = torch.logaddexp(logits, neg) - logits        # -log softmax of one gold tool against the negatives only
+                # -log softmax of one gold tool against the negatives only
+                per_pos = torch.logaddexp(logits, neg) - logits
                 loss = per_pos[mask].mean()
             loss.backward(); opt.step(); opt.zero_grad()
             hist.append({"epoch": ep, "step": step, "loss": float(loss)}); step += 1
@@ -253,8 +299,16 @@ class CandidateList:
     shuffled: bool
     gold_only: bool = False
 
-def candidate_lists(instances: list[Instance], ranked: np.ndarray, tools: list[Tool], k: int = 5, inject_gold: bool = False,
-                    shuffle: bool = True, seed: int = 0, gold_only: bool = False) -> list[CandidateList]:
+def candidate_lists(
+    instances: list[Instance],
+    ranked: np.ndarray,
+    tools: list[Tool],
+    k: int = 5,
+    inject_gold: bool = False,
+    shuffle: bool = True,
+    seed: int = 0,
+    gold_only: bool = False,
+) -> list[CandidateList]:
     "Candidate tool names per instance from retrieval ranks (see above)."
     out = []
     for n, inst in enumerate(instances):
@@ -279,11 +333,18 @@ def dpr_key(tools: list[Tool], train: list[Instance], cfg: DPRConfig, base: str)
     for x in train: h.update(f"{x.id}\t{x.query}\n".encode())
     return h.hexdigest()[:16]
 
-def train_dpr_retriever(tools: list[Tool], train: list[Instance], cfg: DPRConfig, name: str | None = None, base: str = "all-minilm-l6-v2",
-                        cache: bool = True):
-    "Fine-tune a fresh copy of the base encoder with `cfg` and wrap it as a fitted `DenseRetriever`; returns (retriever, loss history).\n\n"\
-    "With `cache`, the encoder is kept under the user cache (`dpr/<key>`, see `dpr_key`) and a later call with the same inputs loads it: "\
-    "the Seal-Tools experiment uses the DPR encoder the retrieval experiment trained."
+def train_dpr_retriever(
+    tools: list[Tool],
+    train: list[Instance],
+    cfg: DPRConfig,
+    name: str | None = None,
+    base: str = "all-minilm-l6-v2",
+    cache: bool = True,
+):
+    """Fine-tune a fresh copy of the base encoder with `cfg` and wrap it as a fitted `DenseRetriever`; returns
+    (retriever, loss history).\n\nWith `cache`, the encoder is kept under the user cache (`dpr/<key>`, see `dpr_key`)
+    and a later call with the same inputs loads it: the Seal-Tools experiment uses the DPR encoder the retrieval
+    experiment trained."""
     from toolpaper.models import load_embedder
     folder = cache_root() / "dpr" / dpr_key(tools, train, cfg, base)
     if cache and (folder / "history.json").exists():
@@ -307,16 +368,19 @@ def compare_retrievers(retrievers: list[Retriever], splits: dict[str, list[Insta
     out = []
     for r in retrievers:
         for split, insts in splits.items():
-            df = evaluate_retriever(r, insts, ks); df.insert(0, "retriever", r.name); df.insert(1, "split", split); out.append(df)
+            df = evaluate_retriever(r, insts, ks)
+            df.insert(0, "retriever", r.name)
+            df.insert(1, "split", split)
+            out.append(df)
     return pd.concat(out, ignore_index=True)
 
 def summary_table(long: pd.DataFrame, ks=(1, 5, 10)) -> pd.DataFrame:
     "One row per retriever and split: all-gold accuracy at `ks`, recall@5, nDCG@5, MRR@10, for all queries."
     a = long[long.queries == "all"]
     rows = []
-    for (r, sp), g in a.groupby(["retriever", "split"], sort=False):
+    for (r, split), g in a.groupby(["retriever", "split"], sort=False):
         g = g.set_index("K")
-        row = {"retriever": r, "split": sp, "queries": int(g["n"].iloc[0])}
+        row = {"retriever": r, "split": split, "queries": int(g["n"].iloc[0])}
         row.update({f"all-gold@{k}": g.loc[k, "all-gold acc"] for k in ks})
         row.update({"recall@5": g.loc[5, "recall"], "nDCG@5": g.loc[5, "nDCG"], "MRR@10": g.loc[5, "MRR@10"]})
         rows.append(row)
@@ -325,8 +389,15 @@ def summary_table(long: pd.DataFrame, ks=(1, 5, 10)) -> pd.DataFrame:
 def kind_table(long: pd.DataFrame, k: int = 5) -> pd.DataFrame:
     "all-gold accuracy and recall at `k` for single- vs multiple-tool queries."
     a = long[(long.K == k) & (long.queries != "all")]
-    return a.pivot_table(index=["retriever", "split"], columns="queries", values=["all-gold acc", "recall"], sort=False).reset_index().pipe(
-        lambda d: d.set_axis([" ".join(str(x) for x in c if x).strip() if isinstance(c, tuple) else c for c in d.columns], axis=1))
+    return (
+        a.pivot_table(index=["retriever", "split"], columns="queries", values=["all-gold acc", "recall"], sort=False)
+        .reset_index()
+        .pipe(
+            lambda d: d.set_axis(
+                [" ".join(str(x) for x in c if x).strip() if isinstance(c, tuple) else c for c in d.columns], axis=1
+            )
+        )
+    )
 
 def plot_topk(long: pd.DataFrame, metric: str = "all-gold acc"):
     "Figure 10 analogue: `metric` against K for every retriever, one panel per split."
@@ -337,14 +408,32 @@ def plot_topk(long: pd.DataFrame, metric: str = "all-gold acc"):
     names = list(dict.fromkeys(a.retriever))
     markers, styles = ["o", "s", "^", "D", "v", "P", "X", "*"], ["-", "--", ":", "-.", (0, (5, 1)), (0, (3, 1, 1, 1))]
     fig, axes = plt.subplots(1, len(splits), figsize=(5.2 * len(splits), 3.6), sharey=True, squeeze=False)
-    for ax, sp in zip(axes[0], splits):              # a marker, a line style and a small sideways offset per retriever: no line hides another
+    # a marker, a line style and a small sideways offset per retriever: no line hides another
+    for ax, split in zip(axes[0], splits):
         for i, name in enumerate(names):
-            d = a[(a.split == sp) & (a.retriever == name)].sort_values("K")
+            d = a[(a.split == split) & (a.retriever == name)].sort_values("K")
             dx = (i - (len(names) - 1) / 2) * 0.07
-            ax.plot(d.K + dx, d[metric], marker=markers[i % len(markers)], ls=styles[i % len(styles)], color=f"C{i}", ms=5, alpha=.9, label=name)
-        ax.set_title(sp); ax.set_xticks(range(1, 11)); ax.grid(alpha=.3); ax.set_xlabel("K")
+            ax.plot(
+                d.K + dx,
+                d[metric],
+                marker=markers[i % len(markers)],
+                ls=styles[i % len(styles)],
+                color=f"C{i}",
+                ms=5,
+                alpha=0.9,
+                label=name,
+            )
+        ax.set_title(split); ax.set_xticks(range(1, 11)); ax.grid(alpha=.3); ax.set_xlabel("K")
     axes[0][0].set_ylabel(metric)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(4, len(labels)), frameon=False)
+    fig.legend(
+        handles,
+        labels,
+        fontsize=7,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=min(4, len(labels)),
+        frameon=False,
+    )
     fig.tight_layout()
     return fig

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 import numpy as np
 import pandas as pd
-from .schema import Call, DecisionSample, Tool
+from .schema import DecisionSample, Tool
 
 # %% auto 0
 __all__ = ['STRATEGIES', 'MIXTURE', 'TOOLPAPER_PHRASES', 'seeded_subset', 'ToolClusters', 'embed_tools', 'cluster_tools',
@@ -20,7 +20,8 @@ __all__ = ['STRATEGIES', 'MIXTURE', 'TOOLPAPER_PHRASES', 'seeded_subset', 'ToolC
 
 # %% ../nbs/08_sampling.ipynb
 def seeded_subset(items: Sequence, n: int | None, seed: int = 0) -> list:
-    "`n` items drawn with `random.Random(seed)`, in their original order; all of them when `n` is None or not smaller than the input."
+    """`n` items drawn with `random.Random(seed)`, in their original order; all of them when `n` is None or not smaller
+    than the input."""
     if n is None or n >= len(items): return list(items)
     if n < 0: raise ValueError(f"seeded_subset: n must be >= 0 or None, got {n}")
     return [items[i] for i in sorted(random.Random(seed).sample(range(len(items)), n))]
@@ -40,7 +41,12 @@ class ToolClusters:
         "The same clusters restricted to `names` (e.g. the training tools only)."
         keep = set(names)
         sel = [i for i, n in enumerate(self.names) if n in keep]
-        return ToolClusters([self.names[i] for i in sel], self.labels[sel], self.centroids, None if self.embeddings is None else self.embeddings[sel])
+        return ToolClusters(
+            [self.names[i] for i in sel],
+            self.labels[sel],
+            self.centroids,
+            None if self.embeddings is None else self.embeddings[sel],
+        )
     def nearest_clusters(self, c: int) -> list[int]:
         d = np.linalg.norm(self.centroids - self.centroids[c], axis=1)
         return [int(x) for x in np.argsort(d, kind="stable") if x != c]
@@ -48,9 +54,16 @@ class ToolClusters:
 def embed_tools(tools: list[Tool], embedder=None) -> np.ndarray:
     from toolpaper.models import load_embedder
     enc = embedder or load_embedder(device="cpu")
-    return enc.encode([t.description or t.name for t in tools], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+    return enc.encode(
+        [t.description or t.name for t in tools],
+        normalize_embeddings=True,
+        convert_to_numpy=True,
+        show_progress_bar=False,
+    )
 
-def cluster_tools(tools: list[Tool], m: int = 30, seed: int = 0, embeddings: np.ndarray | None = None, embedder=None) -> ToolClusters:
+def cluster_tools(
+    tools: list[Tool], m: int = 30, seed: int = 0, embeddings: np.ndarray | None = None, embedder=None
+) -> ToolClusters:
     "K-means clusters of tool description embeddings."
     from sklearn.cluster import KMeans
     emb = embeddings if embeddings is not None else embed_tools(tools, embedder)
@@ -75,15 +88,23 @@ def sample_pool(clusters: ToolClusters, gold: int, k: int = 5, strategy: str = "
     "Indices of a `k`-tool candidate pool and the strategy actually used (see above)."
     rng = rng if rng is not None else np.random.default_rng(0)
     if len(clusters.names) < k + (0 if call else 1):
-        raise ValueError(f"a {'Call' if call else 'NoCall'} pool of {k} needs at least {k + (0 if call else 1)} tools, the pool has {len(clusters.names)}")
+        raise ValueError(
+            f"a {'Call' if call else 'NoCall'} pool of {k} needs at least {k + (0 if call else 1)} tools, the pool "
+            f"has {len(clusters.names)}"
+        )
     if strategy == "mixture":
         names = list(mixture); p = np.array([mixture[n] for n in names], dtype=float)
         strategy = names[int(rng.choice(len(names), p=p / p.sum()))]
-    if strategy not in ("random", "inter", "intra"): raise ValueError(f"unknown strategy {strategy!r}; choose from {STRATEGIES}")
+    if strategy not in ("random", "inter", "intra"):
+        raise ValueError(f"unknown strategy {strategy!r}; choose from {STRATEGIES}")
     n_all, g_c = len(clusters.names), int(clusters.labels[gold])
     if strategy == "random":
         others = [i for i in range(n_all) if i != gold]
-        pool = [int(x) for x in rng.choice(others, size=k, replace=False)] if call is False else [int(x) for x in rng.choice(n_all, size=k, replace=False)]
+        pool = (
+            [int(x) for x in rng.choice(others, size=k, replace=False)]
+            if call is False
+            else [int(x) for x in rng.choice(n_all, size=k, replace=False)]
+        )
     elif strategy == "intra":
         pool = _fill_from(clusters, [g_c] + clusters.nearest_clusters(g_c), {gold}, k, rng)
     else:
@@ -102,12 +123,19 @@ def sample_pool(clusters: ToolClusters, gold: int, k: int = 5, strategy: str = "
     return pool, strategy
 
 # %% ../nbs/08_sampling.ipynb
-def tool_split(tools: list[Tool], test_samples: list[DecisionSample] | None = None, n_unseen: int = 77, seed: int = 0) -> tuple[list[str], list[str], str]:
+def tool_split(
+    tools: list[Tool], test_samples: list[DecisionSample] | None = None, n_unseen: int = 77, seed: int = 0
+) -> tuple[list[str], list[str], str]:
     "(train tool names, unseen tool names, how the split was made)."
     names = [t.name for t in tools]
     if test_samples:
         unseen = sorted({c.name for s in test_samples for c in s.candidates} & set(names))
-        if unseen: return [n for n in names if n not in set(unseen)], unseen, f"recovered from the released test pools ({len(unseen)} tools)"
+        if unseen:
+            return (
+                [n for n in names if n not in set(unseen)],
+                unseen,
+                f"recovered from the released test pools ({len(unseen)} tools)",
+            )
     rng = random.Random(seed)
     unseen = sorted(rng.sample(names, n_unseen))
     return [n for n in names if n not in set(unseen)], unseen, f"seeded random split (seed {seed})"
@@ -124,20 +152,38 @@ class DecisionData:
         rows = []
         for split in ("train", "valid", "test"):
             c = Counter(s.branch for s in getattr(self, split))
-            rows.append({"split": split, "NoSearch": c.get("NoSearch", 0), "NoCall": c.get("NoCall", 0), "Call": c.get("Call", 0),
-                         "total": len(getattr(self, split))})
+            rows.append(
+                {
+                    "split": split,
+                    "NoSearch": c.get("NoSearch", 0),
+                    "NoCall": c.get("NoCall", 0),
+                    "Call": c.get("Call", 0),
+                    "total": len(getattr(self, split)),
+                }
+            )
         return pd.DataFrame(rows)
 
-def build_decision_data(tools: list[Tool], released_valid: list[DecisionSample] | None = None, released_test: list[DecisionSample] | None = None,
-                        clusters: ToolClusters | None = None, k: int = 5, call_ratio: float = 0.6, strategy: str = "mixture",
-                        mixture: dict[str, float] = MIXTURE, nosearch_train_frac: float = 0.5, valid_frac: float = 0.1,
-                        seed: int = 0, max_examples_per_tool: int | None = None) -> DecisionData:
+def build_decision_data(
+    tools: list[Tool],
+    released_valid: list[DecisionSample] | None = None,
+    released_test: list[DecisionSample] | None = None,
+    clusters: ToolClusters | None = None,
+    k: int = 5,
+    call_ratio: float = 0.6,
+    strategy: str = "mixture",
+    mixture: dict[str, float] = MIXTURE,
+    nosearch_train_frac: float = 0.5,
+    valid_frac: float = 0.1,
+    seed: int = 0,
+    max_examples_per_tool: int | None = None,
+) -> DecisionData:
     "Deterministic DEER-style train / valid / test decision data (see above)."
     released_valid, released_test = released_valid or [], released_test or []
     clusters = clusters or cluster_tools(tools, seed=seed)
     train_names, unseen, how = tool_split(tools, released_test, seed=seed)
     unseen_set = set(unseen)
-    views = {"train": clusters.subset(train_names), "test": clusters.subset(unseen)}   # pools never mix seen and unseen tools
+    # pools never mix seen and unseen tools
+    views = {"train": clusters.subset(train_names), "test": clusters.subset(unseen)}
     index = {v: {n: i for i, n in enumerate(c.names)} for v, c in views.items()}
     banned = {s.query for s in released_valid + released_test}
     by_name = {t.name: t for t in tools}
@@ -150,8 +196,15 @@ def build_decision_data(tools: list[Tool], released_valid: list[DecisionSample] 
         pool, used = sample_pool(view, index[split][tool.name], k, strategy, call, rng, mixture)
         cands = [by_name[view.names[i]] for i in pool]
         cands = [c.model_copy(update={"examples": []}) for c in cands]
-        return DecisionSample(id=f"{split}-{tool.name}-{ex_no}", query=ex.query, branch="Call" if call else "NoCall", candidates=cands,
-                              gold_call=ex.call if call else None, gold_call_text=ex.call_text if call else None, split=f"{split}:{used}")
+        return DecisionSample(
+            id=f"{split}-{tool.name}-{ex_no}",
+            query=ex.query,
+            branch="Call" if call else "NoCall",
+            candidates=cands,
+            gold_call=ex.call if call else None,
+            gold_call_text=ex.call_text if call else None,
+            split=f"{split}:{used}",
+        )
 
     seen_pool, test = [], []
     for t in tools:
@@ -164,9 +217,16 @@ def build_decision_data(tools: list[Tool], released_valid: list[DecisionSample] 
     ns = [s for s in released_valid if s.branch == "NoSearch"]
     ns_order = list(range(len(ns))); rng.shuffle(ns_order)
     n_train = int(round(nosearch_train_frac * len(ns)))
-    ns_train = [ns[i].model_copy(update={"id": f"train-nosearch-{j}", "split": "train:nosearch"}) for j, i in enumerate(sorted(ns_order[:n_train]))]
+    ns_train = [
+        ns[i].model_copy(update={"id": f"train-nosearch-{j}", "split": "train:nosearch"})
+        for j, i in enumerate(sorted(ns_order[:n_train]))
+    ]
     heldout = [ns[i] for i in sorted(ns_order[n_train:])]
-    tools_in_valid = set(random.Random(seed + 1).sample(sorted(train_names), max(1, int(round(valid_frac * len(train_names)))))) if valid_frac else set()
+    tools_in_valid = (
+        set(random.Random(seed + 1).sample(sorted(train_names), max(1, int(round(valid_frac * len(train_names))))))
+        if valid_frac
+        else set()
+    )
     valid = [s for s in seen_pool if s.id.split("-", 1)[1].rsplit("-", 1)[0] in tools_in_valid]
     train = [s for s in seen_pool if s.id.split("-", 1)[1].rsplit("-", 1)[0] not in tools_in_valid]
     n_ns_valid = int(round(len(ns_train) * valid_frac))
@@ -174,19 +234,41 @@ def build_decision_data(tools: list[Tool], released_valid: list[DecisionSample] 
     if released_test and not test:
         test, test_source = list(released_test), "the released test.json (every unseen-tool example is in it)"
     else: test_source = "sampled from the unseen tools' examples"
-    info = {"tool_split": how, "test_source": test_source, "train_tools": len(train_names), "unseen_tools": len(unseen), "valid_tools": len(tools_in_valid),
-            "examples_excluded_as_eval_queries": sum(e.query in banned for t in tools for e in t.examples), "call_ratio": call_ratio,
-            "strategy": strategy, "mixture": mixture, "k": k, "clusters": clusters.m, "seed": seed,
-            "nosearch_train": len(ns_train), "nosearch_heldout": len(heldout),
-            "strategy_counts": dict(Counter(s.split.split(":")[1] for s in train + valid + test if s.branch != "NoSearch" and ":" in (s.split or "")))}
+    info = {
+        "tool_split": how,
+        "test_source": test_source,
+        "train_tools": len(train_names),
+        "unseen_tools": len(unseen),
+        "valid_tools": len(tools_in_valid),
+        "examples_excluded_as_eval_queries": sum(e.query in banned for t in tools for e in t.examples),
+        "call_ratio": call_ratio,
+        "strategy": strategy,
+        "mixture": mixture,
+        "k": k,
+        "clusters": clusters.m,
+        "seed": seed,
+        "nosearch_train": len(ns_train),
+        "nosearch_heldout": len(heldout),
+        "strategy_counts": dict(
+            Counter(
+                s.split.split(":")[1] for s in train + valid + test if s.branch != "NoSearch" and ":" in (s.split or "")
+            )
+        ),
+    }
     return DecisionData(train, valid, test, heldout, info)
 
 # %% ../nbs/08_sampling.ipynb
 def render_pool(tools: Sequence[Tool]) -> str:
     "The candidate pool as the released chains list it after `#SearchAPI#`."
     names = [t.name for t in tools]
-    lines = [repr({"api_name": t.name, "description": t.description, "api_function": t.signature or f"{t.name}()"}) for t in tools]
-    return f"The API Pool including: {names!r}, and the introduction and usage of each API is as follows: \n" + "\n".join(lines)
+    lines = [
+        repr({"api_name": t.name, "description": t.description, "api_function": t.signature or f"{t.name}()"})
+        for t in tools
+    ]
+    return (
+        f"The API Pool including: {names!r}, and the introduction and usage of each API is as follows: \n"
+        + "\n".join(lines)
+    )
 
 @dataclass(frozen=True)
 class ChainPhrases:
@@ -200,21 +282,33 @@ class ChainPhrases:
     def from_chains(cls, chains: Sequence[str]) -> "ChainPhrases":
         "The phrases of released chains (one of each branch is enough; all released chains share them)."
         first = lambda f, what: next((c for c in chains if c and f(c)), None) or _no(what)
-        ns, nc, call = (first(lambda c: "#SearchAPI#" not in c, "NoSearch"), first(lambda c: "#NoCallAPI#" in c, "NoCall"),
-                        first(lambda c: "#CallAPI#" in c, "Call"))
-        return cls(nosearch=ns, search=nc.split("#SearchAPI#", 1)[0], nocall=nc.split("#NoCallAPI#", 1)[1].split("#End#", 1)[0],
-                   call_end=" #APIResponse#" + call.split("#APIResponse#", 1)[1])
+        ns, nc, call = (
+            first(lambda c: "#SearchAPI#" not in c, "NoSearch"),
+            first(lambda c: "#NoCallAPI#" in c, "NoCall"),
+            first(lambda c: "#CallAPI#" in c, "Call"),
+        )
+        return cls(
+            nosearch=ns,
+            search=nc.split("#SearchAPI#", 1)[0],
+            nocall=nc.split("#NoCallAPI#", 1)[1].split("#End#", 1)[0],
+            call_end=" #APIResponse#" + call.split("#APIResponse#", 1)[1],
+        )
 
 def _no(what): raise ValueError(f"no released {what} chain to read the phrases from")
 
-TOOLPAPER_PHRASES = ChainPhrases("#Begin# I can answer this from my own knowledge; no tool is needed. #End#",
-                                 "#Begin# A tool may help here, so I check the API pool. ",
-                                 " None of these tools fits the request, so I answer it myself. ", " #APIResponse#  #End#")
+TOOLPAPER_PHRASES = ChainPhrases(
+    "#Begin# I can answer this from my own knowledge; no tool is needed. #End#",
+    "#Begin# A tool may help here, so I check the API pool. ",
+    " None of these tools fits the request, so I answer it myself. ",
+    " #APIResponse#  #End#",
+)
 
 def released_phrases(root: str | None = None) -> ChainPhrases:
-    "The released chains' phrases, from `tooldeer:valid` in the data folder in use (or the packaged sample when that folder lacks it)."
+    """The released chains' phrases, from `tooldeer:valid` in the data folder in use (or the packaged sample when that
+    folder lacks it)."""
     from toolpaper.data import data_dir
-    return _phrases_in(str(data_dir(root).resolve()))      # cached per resolved folder: a changed TOOLPAPER_DATA_DIR is read afresh
+    # cached per resolved folder: a changed TOOLPAPER_DATA_DIR is read afresh
+    return _phrases_in(str(data_dir(root).resolve()))
 
 @functools.lru_cache(maxsize=16)
 def _phrases_in(folder: str) -> ChainPhrases:
@@ -228,7 +322,8 @@ def chain_phrases(style: str = "released", root=None) -> ChainPhrases:
     return released_phrases(root) if style == "released" else TOOLPAPER_PHRASES
 
 def render_chain(s: DecisionSample, style: str = "released", root=None) -> str:
-    "The gold chain of a sample in DEER's marker format, with the released phrases of the data folder `root` (or the project's own, `style='toolpaper'`)."
+    """The gold chain of a sample in DEER's marker format, with the released phrases of the data folder `root` (or the
+    project's own, `style='toolpaper'`)."""
     ph = chain_phrases(style, root)
     if s.branch == "NoSearch": return ph.nosearch
     head = f"{ph.search}#SearchAPI# {render_pool(s.candidates)}"
@@ -241,7 +336,10 @@ def to_messages(s: DecisionSample, system: str | None = None) -> list[dict]:
 
 def to_released_format(samples: list[DecisionSample]) -> list[dict]:
     "Samples in the released valid/test JSON layout (`conversations` = human query, gpt chain)."
-    return [{"conversations": [{"from": "human", "value": s.query}, {"from": "gpt", "value": render_chain(s)}]} for s in samples]
+    return [
+        {"conversations": [{"from": "human", "value": s.query}, {"from": "gpt", "value": render_chain(s)}]}
+        for s in samples
+    ]
 
 # %% ../nbs/08_sampling.ipynb
 def save_decision_data(dd: DecisionData, folder) -> dict[str, str]:
@@ -250,7 +348,9 @@ def save_decision_data(dd: DecisionData, folder) -> dict[str, str]:
     from toolpaper.io import atomic_write_text, sha256
     folder = Path(folder); out = {}
     for split in ("train", "valid", "test", "heldout_nosearch"):
-        p = atomic_write_text(folder / f"{split}.json", json.dumps(to_released_format(getattr(dd, split)), ensure_ascii=False, indent=0))
+        p = atomic_write_text(
+            folder / f"{split}.json", json.dumps(to_released_format(getattr(dd, split)), ensure_ascii=False, indent=0)
+        )
         out[p.name] = sha256(p)
     atomic_write_text(folder / "info.json", json.dumps(dd.info, indent=1, sort_keys=True))
     return out
@@ -260,23 +360,39 @@ def plot_pools(clusters: ToolClusters, gold: int, k: int = 5, seed: int = 0, cal
     import matplotlib; matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from sklearn.manifold import TSNE
-    xy = TSNE(n_components=2, init="pca", random_state=seed, perplexity=min(30, len(clusters.names) - 1)).fit_transform(clusters.embeddings)
+
+    xy = TSNE(n_components=2, init="pca", random_state=seed, perplexity=min(30, len(clusters.names) - 1)).fit_transform(
+        clusters.embeddings
+    )
     fig, axes = plt.subplots(1, 3, figsize=(13, 4.2), sharex=True, sharey=True)
     drawn = {int(clusters.labels[gold])}
     for ax, strat in zip(axes, ("random", "inter", "intra")):
         pool, _ = sample_pool(clusters, gold, k, strat, call, np.random.default_rng(seed))
         drawn |= {int(clusters.labels[i]) for i in pool}
         ax.scatter(xy[:, 0], xy[:, 1], c=clusters.labels, cmap="tab20", s=6, alpha=.35)
-        ax.scatter(xy[pool, 0], xy[pool, 1], facecolors="none", edgecolors="black", s=70, linewidths=1.3, label="sampled pool")
+        ax.scatter(
+            xy[pool, 0], xy[pool, 1], facecolors="none", edgecolors="black", s=70, linewidths=1.3, label="sampled pool"
+        )
         ax.scatter(xy[gold, 0], xy[gold, 1], marker="*", c="red", s=180, label=f"gold: {clusters.names[gold]}")
         ax.set_title(f"{strat}-class" if strat != "random" else "random"); ax.set_xticks([]); ax.set_yticks([])
     axes[0].legend(fontsize=7, loc="lower left")
     from matplotlib.lines import Line2D
     from matplotlib import colormaps
     cmap = colormaps["tab20"]
-    keys = [Line2D([], [], marker="o", ls="", color=cmap(c / max(1, clusters.m - 1)), label=f"cluster {c}") for c in sorted(drawn)]
-    fig.legend(handles=keys, title=f"colour = K-means cluster ({clusters.m} in all; the clusters of the gold tool and the pools shown)", fontsize=7,
-               title_fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(8, len(keys)), frameon=False)
+    keys = [
+        Line2D([], [], marker="o", ls="", color=cmap(c / max(1, clusters.m - 1)), label=f"cluster {c}")
+        for c in sorted(drawn)
+    ]
+    fig.legend(
+        handles=keys,
+        title=f"colour = K-means cluster ({clusters.m} in all; the clusters of the gold tool and the pools shown)",
+        fontsize=7,
+        title_fontsize=7,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=min(8, len(keys)),
+        frameon=False,
+    )
     fig.tight_layout()
     return fig
 

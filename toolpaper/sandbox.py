@@ -4,9 +4,9 @@
 
 # %% ../nbs/22_sandbox.ipynb 3
 from __future__ import annotations
-import ast, json, os, resource, shutil, signal, subprocess, sys, tempfile, time
+import json, os, resource, shutil, signal, subprocess, sys, tempfile, time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -37,18 +37,76 @@ class ExecResult:
         return {"output": self.output} | ({"error": self.error} if self.error else {})
 
 # %% ../nbs/22_sandbox.ipynb
-_RUNNER = r'''
+_RUNNER = r"""
 import sys, os, io, json, ast, traceback
 def _make_hook(root):
     WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
-    DENY = frozenset({"socket.__new__", "socket.connect", "socket.bind", "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr",
-        "socket.sendto", "os.system", "os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "subprocess.Popen",
-        "os.kill", "os.killpg", "ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata", "ctypes.call_function", "os.putenv", "os.unsetenv",
-        "os.chroot", "os.setuid", "os.setgid", "pty.spawn", "webbrowser.open", "urllib.Request", "resource.setrlimit", "resource.prlimit",
-        "sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile", "sys.addaudithook", "code.__new__", "function.__new__"})
-    NO_IMPORT = frozenset({"gc", "_posixsubprocess", "ctypes", "_ctypes", "_xxsubinterpreters", "_testcapi", "_testinternalcapi"})
-    PATH_EVENTS = frozenset({"os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.symlink", "os.link", "os.truncate",
-        "os.utime", "shutil.rmtree", "shutil.move", "shutil.copyfile", "os.replace", "os.chflags", "os.lchflags", "os.mkfifo", "os.mknod"})
+    DENY = frozenset(
+        {
+            "socket.__new__",
+            "socket.connect",
+            "socket.bind",
+            "socket.getaddrinfo",
+            "socket.gethostbyname",
+            "socket.gethostbyaddr",
+            "socket.sendto",
+            "os.system",
+            "os.fork",
+            "os.forkpty",
+            "os.exec",
+            "os.posix_spawn",
+            "os.spawn",
+            "subprocess.Popen",
+            "os.kill",
+            "os.killpg",
+            "ctypes.dlopen",
+            "ctypes.dlsym",
+            "ctypes.cdata",
+            "ctypes.call_function",
+            "os.putenv",
+            "os.unsetenv",
+            "os.chroot",
+            "os.setuid",
+            "os.setgid",
+            "pty.spawn",
+            "webbrowser.open",
+            "urllib.Request",
+            "resource.setrlimit",
+            "resource.prlimit",
+            "sys._getframe",
+            "sys._current_frames",
+            "sys.settrace",
+            "sys.setprofile",
+            "sys.addaudithook",
+            "code.__new__",
+            "function.__new__",
+        }
+    )
+    NO_IMPORT = frozenset(
+        {"gc", "_posixsubprocess", "ctypes", "_ctypes", "_xxsubinterpreters", "_testcapi", "_testinternalcapi"}
+    )
+    PATH_EVENTS = frozenset(
+        {
+            "os.remove",
+            "os.rename",
+            "os.rmdir",
+            "os.mkdir",
+            "os.chmod",
+            "os.chown",
+            "os.symlink",
+            "os.link",
+            "os.truncate",
+            "os.utime",
+            "shutil.rmtree",
+            "shutil.move",
+            "shutil.copyfile",
+            "os.replace",
+            "os.chflags",
+            "os.lchflags",
+            "os.mkfifo",
+            "os.mknod",
+        }
+    )
     realpath, join, sep, fsdecode = os.path.realpath, os.path.join, os.sep, os.fsdecode
     def inside(p):
         if isinstance(p, int): return True
@@ -61,11 +119,15 @@ def _make_hook(root):
             raise PermissionError(f"sandbox: importing {args[0]} is not allowed")
         if event == "open":
             path, mode, flags = (list(args) + [None, None, None])[:3]
-            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (isinstance(flags, int) and flags & WRITE_FLAGS)
-            if writing and path is not None and not inside(path): raise PermissionError(f"sandbox: writing {path!r} outside the working folder is not allowed")
+            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                isinstance(flags, int) and flags & WRITE_FLAGS
+            )
+            if writing and path is not None and not inside(path):
+                raise PermissionError(f"sandbox: writing {path!r} outside the working folder is not allowed")
         elif event in PATH_EVENTS:
             for a in args[:2]:
-                if isinstance(a, (str, bytes, os.PathLike)) and not inside(a): raise PermissionError(f"sandbox: {event} on {a!r} is not allowed")
+                if isinstance(a, (str, bytes, os.PathLike)) and not inside(a):
+                    raise PermissionError(f"sandbox: {event} on {a!r} is not allowed")
     return hook
 
 def _main():
@@ -73,7 +135,8 @@ def _main():
     prog = json.loads(open("program.json", encoding="utf-8").read())
     out = open("stdout.txt", "w", encoding="utf-8", buffering=1)
     result = open("result.json", "w", encoding="utf-8")
-    sys.addaudithook(_make_hook(os.path.realpath(os.getcwd())))     # from here on the hook holds its rules in a closure only
+    # from here on the hook holds its rules in a closure only
+    sys.addaudithook(_make_hook(os.path.realpath(os.getcwd())))
     sys.stdin = io.StringIO("")
     def show(v):
         if v is not None: print(v)
@@ -95,8 +158,16 @@ def _main():
     except BaseException as e:
         tb = traceback.extract_tb(e.__traceback__)
         line = next((f.lineno for f in reversed(tb) if f.filename == "<program>"), getattr(e, "lineno", None))
-        status = ("memory" if isinstance(e, MemoryError) else "blocked" if isinstance(e, PermissionError) and str(e).startswith("sandbox:")
-                  else "output_limit" if isinstance(e, OSError) and e.errno == 27 else "error")     # EFBIG: RLIMIT_FSIZE reached (Python ignores SIGXFSZ)
+        status = (
+            "memory"
+            if isinstance(e, MemoryError)
+            else "blocked"
+            if isinstance(e, PermissionError) and str(e).startswith("sandbox:")
+            # EFBIG: RLIMIT_FSIZE reached (Python ignores SIGXFSZ)
+            else "output_limit"
+            if isinstance(e, OSError) and e.errno == 27
+            else "error"
+        )
         err = f"{type(e).__name__}: {e}" + (f" (line {line})" if line else "")
     finally:
         try: sys.stdout.flush()
@@ -105,19 +176,29 @@ def _main():
     result.write(json.dumps({"status": status, "error": err})); result.close()
 
 _main()
-'''
+"""
 
 # %% ../nbs/22_sandbox.ipynb
 def _limits(lim: SandboxLimits):
     def apply():
         os.setsid() if os.getpid() != os.getsid(0) else None
         mb = 1024 * 1024
-        for what, soft in ((resource.RLIMIT_CPU, lim.cpu_s), (resource.RLIMIT_AS, lim.memory_mb * mb),
-                           (resource.RLIMIT_FSIZE, int(lim.file_mb * mb)), (resource.RLIMIT_NOFILE, lim.open_files), (resource.RLIMIT_CORE, 0)):
+        for what, soft in (
+            (resource.RLIMIT_CPU, lim.cpu_s),
+            (resource.RLIMIT_AS, lim.memory_mb * mb),
+            (resource.RLIMIT_FSIZE, int(lim.file_mb * mb)),
+            (resource.RLIMIT_NOFILE, lim.open_files),
+            (resource.RLIMIT_CORE, 0),
+        ):
             resource.setrlimit(what, (soft, soft) if what != resource.RLIMIT_CPU else (soft, soft + 1))
     return apply
 
-_SIGNALS = {signal.SIGXCPU: "timeout", signal.SIGKILL: "timeout", signal.SIGXFSZ: "output_limit", signal.SIGSEGV: "killed"}
+_SIGNALS = {
+    signal.SIGXCPU: "timeout",
+    signal.SIGKILL: "timeout",
+    signal.SIGXFSZ: "output_limit",
+    signal.SIGSEGV: "killed",
+}
 
 class PythonSandbox:
     "Runs Python programs in a limited child process (see above); `stats` counts runs by status."
@@ -133,9 +214,23 @@ class PythonSandbox:
         work = Path(tempfile.mkdtemp(prefix="toolpaper-sandbox-"))
         try:
             (work / "program.json").write_text(json.dumps({"code": code, "setup": list(setup)}), encoding="utf-8")
-            env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
-            proc = subprocess.Popen([self.python, "-I", "-c", _RUNNER], cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL, preexec_fn=_limits(lim), start_new_session=True)
+            env = {
+                "PATH": "/usr/bin:/bin",
+                "LANG": "C.UTF-8",
+                "PYTHONHASHSEED": "0",
+                "OPENBLAS_NUM_THREADS": "1",
+                "OMP_NUM_THREADS": "1",
+            }
+            proc = subprocess.Popen(
+                [self.python, "-I", "-c", _RUNNER],
+                cwd=work,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                preexec_fn=_limits(lim),
+                start_new_session=True,
+            )
             timed_out = False
             try: rc = proc.wait(timeout=lim.wall_s)
             except subprocess.TimeoutExpired:
@@ -143,7 +238,11 @@ class PythonSandbox:
                 try: os.killpg(proc.pid, signal.SIGKILL)
                 except ProcessLookupError: pass
                 rc = proc.wait()
-            raw = (work / "stdout.txt").read_text(encoding="utf-8", errors="replace") if (work / "stdout.txt").exists() else ""
+            raw = (
+                (work / "stdout.txt").read_text(encoding="utf-8", errors="replace")
+                if (work / "stdout.txt").exists()
+                else ""
+            )
             res = {}
             if (work / "result.json").exists():
                 try: res = json.loads((work / "result.json").read_text(encoding="utf-8"))
@@ -151,8 +250,10 @@ class PythonSandbox:
             if timed_out: status, err = "timeout", f"TimeoutError: no result within {lim.wall_s:g} s of wall-clock time"
             elif rc < 0:
                 status = _SIGNALS.get(-rc, "killed")
-                err = {"timeout": f"TimeoutError: over the {lim.cpu_s} s CPU limit", "output_limit": f"OutputLimit: wrote more than {lim.file_mb:g} MB"}.get(
-                    status, f"killed by signal {signal.Signals(-rc).name}")
+                err = {
+                    "timeout": f"TimeoutError: over the {lim.cpu_s} s CPU limit",
+                    "output_limit": f"OutputLimit: wrote more than {lim.file_mb:g} MB",
+                }.get(status, f"killed by signal {signal.Signals(-rc).name}")
             elif res.get("status") in ("ok", "error", "blocked", "memory", "output_limit"):
                 status, err = res["status"], res.get("error")
                 if status == "output_limit": err = f"OutputLimit: wrote more than {lim.file_mb:g} MB"
@@ -167,8 +268,11 @@ class PythonSandbox:
     def summary(self) -> dict:
         "Runs by status and the mean seconds per run."
         n = self.stats["runs"]
-        return {"runs": n, **{k: self.stats[k] for k in ("ok", "error", "blocked", "timeout", "memory", "output_limit", "killed")},
-                "mean_s": round(self.seconds / n, 3) if n else None}
+        return {
+            "runs": n,
+            **{k: self.stats[k] for k in ("ok", "error", "blocked", "timeout", "memory", "output_limit", "killed")},
+            "mean_s": round(self.seconds / n, 3) if n else None,
+        }
 
 # %% ../nbs/22_sandbox.ipynb
 PYTHON_TOOL_NAME = "python"
@@ -177,9 +281,14 @@ def python_tool(sandbox: PythonSandbox | None = None):
     "(Tool schema, function) of a Python interpreter tool backed by `sandbox`, for `ToolEnv.register`."
     from toolpaper.schema import Param, ResponseField, Tool
     sb = sandbox or PythonSandbox()
-    tool = Tool(name=PYTHON_TOOL_NAME, description="Run a Python program and return what it prints (a final bare expression is printed too).",
-                parameters=[Param(name="code", type="str", description="the Python program", required=True)],
-                responses=[ResponseField(name="output", type="str", description="what the program printed"),
-                           ResponseField(name="error", type="str", description="the error, when the program failed")])
+    tool = Tool(
+        name=PYTHON_TOOL_NAME,
+        description="Run a Python program and return what it prints (a final bare expression is printed too).",
+        parameters=[Param(name="code", type="str", description="the Python program", required=True)],
+        responses=[
+            ResponseField(name="output", type="str", description="what the program printed"),
+            ResponseField(name="error", type="str", description="the error, when the program failed"),
+        ],
+    )
     def run_code(code: str) -> dict: return sb.run(code).observation()
     return tool, run_code

@@ -72,10 +72,17 @@ def description_examples(description: str) -> list[str]:
     "Example values written in a parameter description as a trailing `(e.g., a, b)` (found in time linear in the text)."
     t = (description or "").rstrip()
     if not t.endswith(")"): return []
-    low, line = t.lower(), t.rfind("\n") + 1               # the examples sit on the last line (the opener may end an earlier one)
+    # the examples sit on the last line (the opener may end an earlier one)
+    low, line = t.lower(), t.rfind("\n") + 1
     q = line
-    while q > 0 and t[q - 1].isspace(): q -= 1              # an opener (+ ',' or ':') followed by nothing but whitespace up to that line
-    before = [e - len(o) for o in _EG_OPENERS for e in (q, q - 1 if q > 0 and t[q - 1] in ",:" else -1) if e > 0 and low.endswith(o, 0, e)]
+    # an opener (+ ',' or ':') followed by nothing but whitespace up to that line
+    while q > 0 and t[q - 1].isspace(): q -= 1
+    before = [
+        e - len(o)
+        for o in _EG_OPENERS
+        for e in (q, q - 1 if q > 0 and t[q - 1] in ",:" else -1)
+        if e > 0 and low.endswith(o, 0, e)
+    ]
     for i in sorted(set(before) | {i for i in (low.find(o, line) for o in _EG_OPENERS) if i >= 0}):
         j = i + len(next(o for o in _EG_OPENERS if low.startswith(o, i)))
         for k in ([j + 1, j] if j < len(t) - 1 and t[j] in ",:" else [j]):     # an optional ',' or ':' after the opener
@@ -91,7 +98,8 @@ class Call(Record):
     responses: list[str] = Field(default_factory=list)
 
 class ToolExample(Record):
-    "A query paired with the call that answers it (DEER's `example` list). `call` is None when the text could not be read as a call."
+    """A query paired with the call that answers it (DEER's `example` list). `call` is None when the text could not be
+    read as a call."""
     query: str
     call_text: str
     call: Call | None = None
@@ -108,7 +116,8 @@ class Tool(Record):
     example_arguments: dict[str, Any] | None = None
     signature: str | None = None
     model_description: str | None = None
-    source: dict[str, Any] | None = None      # the record as read from a released file (key order and extra keys kept), when there is one
+    # the record as read from a released file (key order and extra keys kept), when there is one
+    source: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _unique_params(self):
@@ -136,7 +145,8 @@ class Tool(Record):
 REF_RE = re.compile(r"\bAPI_call_\d+\b")
 
 class Ref(NamedTuple):
-    "A reference from argument `param` of call `call` to response id `target`; `whole` when the value is exactly the id."
+    """A reference from argument `param` of call `call` to response id `target`; `whole` when the value is exactly the
+    id."""
     call: int
     param: str
     target: str
@@ -178,9 +188,17 @@ def check_refs(calls: list[Call]) -> list[Ref]:
     prod, refs = producers(calls), find_refs(calls)
     for r in refs:
         j = prod.get(r.target)
-        if j is None: raise RefError(f"call {r.call} argument {r.param!r} refers to {r.target}, which no call produces", r.call, r.param)
+        if j is None:
+            raise RefError(
+                f"call {r.call} argument {r.param!r} refers to {r.target}, which no call produces", r.call, r.param
+            )
         if j >= r.call:
-            raise RefError(f"call {r.call} argument {r.param!r} refers to {r.target}, produced by {'itself' if j == r.call else f'later call {j}'}", r.call, r.param)
+            raise RefError(
+                f"call {r.call} argument {r.param!r} refers to {r.target}, produced by "
+                f"{'itself' if j == r.call else f'later call {j}'}",
+                r.call,
+                r.param,
+            )
     return refs
 
 def dependencies(calls: list[Call]) -> dict[int, set[int]]:
@@ -192,7 +210,8 @@ def dependencies(calls: list[Call]) -> dict[int, set[int]]:
     return deps
 
 def topo_order(calls: list[Call]) -> list[int]:
-    "Call indices ordered so that producers come first; among ready calls the lowest index goes first. A cycle raises `RefError`."
+    """Call indices ordered so that producers come first; among ready calls the lowest index goes first. A cycle raises
+    `RefError`."""
     deps = dependencies(calls)
     done, order = set(), []
     while len(order) < len(calls):
@@ -202,7 +221,8 @@ def topo_order(calls: list[Call]) -> list[int]:
     return order
 
 def substitute(call: Call, observed: Mapping[str, Any]) -> Call:
-    "Replace references by observed values: a whole-value reference takes the value itself (any type), an embedded one its text."
+    """Replace references by observed values: a whole-value reference takes the value itself (any type), an embedded one
+    its text."""
     def sub(v):
         if isinstance(v, str):
             if v.strip() in observed and REF_RE.fullmatch(v.strip()): return observed[v.strip()]
@@ -234,7 +254,8 @@ class Instance(Record):
     def tools(self) -> list[str]: return [c.api for c in self.calls]
 
 # %% ../nbs/00_schema.ipynb
-# What reading malformed text (JSON or Python literals) can raise, and all that the readers here catch: a bad literal or JSON (ValueError,
+# What reading malformed text (JSON or Python literals) can raise, and all that the readers here catch: a bad literal or
+# JSON (ValueError,
 # SyntaxError; an integer past Python's 4,300-digit limit is a ValueError too), an unhashable dict key (TypeError),
 # nesting too deep (RecursionError, MemoryError). Any other exception is a bug and surfaces.
 MALFORMED = (ValueError, SyntaxError, TypeError, MemoryError, RecursionError)
@@ -340,7 +361,8 @@ class DecisionSample(Record):
     gold_apis: list[str] = Field(default_factory=list)
     split: str | None = None
     source: Literal["chain", "labels"] = "chain"   # "labels": from a DEER baseline file (label names, no chain)
-    chain: str | None = None                       # the gold chain as released (None: rendered with the released phrases when needed)
+    # the gold chain as released (None: rendered with the released phrases when needed)
+    chain: str | None = None
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -356,7 +378,8 @@ class DecisionSample(Record):
 # %% ../nbs/00_schema.ipynb
 Role = Literal["system", "user", "planner", "caller", "observation", "summarizer"]
 def planner_decision(text: str) -> str | None:
-    "The decision a planner turn ends with ('Next: caller', 'Next: conclusion' or 'Next: give up', any case, an optional full stop): 'caller', 'conclusion', 'give up', or None."
+    """The decision a planner turn ends with ('Next: caller', 'Next: conclusion' or 'Next: give up', any case, an
+    optional full stop): 'caller', 'conclusion', 'give up', or None."""
     t = (text or "").rstrip()                    # read from the end, in time linear in the text (no backtracking regex)
     if t.endswith("."): t = t[:-1].rstrip()
     low = t.lower()
@@ -386,7 +409,8 @@ def check_turn_order(turns: list[Turn]) -> None:
     "Raise `ValueError` naming the first turn (`turns[i]`) that breaks the role order."
     if not turns: raise ValueError("turns: a trajectory needs at least the user turn")
     first = next((i for i, t in enumerate(turns) if t.role != "system"), None)
-    if first is None or turns[first].role != "user": raise ValueError(f"turns[{first or 0}]: the first turn must come from the user")
+    if first is None or turns[first].role != "user":
+        raise ValueError(f"turns[{first or 0}]: the first turn must come from the user")
     for i, t in enumerate(turns):
         prev = turns[i - 1] if i else None
         pdec = planner_decision(prev.content) if prev is not None and prev.role == "planner" else None
@@ -396,12 +420,24 @@ def check_turn_order(turns: list[Turn]) -> None:
             raise ValueError(f"turns[{i}]: an observation must follow a caller turn")
         if t.role == "summarizer" and pdec != "conclusion":
             raise ValueError(f"turns[{i}]: a summarizer turn must follow a planner turn ending 'Next: conclusion'")
-        if t.role == "planner" and planner_decision(t.content) == "caller" and i + 1 < len(turns) and turns[i + 1].role != "caller":
+        if (
+            t.role == "planner"
+            and planner_decision(t.content) == "caller"
+            and i + 1 < len(turns)
+            and turns[i + 1].role != "caller"
+        ):
             raise ValueError(f"turns[{i + 1}]: a planner that chose the caller must be followed by a caller turn")
 
 # %% ../nbs/00_schema.ipynb
 PARAM_TYPES = ("str", "int", "float", "bool")
-TYPE_ALIASES = {"string": "str", "text": "str", "number": "float", "integer": "int", "boolean": "bool", "double": "float"}
+TYPE_ALIASES = {
+    "string": "str",
+    "text": "str",
+    "number": "float",
+    "integer": "int",
+    "boolean": "bool",
+    "double": "float",
+}
 TYPE_LEVELS = ("exact", "value", "text")
 
 def canonical_type(t: str | None) -> str | None:
@@ -411,21 +447,61 @@ def canonical_type(t: str | None) -> str | None:
     return t if t in PARAM_TYPES else None
 
 STRUCT_TYPES = {"list", "dict", "array", "object", "tuple", "set", "bytes", "any", "none", "null", "enum"}
-TYPE_NAMES = {"str", "int", "float", "bool", "list", "dict", "tuple", "set", "frozenset", "bytes", "bytearray", "object", "None", "Any", "any",
-              "Optional", "Union", "List", "Dict", "Tuple", "Set", "FrozenSet", "Literal", "Sequence", "Mapping", "Iterable", "Callable"}
+TYPE_NAMES = {
+    "str",
+    "int",
+    "float",
+    "bool",
+    "list",
+    "dict",
+    "tuple",
+    "set",
+    "frozenset",
+    "bytes",
+    "bytearray",
+    "object",
+    "None",
+    "Any",
+    "any",
+    "Optional",
+    "Union",
+    "List",
+    "Dict",
+    "Tuple",
+    "Set",
+    "FrozenSet",
+    "Literal",
+    "Sequence",
+    "Mapping",
+    "Iterable",
+    "Callable",
+}
 
 def known_type(t: str | None) -> bool:
-    "Is `t` a type a loader accepts: a `PARAM_TYPES` name or alias, a JSON structure type, or a Python type hint over known names?"
+    """Is `t` a type a loader accepts: a `PARAM_TYPES` name or alias, a JSON structure type, or a Python type hint over
+    known names?"""
     if not isinstance(t, str) or not t.strip(): return False
     if canonical_type(t) or t.strip().lower().split(",")[0].strip() in STRUCT_TYPES: return True
     try: tree = ast.parse(t.strip(), mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError): return False
     names = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name)]
-    allowed = (ast.Expression, ast.Name, ast.Subscript, ast.Tuple, ast.Load, ast.Constant, ast.BinOp, ast.BitOr, ast.List, ast.Attribute)
+    allowed = (
+        ast.Expression,
+        ast.Name,
+        ast.Subscript,
+        ast.Tuple,
+        ast.Load,
+        ast.Constant,
+        ast.BinOp,
+        ast.BitOr,
+        ast.List,
+        ast.Attribute,
+    )
     return bool(names) and all(n in TYPE_NAMES for n in names) and all(isinstance(n, allowed) for n in ast.walk(tree))
 
 def as_number(v: Any, parse_text: bool = True) -> float | None:
-    "`v` as a float: ints and floats always, numeric strings (`' 1,200 '`) when `parse_text`; booleans and anything else give None."
+    """`v` as a float: ints and floats always, numeric strings (`' 1,200 '`) when `parse_text`; booleans and anything
+    else give None."""
     if isinstance(v, bool): return None
     if isinstance(v, (int, float)): return float(v)
     if parse_text and isinstance(v, str) and v.strip():
@@ -439,8 +515,15 @@ def fits_type(value: Any, t: str | None, level: str = "value") -> bool:
     t = canonical_type(t)
     if t is None: return True
     if t == "bool":
-        return isinstance(value, bool) or (level == "text" and isinstance(value, str) and value.strip().lower() in ("true", "false"))
-    if t == "str": return isinstance(value, str) if level == "exact" else isinstance(value, (str, int, float)) and not isinstance(value, bool)
+        return isinstance(value, bool) or (
+            level == "text" and isinstance(value, str) and value.strip().lower() in ("true", "false")
+        )
+    if t == "str":
+        return (
+            isinstance(value, str)
+            if level == "exact"
+            else isinstance(value, (str, int, float)) and not isinstance(value, bool)
+        )
     if level == "exact":
         return not isinstance(value, bool) and isinstance(value, int if t == "int" else (int, float))
     x = as_number(value, parse_text=level == "text")
@@ -456,5 +539,11 @@ def tool_schema(tool: Tool) -> dict:
         prop = {"type": JSON_TYPES.get(canonical_type(p.type) or "str", "string")}
         if p.description: prop["description"] = p.description
         props[p.name] = prop
-    return {"type": "function", "function": {"name": tool.name, "description": tool.description,
-                                             "parameters": {"type": "object", "properties": props, "required": tool.required}}}
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": {"type": "object", "properties": props, "required": tool.required},
+        },
+    }

@@ -5,7 +5,7 @@
 # %% ../nbs/14_sealtools.ipynb 3
 from __future__ import annotations
 import json, random, time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 import pandas as pd
@@ -21,7 +21,8 @@ __all__ = ['METRIC_COLS', 'CI_KEYS', 'PAPER_SEAL', 'MODELS', 'CANDIDATES', 'SETT
 
 # %% ../nbs/14_sealtools.ipynb
 def subsample(instances: Sequence[Instance], n: int | None, seed: int = 0, min_nested: int = 0) -> list[Instance]:
-    "A seeded subset of `n` instances: `min_nested` nested ones first, the rest stratified by kind (single / multiple); `None` keeps all."
+    """A seeded subset of `n` instances: `min_nested` nested ones first, the rest stratified by kind (single /
+    multiple); `None` keeps all."""
     if n is None or n >= len(instances): return list(instances)
     rng = random.Random(seed)
     nested = [i for i, x in enumerate(instances) if x.nested]
@@ -36,16 +37,34 @@ def subsample(instances: Sequence[Instance], n: int | None, seed: int = 0, min_n
     return [instances[i] for i in sorted(take)]
 
 # %% ../nbs/14_sealtools.ipynb
-def candidates(instances: Sequence[Instance], tools: Sequence[Tool], retriever=None, k: int = 5, inject_gold: bool = False,
-               gold_only: bool = False, seed: int = 0, shuffle: bool = True) -> list[list[Tool]]:
-    "Candidate tools per instance (see above); `retriever` must be fitted on `tools` (unused when `gold_only`); `shuffle=False` keeps the retrieval order."
+def candidates(
+    instances: Sequence[Instance],
+    tools: Sequence[Tool],
+    retriever=None,
+    k: int = 5,
+    inject_gold: bool = False,
+    gold_only: bool = False,
+    seed: int = 0,
+    shuffle: bool = True,
+) -> list[list[Tool]]:
+    """Candidate tools per instance (see above); `retriever` must be fitted on `tools` (unused when `gold_only`);
+    `shuffle=False` keeps the retrieval order."""
     import numpy as np
     from toolpaper.retrieval import candidate_lists
     if gold_only: ranked = np.zeros((len(instances), 0), dtype=int)
     elif retriever is None: raise ValueError("a retriever is needed unless gold_only=True")
     else: ranked = retriever.search([x.query for x in instances], k)
     by_name = {t.name: t for t in tools}
-    lists = candidate_lists(list(instances), ranked, list(tools), k=k, inject_gold=inject_gold, seed=seed, gold_only=gold_only, shuffle=shuffle)
+    lists = candidate_lists(
+        list(instances),
+        ranked,
+        list(tools),
+        k=k,
+        inject_gold=inject_gold,
+        seed=seed,
+        gold_only=gold_only,
+        shuffle=shuffle,
+    )
     missing = sorted({n for c in lists for n in c.tools if n not in by_name})
     if missing: raise KeyError(f"gold tools not in the tool list: {missing[:5]}")
     return [[by_name[n] for n in c.tools] for c in lists]
@@ -59,13 +78,19 @@ def released_gold_coverage(instances: Sequence[Instance], records) -> tuple[int,
         n += 1; hit += {c.api for c in x.calls} <= listed
     return hit, n
 
-def seal_examples(instances: Sequence[Instance], cands: Sequence[Sequence[Tool]], style: str = "released", template=None) -> list[PromptExample]:
-    "One prompt (candidate tools + task, in `style`; released layout from `template`, else from the data folder) with its gold answer per instance."
+def seal_examples(
+    instances: Sequence[Instance], cands: Sequence[Sequence[Tool]], style: str = "released", template=None
+) -> list[PromptExample]:
+    """One prompt (candidate tools + task, in `style`; released layout from `template`, else from the data folder) with
+    its gold answer per instance."""
     if len(instances) != len(cands): raise ValueError(f"{len(instances)} instances but {len(cands)} candidate lists")
     return [seal_prompt(x, c, style=style, template=template) for x, c in zip(instances, cands)]
 
-def released_examples(instances: Sequence[Instance], records, tools: Sequence[Tool], style: str = "released") -> tuple[list[PromptExample], list[list[str]]]:
-    "The authors' own prompts (`dataset_for_finetune`) for `instances`: as released, or their candidate lists in the toolpaper layout; and the candidate names."
+def released_examples(
+    instances: Sequence[Instance], records, tools: Sequence[Tool], style: str = "released"
+) -> tuple[list[PromptExample], list[list[str]]]:
+    """The authors' own prompts (`dataset_for_finetune`) for `instances`: as released, or their candidate lists in the
+    toolpaper layout; and the candidate names."""
     by = {r.id: r for r in records}
     missing = [x.id for x in instances if x.id not in by]
     if missing: raise KeyError(f"{len(missing)} instance(s) have no released prompt, e.g. {missing[0]!r}")
@@ -76,15 +101,30 @@ def released_examples(instances: Sequence[Instance], records, tools: Sequence[To
         try: listed = [d["api_name"] for d in released_tool_list(r.prompt)]
         except ValueError as e: raise ValueError(f"released prompt of {x.id!r}: {e}") from None
         names.append(listed)
-        if style == "released": out.append(PromptExample(x.id, [{"role": "user", "content": r.prompt}], [("answer", r.answer)],
-                                                          {"kind": x.kind, "nested": x.nested, "style": style}))
+        if style == "released":
+            out.append(
+                PromptExample(
+                    x.id,
+                    [{"role": "user", "content": r.prompt}],
+                    [("answer", r.answer)],
+                    {"kind": x.kind, "nested": x.nested, "style": style},
+                )
+            )
         else: out.append(seal_prompt(x, [tool_by[n] for n in listed], style=style))
     return out, names
 
 # %% ../nbs/14_sealtools.ipynb
 METRIC_COLS = ["Format ACC", "Tool P", "Tool R", "Tool F1", "Param P", "Param R", "Param F1"]
-CI_KEYS = {"Format ACC": "format_acc", "Tool P": "tool.p", "Tool R": "tool.r", "Tool F1": "tool.f1", "Param P": "param.p", "Param R": "param.r",
-           "Param F1": "param.f1", "Exact": "exact_match"}
+CI_KEYS = {
+    "Format ACC": "format_acc",
+    "Tool P": "tool.p",
+    "Tool R": "tool.r",
+    "Tool F1": "tool.f1",
+    "Param P": "param.p",
+    "Param R": "param.r",
+    "Param F1": "param.f1",
+    "Exact": "exact_match",
+}
 
 
 def score_setting(outputs: Sequence[str], golds: Sequence[Instance], setting: str) -> pd.DataFrame:
@@ -94,10 +134,20 @@ def score_setting(outputs: Sequence[str], golds: Sequence[Instance], setting: st
     for mode in ("compat", "strict"):
         s = seal_scores(list(outputs), list(golds), mode)
         for sub, m in [("all", s["metrics"])] + list(s["subsets"].items()):
-            row = {"setting": setting, "mode": mode, "subset": sub, "n": m["n"], "Format ACC": pct(m["format_acc"], 2),
-                   "Tool P": pct(m["tool"]["p"], 2), "Tool R": pct(m["tool"]["r"], 2), "Tool F1": pct(m["tool"]["f1"], 2),
-                   "Param P": pct(m["param"]["p"], 2), "Param R": pct(m["param"]["r"], 2), "Param F1": pct(m["param"]["f1"], 2),
-                   "Exact": pct(m.get("exact_match"), 2)}
+            row = {
+                "setting": setting,
+                "mode": mode,
+                "subset": sub,
+                "n": m["n"],
+                "Format ACC": pct(m["format_acc"], 2),
+                "Tool P": pct(m["tool"]["p"], 2),
+                "Tool R": pct(m["tool"]["r"], 2),
+                "Tool F1": pct(m["tool"]["f1"], 2),
+                "Param P": pct(m["param"]["p"], 2),
+                "Param R": pct(m["param"]["r"], 2),
+                "Param F1": pct(m["param"]["f1"], 2),
+                "Exact": pct(m.get("exact_match"), 2),
+            }
             ci = bootstrap_ci("seal", [it for it in s["items"] if sub == "all" or sub in it["subsets"]], mode)
             for col, key in CI_KEYS.items(): row[f"{col} lo"], row[f"{col} hi"] = ci_pct(ci, key)
             rows.append(row)
@@ -106,25 +156,46 @@ def score_setting(outputs: Sequence[str], golds: Sequence[Instance], setting: st
 # %% ../nbs/14_sealtools.ipynb
 _T = ["Format ACC", "Tool P", "Tool R", "Tool F1", "Param P", "Param R", "Param F1"]
 PAPER_SEAL = {
-    "table2": {"ChatGPT (gpt-3.5-turbo-0613)": [96.16, 83.20, 74.73, 78.74, 68.63, 66.85, 67.73],
-               "GPT4 (gpt-4-0613)": [97.12, 90.02, 74.71, 81.65, 80.52, 67.57, 73.48],
-               "LLaMA2-Chat 7B": [78.73, 62.10, 53.91, 57.72, 44.92, 43.24, 44.06],
-               "Mistral 7B-Instruct-v0.2": [77.03, 76.84, 59.65, 67.16, 64.81, 50.25, 56.61],
-               "Fine-tuned LLaMA2-7B w/ BM25": [95.57, 79.67, 74.79, 77.15, 73.51, 70.76, 72.11],
-               "Fine-tuned LLaMA2-7B w/ DPR": [95.86, 82.81, 77.84, 80.25, 75.95, 70.23, 72.98]},
-    "table3_single": {"GPT4": [98.64, 88.16, 96.26, 92.03, 82.00, 85.16, 83.55], "LLaMA2-Chat": [85.37, 40.27, 81.63, 53.93, 26.54, 63.21, 37.38],
-                      "Fine-tuned w/ BM25": [98.30, 91.81, 91.50, 91.65, 84.31, 85.16, 84.73], "Fine-tuned w/ DPR": [98.30, 93.13, 92.18, 92.65, 85.54, 85.37, 85.45]},
-    "table3_multiple": {"GPT4": [96.70, 90.24, 72.86, 80.62, 80.37, 66.17, 72.58], "LLaMA2-Chat": [76.89, 67.02, 51.54, 58.27, 49.03, 41.64, 45.03],
-                        "Fine-tuned w/ BM25": [94.81, 78.57, 73.36, 75.87, 72.61, 69.61, 71.08], "Fine-tuned w/ DPR": [95.19, 81.88, 76.61, 79.16, 75.12, 69.02, 71.94]},
-    "table4": {"LLaMA2-Chat": [79.86, 73.04, 58.39, 64.90, 37.23, 34.66, 35.90], "Mistral": [68.43, 84.16, 57.67, 68.44, 52.00, 36.94, 43.20],
-               "Fine-tuned (DPR)": [96.76, 89.64, 85.82, 87.69, 77.32, 74.15, 75.70]},
-    "table5": {"LLaMA2-chat": [82.74, 99.86, 80.72, 89.27, 72.37, 70.38, 71.36], "ChatGPT": [94.06, 99.97, 92.82, 96.26, 80.94, 85.22, 83.02],
-               "Fine-tuned (gold tools)": [98.87, 100.00, 98.84, 99.41, 94.26, 93.65, 93.95]},
+    "table2": {
+        "ChatGPT (gpt-3.5-turbo-0613)": [96.16, 83.20, 74.73, 78.74, 68.63, 66.85, 67.73],
+        "GPT4 (gpt-4-0613)": [97.12, 90.02, 74.71, 81.65, 80.52, 67.57, 73.48],
+        "LLaMA2-Chat 7B": [78.73, 62.10, 53.91, 57.72, 44.92, 43.24, 44.06],
+        "Mistral 7B-Instruct-v0.2": [77.03, 76.84, 59.65, 67.16, 64.81, 50.25, 56.61],
+        "Fine-tuned LLaMA2-7B w/ BM25": [95.57, 79.67, 74.79, 77.15, 73.51, 70.76, 72.11],
+        "Fine-tuned LLaMA2-7B w/ DPR": [95.86, 82.81, 77.84, 80.25, 75.95, 70.23, 72.98],
+    },
+    "table3_single": {
+        "GPT4": [98.64, 88.16, 96.26, 92.03, 82.00, 85.16, 83.55],
+        "LLaMA2-Chat": [85.37, 40.27, 81.63, 53.93, 26.54, 63.21, 37.38],
+        "Fine-tuned w/ BM25": [98.30, 91.81, 91.50, 91.65, 84.31, 85.16, 84.73],
+        "Fine-tuned w/ DPR": [98.30, 93.13, 92.18, 92.65, 85.54, 85.37, 85.45],
+    },
+    "table3_multiple": {
+        "GPT4": [96.70, 90.24, 72.86, 80.62, 80.37, 66.17, 72.58],
+        "LLaMA2-Chat": [76.89, 67.02, 51.54, 58.27, 49.03, 41.64, 45.03],
+        "Fine-tuned w/ BM25": [94.81, 78.57, 73.36, 75.87, 72.61, 69.61, 71.08],
+        "Fine-tuned w/ DPR": [95.19, 81.88, 76.61, 79.16, 75.12, 69.02, 71.94],
+    },
+    "table4": {
+        "LLaMA2-Chat": [79.86, 73.04, 58.39, 64.90, 37.23, 34.66, 35.90],
+        "Mistral": [68.43, 84.16, 57.67, 68.44, 52.00, 36.94, 43.20],
+        "Fine-tuned (DPR)": [96.76, 89.64, 85.82, 87.69, 77.32, 74.15, 75.70],
+    },
+    "table5": {
+        "LLaMA2-chat": [82.74, 99.86, 80.72, 89.27, 72.37, 70.38, 71.36],
+        "ChatGPT": [94.06, 99.97, 92.82, 96.26, 80.94, 85.22, 83.02],
+        "Fine-tuned (gold tools)": [98.87, 100.00, 98.84, 99.41, 94.26, 93.65, 93.95],
+    },
 }
 
 def paper_rows(table: str) -> pd.DataFrame:
     "The quoted rows of one paper table (`table2`, `table3_single`, `table3_multiple`, `table4`, `table5`)."
-    return pd.DataFrame([{"setting": f"{k} [quoted]", "mode": "paper", "n": None, **dict(zip(_T, v))} for k, v in PAPER_SEAL[table].items()])
+    return pd.DataFrame(
+        [
+            {"setting": f"{k} [quoted]", "mode": "paper", "n": None, **dict(zip(_T, v))}
+            for k, v in PAPER_SEAL[table].items()
+        ]
+    )
 
 # %% ../nbs/14_sealtools.ipynb
 @dataclass
@@ -134,21 +205,36 @@ class SealExpConfig:
     test_n: int | None = 12                 # instances per test split (None: all)
     min_nested: int = 3                     # nested instances forced into each test subset
     k: int = 5                              # candidate tools per prompt
-    prompt_style: str = "released"          # "released": the authors' prompt layout and training prompts; "toolpaper": the project's own
+    # "released": the authors' prompt layout and training prompts; "toolpaper": the project's own
+    prompt_style: str = "released"
     dense_model: str = "all-minilm-l6-v2"
-    dpr_epochs: int = 1                     # > 0: the dense retriever is that encoder DPR-fine-tuned on all of `dev` (cached, shared with the retrieval report)
+    # > 0: the dense retriever is that encoder DPR-fine-tuned on all of `dev` (cached, shared with the retrieval report)
+    dpr_epochs: int = 1
     dpr_loss: str = "multi_positive"
     dpr_batch_size: int = 16
-    train_retriever: str = "dense"          # toolpaper style: retriever of the training prompts (gold tools swapped in); released style trains on the released prompts
-    settings: tuple = ("base:bm25", "base:dense", "base:released", "base:gold", "ft:bm25", "ft:dense", "ft:released", "ftgold:gold")
+    # toolpaper style: retriever of the training prompts (gold tools swapped in); released style trains on the released
+    # prompts
+    train_retriever: str = "dense"
+    settings: tuple = (
+        "base:bm25",
+        "base:dense",
+        "base:released",
+        "base:gold",
+        "ft:bm25",
+        "ft:dense",
+        "ft:released",
+        "ftgold:gold",
+    )
     epochs: float = 1.0
     lr: float = 1e-3
-    batch_size: int = 1                     # x grad_accum = effective batch; 1 keeps CPU memory low (~1,500-token prompts)
+    # x grad_accum = effective batch; 1 keeps CPU memory low (~1,500-token prompts)
+    batch_size: int = 1
     grad_accum: int = 4
     max_length: int = 1536
     lora: bool = True                       # False: full fine-tuning (paper profile)
     lora_r: int = 16
-    lora_top_layers: int | None = None       # LoRA on the top N decoder layers only (faster on CPU); None: all layers, as the papers
+    # LoRA on the top N decoder layers only (faster on CPU); None: all layers, as the papers
+    lora_top_layers: int | None = None
     max_steps: int = -1
     max_new_tokens: int = 160
     gen_batch_size: int = 8
@@ -166,28 +252,46 @@ class SealRun:
 
 # %% ../nbs/14_sealtools.ipynb
 def make_retrievers(tools: list[Tool], dpr_train: list[Instance], cfg: SealExpConfig) -> dict:
-    "{'bm25': ..., 'dense': ...} fitted on `tools`; 'dense' is DPR trained on `dpr_train` when `dpr_epochs` > 0, else the pretrained encoder."
+    """{'bm25': ..., 'dense': ...} fitted on `tools`; 'dense' is DPR trained on `dpr_train` when `dpr_epochs` > 0, else
+    the pretrained encoder."""
     from toolpaper.retrieval import BM25Retriever, DenseRetriever, DPRConfig, train_dpr_retriever
     from toolpaper.models import load_embedder
     out = {"bm25": BM25Retriever("words", with_name=True).fit(tools)}
     if cfg.dpr_epochs > 0:
-        out["dense"], _ = train_dpr_retriever(tools, dpr_train, DPRConfig(loss=cfg.dpr_loss, epochs=cfg.dpr_epochs, batch_size=cfg.dpr_batch_size,
-                                                                          seed=cfg.seed), base=cfg.dense_model)
+        out["dense"], _ = train_dpr_retriever(
+            tools,
+            dpr_train,
+            DPRConfig(loss=cfg.dpr_loss, epochs=cfg.dpr_epochs, batch_size=cfg.dpr_batch_size, seed=cfg.seed),
+            base=cfg.dense_model,
+        )
     else:
-        out["dense"] = DenseRetriever(load_embedder(cfg.dense_model, device="cpu"), name=f"dense ({cfg.dense_model})").fit(tools)
+        out["dense"] = DenseRetriever(
+            load_embedder(cfg.dense_model, device="cpu"), name=f"dense ({cfg.dense_model})"
+        ).fit(tools)
     return out
 
-def train_examples(train: list[Instance], tools: list[Tool], retrievers: dict, cfg: SealExpConfig, released=None) -> list[PromptExample]:
-    "Prompts of the main fine-tuned model: the released `dev` prompts (released style), or retrieved candidates with the gold tools swapped in."
+def train_examples(
+    train: list[Instance], tools: list[Tool], retrievers: dict, cfg: SealExpConfig, released=None
+) -> list[PromptExample]:
+    """Prompts of the main fine-tuned model: the released `dev` prompts (released style), or retrieved candidates with
+    the gold tools swapped in."""
     if cfg.prompt_style == "released":
         if released is None: raise ValueError("the released style trains on the released dev prompts: pass them")
         return released_examples(train, released, tools, "released")[0]
-    return seal_examples(train, candidates(train, tools, retrievers[cfg.train_retriever], cfg.k, inject_gold=True, seed=cfg.seed), "toolpaper")
+    return seal_examples(
+        train,
+        candidates(train, tools, retrievers[cfg.train_retriever], cfg.k, inject_gold=True, seed=cfg.seed),
+        "toolpaper",
+    )
 
 def gold_examples(train: list[Instance], tools: list[Tool], cfg: SealExpConfig, template=None) -> list[PromptExample]:
     "Prompts of the Table 5 model: only the gold tools as candidates."
-    return seal_examples(train, candidates(train, tools, gold_only=True, seed=cfg.seed, shuffle=cfg.prompt_style == "toolpaper"), cfg.prompt_style,
-                         template)
+    return seal_examples(
+        train,
+        candidates(train, tools, gold_only=True, seed=cfg.seed, shuffle=cfg.prompt_style == "toolpaper"),
+        cfg.prompt_style,
+        template,
+    )
 
 MODELS = ("base", "ft", "ftgold")
 CANDIDATES = ("bm25", "dense", "released", "gold")
@@ -198,16 +302,32 @@ def _setting_parts(s: str) -> tuple[str, str]:
         raise ValueError(f"setting {s!r}: expected '<{'|'.join(MODELS)}>:<{'|'.join(CANDIDATES)}>'")
     return model, cand
 
-SETTING_NAMES = {"base": "zero-shot", "ft": "fine-tuned", "ftgold": "fine-tuned on gold tools", "bm25": "BM25", "dense": "DPR",
-                 "released": "the released DPR prompts", "gold": "gold tools only"}
+SETTING_NAMES = {
+    "base": "zero-shot",
+    "ft": "fine-tuned",
+    "ftgold": "fine-tuned on gold tools",
+    "bm25": "BM25",
+    "dense": "DPR",
+    "released": "the released DPR prompts",
+    "gold": "gold tools only",
+}
 def setting_label(s: str, model: str = "", dense: str = "DPR") -> str:
     m, c = _setting_parts(s)
     return f"{model + ' ' if model else ''}{SETTING_NAMES[m]} w/ {dense if c == 'dense' else SETTING_NAMES[c]}"
 
 # %% ../nbs/14_sealtools.ipynb
-def run_seal_experiment(tools: list[Tool], train: list[Instance], tests: dict[str, list[Instance]], cfg: SealExpConfig,
-                        work_dir: str | Path, progress: bool = False, released: dict | None = None, data_root=None) -> SealRun:
-    "Fine-tune, answer and score every configured setting (see above); `released` maps 'dev' and each test split to its released prompts (read from `data_root` when needed and not given)."
+def run_seal_experiment(
+    tools: list[Tool],
+    train: list[Instance],
+    tests: dict[str, list[Instance]],
+    cfg: SealExpConfig,
+    work_dir: str | Path,
+    progress: bool = False,
+    released: dict | None = None,
+    data_root=None,
+) -> SealRun:
+    """Fine-tune, answer and score every configured setting (see above); `released` maps 'dev' and each test split to
+    its released prompts (read from `data_root` when needed and not given)."""
     from toolpaper.train import SFTConfig, finetune
     from toolpaper.client import LocalClient
     from toolpaper.io import atomic_write_text
@@ -222,9 +342,14 @@ def run_seal_experiment(tools: list[Tool], train: list[Instance], tests: dict[st
             from toolpaper.data import DataMissingError, load
             try: released[k] = load(f"seal-tools:finetune/{k}", data_root)
             except (DataMissingError, KeyError, FileNotFoundError) as e:
-                raise ValueError(f"the released fine-tuning prompts of {k!r} are needed (prompt_style={cfg.prompt_style!r}, settings {cfg.settings}) "
-                                 f"and could not be read: {e}. Use prompt_style='toolpaper' and settings without ':released' on data without them.") from None
-    if [k for k in needs if k not in released]: raise ValueError(f"released prompts needed for {[k for k in needs if k not in released]}")
+                raise ValueError(
+                    f"the released fine-tuning prompts of {k!r} are needed (prompt_style={cfg.prompt_style!r}, "
+                    f"settings {cfg.settings}) "
+                    f"and could not be read: {e}. Use prompt_style='toolpaper' and settings without ':released' on "
+                    "data without them."
+                ) from None
+    if [k for k in needs if k not in released]:
+        raise ValueError(f"released prompts needed for {[k for k in needs if k not in released]}")
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -232,10 +357,18 @@ def run_seal_experiment(tools: list[Tool], train: list[Instance], tests: dict[st
     tests = {k: subsample(v, cfg.test_n, cfg.seed, cfg.min_nested) for k, v in tests.items()}
     rets = make_retrievers(tools, list(train), cfg)
     from toolpaper.prompts import SealTemplate
-    template = SealTemplate.from_records(released["dev"], train) if cfg.prompt_style == "released" and "dev" in released else None
+
+    template = (
+        SealTemplate.from_records(released["dev"], train)
+        if cfg.prompt_style == "released" and "dev" in released
+        else None
+    )
     timings["retrievers_s"] = time.perf_counter() - t0
     info, adapters = {}, {"ft": work / "adapter", "ftgold": work / "adapter_gold"}
-    for m, make in (("ft", lambda: train_examples(train_sub, tools, rets, cfg, released.get("dev"))), ("ftgold", lambda: gold_examples(train_sub, tools, cfg, template))):
+    for m, make in (
+        ("ft", lambda: train_examples(train_sub, tools, rets, cfg, released.get("dev"))),
+        ("ftgold", lambda: gold_examples(train_sub, tools, cfg, template)),
+    ):
         if any(s.startswith(m + ":") for s in cfg.settings):
             ex = make()
             info[m] = finetune(cfg.model, ex, SFTConfig.from_experiment(adapters[m], cfg))
@@ -245,7 +378,10 @@ def run_seal_experiment(tools: list[Tool], train: list[Instance], tests: dict[st
     outputs, cands, frames = {}, {}, []
     for s in cfg.settings:
         m, c = _setting_parts(s)
-        if m not in gens: gens[m] = LocalClient(cfg.model, adapter=str(adapters[m]) if m != "base" else None, batch_size=cfg.gen_batch_size)
+        if m not in gens:
+            gens[m] = LocalClient(
+                cfg.model, adapter=str(adapters[m]) if m != "base" else None, batch_size=cfg.gen_batch_size
+            )
         g = gens[m]
         outputs[s], cands[s] = {}, {}
         t1, tok0 = time.perf_counter(), g.usage.completion_tokens
@@ -253,16 +389,30 @@ def run_seal_experiment(tools: list[Tool], train: list[Instance], tests: dict[st
             if c == "released":
                 ex, names = released_examples(insts, released[split], tools, cfg.prompt_style)
             else:
-                cl = candidates(insts, tools, None if c == "gold" else rets[c], cfg.k, gold_only=c == "gold", seed=cfg.seed,
-                                shuffle=cfg.prompt_style == "toolpaper")
+                cl = candidates(
+                    insts,
+                    tools,
+                    None if c == "gold" else rets[c],
+                    cfg.k,
+                    gold_only=c == "gold",
+                    seed=cfg.seed,
+                    shuffle=cfg.prompt_style == "toolpaper",
+                )
                 ex, names = seal_examples(insts, cl, cfg.prompt_style, template), [[t.name for t in ts] for ts in cl]
             outs = g.generate([e.messages for e in ex], max_tokens=cfg.max_new_tokens, progress=progress)
             outputs[s][split], cands[s][split] = outs, names
             df = score_setting(outs, insts, s); df.insert(1, "split", split); frames.append(df)
-            atomic_write_text(work / f"outputs_{s.replace(':', '_')}_{split}.jsonl", "".join(
-                json.dumps({"id": x.id, "output": o, "candidates": n}, ensure_ascii=False) + "\n" for x, o, n in zip(insts, outs, names)))
+            atomic_write_text(
+                work / f"outputs_{s.replace(':', '_')}_{split}.jsonl",
+                "".join(
+                    json.dumps({"id": x.id, "output": o, "candidates": n}, ensure_ascii=False) + "\n"
+                    for x, o, n in zip(insts, outs, names)
+                ),
+            )
         both = [x for v in tests.values() for x in v]
-        df = score_setting([o for sp in tests for o in outputs[s][sp]], both, s); df.insert(1, "split", "all test"); frames.append(df)
+        df = score_setting([o for sp in tests for o in outputs[s][sp]], both, s)
+        df.insert(1, "split", "all test")
+        frames.append(df)
         timings[f"{s}_generate_s"] = time.perf_counter() - t1
         timings[f"{s}_generated_tokens"] = g.usage.completion_tokens - tok0
     timings["total_s"] = time.perf_counter() - t0
@@ -273,7 +423,8 @@ def run_seal_experiment(tools: list[Tool], train: list[Instance], tests: dict[st
 # %% ../nbs/14_sealtools.ipynb
 def seal_table(run: SealRun, subset: str = "all", settings: Sequence[str] | None = None, split: str = "all test",
                paper: str | None = None, model_label: str = "") -> pd.DataFrame:
-    "Our rows (both modes, each metric with its 95% interval) for one subset and split, then the quoted paper rows of `paper`."
+    """Our rows (both modes, each metric with its 95% interval) for one subset and split, then the quoted paper rows of
+    `paper`."""
     from toolpaper.metrics import with_ci
     s = run.scores
     settings = list(settings or run.outputs)
@@ -296,14 +447,25 @@ def error_taxonomy(run: SealRun, setting: str, tools: list[Tool]) -> pd.DataFram
         cand.update({x.id: c for x, c in zip(insts, run.candidates[setting][split])})
     return seal_error_taxonomy(outs, golds, {t.name: t for t in tools}, cand)
 
-def param_by_kind(run: SealRun, mode: str = "strict", settings: Sequence[str] | None = None, model_label: str = "") -> pd.DataFrame:
-    "Figure 7 data: Parameter F1 (with its interval) of every setting on single-tool, multiple-tool and nested instances (both test splits)."
+def param_by_kind(
+    run: SealRun, mode: str = "strict", settings: Sequence[str] | None = None, model_label: str = ""
+) -> pd.DataFrame:
+    """Figure 7 data: Parameter F1 (with its interval) of every setting on single-tool, multiple-tool and nested
+    instances (both test splits)."""
     s = run.scores
     d = s[(s["mode"] == mode) & (s.split == "all test") & s.subset.isin(["single", "multiple", "nested"])]
     if settings: d = d[d.setting.isin(settings)]
     dense = "DPR" if run.config.get("dpr_epochs") else "dense"
-    return pd.DataFrame({"setting": [setting_label(x, model_label, dense) for x in d.setting], "kind": d.subset, "n": d.n,
-                         "Param F1": d["Param F1"], "Param F1 lo": d["Param F1 lo"], "Param F1 hi": d["Param F1 hi"]}).reset_index(drop=True)
+    return pd.DataFrame(
+        {
+            "setting": [setting_label(x, model_label, dense) for x in d.setting],
+            "kind": d.subset,
+            "n": d.n,
+            "Param F1": d["Param F1"],
+            "Param F1 lo": d["Param F1 lo"],
+            "Param F1 hi": d["Param F1 hi"],
+        }
+    ).reset_index(drop=True)
 
 def plot_param_by_kind(tab: pd.DataFrame, title: str = ""):
     "Figure 7 analogue: grouped bars of Parameter F1 per instance kind, one group per setting, with 95% intervals."
@@ -313,8 +475,13 @@ def plot_param_by_kind(tab: pd.DataFrame, title: str = ""):
     for j, k in enumerate(kinds):
         d = tab[tab.kind == k].set_index("setting").reindex(sets)
         v = d["Param F1"].astype(float)
-        err = [(v - d["Param F1 lo"].astype(float)).clip(lower=0).fillna(0), (d["Param F1 hi"].astype(float) - v).clip(lower=0).fillna(0)]
-        bars = ax.bar([i + 0.27 * (j - 1) for i in range(len(sets))], v.fillna(0), width=0.27, yerr=err, capsize=2, label=k)
+        err = [
+            (v - d["Param F1 lo"].astype(float)).clip(lower=0).fillna(0),
+            (d["Param F1 hi"].astype(float) - v).clip(lower=0).fillna(0),
+        ]
+        bars = ax.bar(
+            [i + 0.27 * (j - 1) for i in range(len(sets))], v.fillna(0), width=0.27, yerr=err, capsize=2, label=k
+        )
         ax.bar_label(bars, labels=["n/a" if x != x else f"{x:.0f}" for x in v], fontsize=6, padding=1)
     ax.set_xticks(range(len(sets))); ax.set_xticklabels(sets, rotation=25, ha="right", fontsize=7)
     ax.set_ylim(0, 105); ax.set_ylabel("Parameter F1 (%)"); ax.set_title(title); ax.legend(fontsize=7)
@@ -329,8 +496,16 @@ def plot_taxonomy(tax: pd.DataFrame, title: str = ""):
     for ax, f in zip(axes[0], fams):
         d = tax[tax.family == f] if len(tax) else tax
         ax.set_title(f"{f} errors"); ax.set_xlabel("count")
-        if not len(d) or d["count"].sum() == 0:          # an empty family says so, rather than showing a blank panel
-            ax.text(0.5, 0.5, "no errors of this kind" if len(d) else "no data", ha="center", va="center", transform=ax.transAxes, color="#555")
+        if not len(d) or d["count"].sum() == 0:  # an empty family says so, rather than showing a blank panel
+            ax.text(
+                0.5,
+                0.5,
+                "no errors of this kind" if len(d) else "no data",
+                ha="center",
+                va="center",
+                transform=ax.transAxes,
+                color="#555",
+            )
             ax.set_xlim(0, 1); ax.set_yticks([])
             continue
         bars = ax.barh(d.error, d["count"], color={"format": "#888", "tool": "#4c72b0", "parameter": "#dd8452"}[f])

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio, queue, threading, time, uuid
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
 from fastapi import FastAPI, Request          # at module level: FastAPI reads the endpoints' annotations from here
 
 # %% auto 0
@@ -75,7 +74,10 @@ def make_app(clients: dict, window: float = 0.01):
         if not isinstance(b, dict): return None, err(400, "the request body must be a JSON object")
         if b.get("stream"): return None, err(400, "streaming is not supported by toolpaper serve")
         if b.get("n", 1) != 1: return None, err(400, "n > 1 is not supported by toolpaper serve")
-        if b.get("model") not in clients: return None, err(404, f"model {b.get('model')!r} is not served; served: {sorted(clients)}", "not_found_error")
+        if b.get("model") not in clients:
+            return None, err(
+                404, f"model {b.get('model')!r} is not served; served: {sorted(clients)}", "not_found_error"
+            )
         return b, None
 
     def params(b: dict) -> Params:
@@ -91,7 +93,10 @@ def make_app(clients: dict, window: float = 0.01):
 
     @app.get("/v1/models")
     async def models():
-        return {"object": "list", "data": [{"id": m, "object": "model", "created": 0, "owned_by": "toolpaper"} for m in clients]}
+        return {
+            "object": "list",
+            "data": [{"id": m, "object": "model", "created": 0, "owned_by": "toolpaper"} for m in clients],
+        }
 
     @app.post("/v1/chat/completions")
     async def chat(req: Request):
@@ -100,16 +105,33 @@ def make_app(clients: dict, window: float = 0.01):
         try:
             par = params(b)
             msgs, prefix = list(b.get("messages") or []), ""
-            if b.get("continue_final_message") and msgs and isinstance(msgs[-1], dict) and msgs[-1].get("role") == "assistant":
+            if (
+                b.get("continue_final_message")
+                and msgs
+                and isinstance(msgs[-1], dict)
+                and msgs[-1].get("role") == "assistant"
+            ):
                 prefix, msgs = str(msgs[-1].get("content") or ""), msgs[:-1]
             prompt = check_prompt({"messages": msgs, "tools": b["tools"]} if b.get("tools") else msgs, 0)
         except ValueError as e: return err(400, str(e))
         try: c = await asyncio.wrap_future(batcher.submit(b["model"], prompt, prefix, par))
         except ValueError as e: return err(400, str(e))
         text, reason, hit = _finish(c.text, c.finish_reason, par.stop)
-        return {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()), "model": b["model"],
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": reason, "stop_reason": hit}],
-                "usage": usage([c])}
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": b["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": reason,
+                    "stop_reason": hit,
+                }
+            ],
+            "usage": usage([c]),
+        }
 
     @app.post("/v1/completions")
     async def completions(req: Request):
@@ -126,8 +148,14 @@ def make_app(clients: dict, window: float = 0.01):
         for i, c in enumerate(cs):
             text, reason, hit = _finish(c.text, c.finish_reason, par.stop)
             choices.append({"index": i, "text": text, "finish_reason": reason, "stop_reason": hit, "logprobs": None})
-        return {"id": f"cmpl-{uuid.uuid4().hex[:24]}", "object": "text_completion", "created": int(time.time()), "model": b["model"],
-                "choices": choices, "usage": usage(cs)}
+        return {
+            "id": f"cmpl-{uuid.uuid4().hex[:24]}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": b["model"],
+            "choices": choices,
+            "usage": usage(cs),
+        }
 
     return app
 
@@ -138,7 +166,8 @@ def load_clients(model: str, adapters=(), name: str | None = None, **local) -> d
     out = {name or model: LocalClient(model, name=name or model, **local)}
     for a in adapters:
         n, _, folder = a.partition("=") if "=" in a else (Path(a.rstrip("/")).name, "", a)
-        if not Path(folder, "adapter_config.json").exists(): raise FileNotFoundError(f"--adapter {a}: {folder} is not a PEFT adapter folder")
+        if not Path(folder, "adapter_config.json").exists():
+            raise FileNotFoundError(f"--adapter {a}: {folder} is not a PEFT adapter folder")
         if n in out: raise ValueError(f"--adapter {a}: the model name {n!r} is already taken")
         out[n] = LocalClient(model, adapter=folder, name=n, **local)
     return out

@@ -16,8 +16,15 @@ __all__ = ['SEAL_SPLITS', 'PAPER_SEAL_TABLE1', 'PAPER_SEAL_FIG6_ZERO_REQUIRED', 
 
 # %% ../nbs/03_stats.ipynb
 SEAL_SPLITS = ("dev", "test_in_domain", "test_out_domain")
-PAPER_SEAL_TABLE1 = {"tools": 4076, "avg. required params": 1.551, "instances": 14076, "multiple-tool instances": 10000, "nested instances": 586}
-PAPER_SEAL_FIG6_ZERO_REQUIRED = {"Seal-Tools": 0.06, "ToolBench": 0.34}   # share of tools without required parameters (text of Sec. 3.2)
+PAPER_SEAL_TABLE1 = {
+    "tools": 4076,
+    "avg. required params": 1.551,
+    "instances": 14076,
+    "multiple-tool instances": 10000,
+    "nested instances": 586,
+}
+# share of tools without required parameters (text of Sec. 3.2)
+PAPER_SEAL_FIG6_ZERO_REQUIRED = {"Seal-Tools": 0.06, "ToolBench": 0.34}
 PAPER_DEER_TABLE2 = {"train": {"NoSearch": 1807, "NoCall": 3114, "Call": 4664, "total": 9585},
                      "valid": {"NoSearch": 193, "NoCall": 346, "Call": 526, "total": 1065},
                      "test": {"NoSearch": None, "NoCall": 298, "Call": 445, "total": 743}}
@@ -35,10 +42,22 @@ def seal_table1(tools: list[Tool], splits: dict[str, list[Instance]]) -> pd.Data
     "Seal-Tools Table 1 for the loaded data: one column per split, the released total, and the paper's (quoted) column."
     cols = {s: seal_split_stats(v) for s, v in splits.items()}
     cols["all released"] = seal_split_stats([i for v in splits.values() for i in v])
-    tool_rows = {"tools": len(tools), "avg. required params": round(sum(len(t.required) for t in tools) / max(len(tools), 1), 3)}
-    rows = ["tools", "avg. required params", "instances", "single-tool instances", "multiple-tool instances", "nested instances", "avg. calls per instance"]
+    tool_rows = {
+        "tools": len(tools),
+        "avg. required params": round(sum(len(t.required) for t in tools) / max(len(tools), 1), 3),
+    }
+    rows = [
+        "tools",
+        "avg. required params",
+        "instances",
+        "single-tool instances",
+        "multiple-tool instances",
+        "nested instances",
+        "avg. calls per instance",
+    ]
     df = pd.DataFrame(index=rows)
-    for c, st in cols.items(): df[c] = [tool_rows.get(r) if r in tool_rows and c == "all released" else st.get(r) for r in rows]
+    for c, st in cols.items():
+        df[c] = [tool_rows.get(r) if r in tool_rows and c == "all released" else st.get(r) for r in rows]
     df["paper (quoted, incl. unreleased train)"] = [PAPER_SEAL_TABLE1.get(r) for r in rows]
     return df.rename_axis("statistic").reset_index()
 
@@ -55,8 +74,14 @@ def field_table(tools: list[Tool], fields: dict[str, list[str]]) -> pd.DataFrame
     by = Counter(t.field for t in tools)
     sub = {f: {t.subfield for t in tools if t.field == f} for f in by}
     names = sorted(set(fields) | set(by), key=lambda f: (-by.get(f, 0), f))
-    return pd.DataFrame({"field": names, "subfields listed": [len(fields.get(f, [])) for f in names],
-                         "subfields with tools": [len(sub.get(f, ())) for f in names], "tools": [by.get(f, 0) for f in names]})
+    return pd.DataFrame(
+        {
+            "field": names,
+            "subfields listed": [len(fields.get(f, [])) for f in names],
+            "subfields with tools": [len(sub.get(f, ())) for f in names],
+            "tools": [by.get(f, 0) for f in names],
+        }
+    )
 
 def deer_table2(splits: dict[str, list[DecisionSample]]) -> pd.DataFrame:
     "DEER Table 2: samples per decision branch and split, ours beside the paper's."
@@ -72,15 +97,25 @@ def deer_table2(splits: dict[str, list[DecisionSample]]) -> pd.DataFrame:
 
 def deer_tool_stats(tools: list[Tool]) -> dict:
     ex = [e for t in tools for e in t.examples]
-    return {"tools": len(tools), "examples": len(ex), "examples read as calls": sum(e.call is not None for e in ex),
-            "examples calling the tool by its own name": sum(e.call is not None and e.call.api == t.name for t in tools for e in t.examples)}
+    return {
+        "tools": len(tools),
+        "examples": len(ex),
+        "examples read as calls": sum(e.call is not None for e in ex),
+        "examples calling the tool by its own name": sum(
+            e.call is not None and e.call.api == t.name for t in tools for e in t.examples
+        ),
+    }
 
 # %% ../nbs/03_stats.ipynb
 def load_stats_inputs(root=None) -> dict:
     "Everything the statistics need, from the real data folder or `root='sample'`."
-    return {"seal_tools": load("seal-tools:tools", root), "seal_fields": load("seal-tools:fields", root),
-            "seal_splits": {s: load(f"seal-tools:{s}", root) for s in SEAL_SPLITS},
-            "deer_tools": load("tooldeer:tools", root), "deer_splits": {s: load(f"tooldeer:{s}", root) for s in ("valid", "test")}}
+    return {
+        "seal_tools": load("seal-tools:tools", root),
+        "seal_fields": load("seal-tools:fields", root),
+        "seal_splits": {s: load(f"seal-tools:{s}", root) for s in SEAL_SPLITS},
+        "deer_tools": load("tooldeer:tools", root),
+        "deer_splits": {s: load(f"tooldeer:{s}", root) for s in ("valid", "test")},
+    }
 
 # %% ../nbs/03_stats.ipynb
 def plot_required_params(hist: pd.DataFrame, title: str = "Required parameters per tool"):
@@ -89,6 +124,7 @@ def plot_required_params(hist: pd.DataFrame, title: str = "Required parameters p
     import matplotlib.pyplot as plt, seaborn as sns
     fig, ax = plt.subplots(figsize=(5.5, 3.2))
     sns.barplot(data=hist, x="required params", y="share", color="#4C72B0", ax=ax)
-    for p, n in zip(ax.patches, hist["tools"]): ax.annotate(str(n), (p.get_x() + p.get_width() / 2, p.get_height()), ha="center", va="bottom", fontsize=8)
+    for p, n in zip(ax.patches, hist["tools"]):
+        ax.annotate(str(n), (p.get_x() + p.get_width() / 2, p.get_height()), ha="center", va="bottom", fontsize=8)
     ax.set_ylabel("share of tools"); ax.set_title(title); fig.tight_layout()
     return fig

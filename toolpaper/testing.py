@@ -30,11 +30,16 @@ class OracleChat(Client):
 
     @staticmethod
     def grounded(query: str, call: str) -> bool:
-        "The oracle's judgement of a query-call pair: every text or number argument value of the call is written in the query."
+        """The oracle's judgement of a query-call pair: every text or number argument value of the call is written in
+        the query."""
         from toolpaper.schema import parse_call_expr
         c = parse_call_expr(call)
         if c is None: return False
-        return all(str(v).casefold() in query.casefold() for v in c.arguments.values() if isinstance(v, (str, int, float)) and not isinstance(v, bool))
+        return all(
+            str(v).casefold() in query.casefold()
+            for v in c.arguments.values()
+            if isinstance(v, (str, int, float)) and not isinstance(v, bool)
+        )
 
     def _value(self, name: str, p: dict) -> Any:
         from toolpaper.schema import description_examples
@@ -44,18 +49,38 @@ class OracleChat(Client):
 
     @staticmethod
     def _request(t: dict, args: dict) -> str:
-        return f"Please {t['api_description'].rstrip('.').lower()}: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in args.items() if not isinstance(v, bool)) + "."
+        return (
+            f"Please {t['api_description'].rstrip('.').lower()}: "
+            + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in args.items() if not isinstance(v, bool))
+            + "."
+        )
 
     def _fields(self, n: int) -> str: return repr(list(dict.fromkeys(t["field"].split("/")[0] for t in self.seal)))
 
     def _subfields(self, field: str, n: int) -> str:
-        return repr(list(dict.fromkeys(t["field"].split("/", 1)[1] for t in self.seal if t["field"].startswith(field + "/"))))
+        return repr(
+            list(dict.fromkeys(t["field"].split("/", 1)[1] for t in self.seal if t["field"].startswith(field + "/")))
+        )
 
     def _tools(self, field: str, subfield: str, n: int, avoid: Sequence[str]) -> str:
-        return json.dumps([{k: v for k, v in t.items() if k != "field"} for t in self.seal if t["field"] == f"{field}/{subfield}" and t["api_name"] not in set(avoid)][:n])
+        return json.dumps(
+            [
+                {k: v for k, v in t.items() if k != "field"}
+                for t in self.seal
+                if t["field"] == f"{field}/{subfield}" and t["api_name"] not in set(avoid)
+            ][:n]
+        )
 
     def _backfill(self, tools: Sequence[dict]) -> str:
-        return json.dumps({t["api_name"]: {k: str(self._value(k, {"description": p.get("description", "")})) for k, p in t["parameters"].items()} for t in tools})
+        return json.dumps(
+            {
+                t["api_name"]: {
+                    k: str(self._value(k, {"description": p.get("description", "")}))
+                    for k, p in t["parameters"].items()
+                }
+                for t in tools
+            }
+        )
 
     def _single(self, tool: dict, fixed: dict) -> str:
         args = {k: fixed.get(k, self._value(k, p)) for k, p in tool["parameters"].items() if k in tool["required"]} or \
@@ -64,7 +89,8 @@ class OracleChat(Client):
 
     def _query(self, tool: dict, arguments: dict) -> str: return json.dumps({"query": self._request(tool, arguments)})
 
-    def _combos(self, candidates: Sequence[dict], max_tools: int) -> str: return json.dumps([t["api_name"] for t in candidates][:2])
+    def _combos(self, candidates: Sequence[dict], max_tools: int) -> str:
+        return json.dumps([t["api_name"] for t in candidates][:2])
 
     def _multi(self, tools: Sequence[dict], plan: list[dict], fixed: dict) -> str:
         by = {t["api_name"]: t for t in tools}
@@ -75,25 +101,41 @@ class OracleChat(Client):
                 if prev and t["parameters"][k]["type"] == "str" and k not in fixed and not args: args[k] = prev
                 else: args[k] = fixed.get(k, self._value(k, t["parameters"][k]))
             calls.append({"api": c["api"], "parameters": args}); prev = c["responses"][0]
-            parts.append(t["api_description"].rstrip(".").lower() + " (" + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in args.items()
-                                                                                if not isinstance(v, bool) and not str(v).startswith("API_call_")) + ")")
+            parts.append(
+                t["api_description"].rstrip(".").lower()
+                + " ("
+                + ", ".join(
+                    f"{k.replace('_', ' ')} {v}"
+                    for k, v in args.items()
+                    if not isinstance(v, bool) and not str(v).startswith("API_call_")
+                )
+                + ")"
+            )
         return json.dumps({"query": "First " + ", then ".join(parts) + ".", "calling": calls})
 
     def _deer_examples(self, tool: dict, n: int) -> str:
         t = self.deer.get(tool["api_name"])
         if t is None: return "I do not know this API."
-        return json.dumps({"api_function": t.signature, "examples": [{"query": e.query, "call": e.call_text} for e in t.examples]})
+        return json.dumps(
+            {"api_function": t.signature, "examples": [{"query": e.query, "call": e.call_text} for e in t.examples]}
+        )
 
     def _deer_filter(self, tool: dict, examples: Sequence[dict]) -> str:
         return json.dumps([i for i, e in enumerate(examples) if not self.grounded(e["query"], e["call"])])
 
-    def _deer_check(self, signature: str, query: str, call: str) -> str: return "YES" if self.grounded(query, call) else "NO"
+    def _deer_check(self, signature: str, query: str, call: str) -> str:
+        return "YES" if self.grounded(query, call) else "NO"
 
     def _complete(self, items, progress=False) -> list[Completion]:
         out = []
         for messages, _, _ in items:
             text = self.answer(messages[-1]["content"] if not isinstance(messages, str) else messages)
-            pt, ct = sum(len(m["content"].split()) for m in messages) if not isinstance(messages, str) else len(messages.split()), len(text.split())
+            pt, ct = (
+                sum(len(m["content"].split()) for m in messages)
+                if not isinstance(messages, str)
+                else len(messages.split()),
+                len(text.split()),
+            )
             self.usage.add(requests=1, prompt_tokens=pt, completion_tokens=ct)
             out.append(Completion(text, self.model, pt, ct, created=1_700_000_000))
         return out

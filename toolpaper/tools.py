@@ -22,14 +22,19 @@ class Observation:
     @property
     def text(self) -> str:
         "The observation as the agent sees it."
-        return json.dumps(self.content, ensure_ascii=False) if self.ok else json.dumps({"error": self.error}, ensure_ascii=False)
+        return (
+            json.dumps(self.content, ensure_ascii=False)
+            if self.ok
+            else json.dumps({"error": self.error}, ensure_ascii=False)
+        )
 
 def type_ok(value: Any, t: str | None) -> bool:
     "The simulator's argument check: `fits_type` at the `value` level."
     return fits_type(value, t, "value")
 
 def coerce_args(tool: Tool, args: dict) -> dict:
-    "Arguments with numeric / boolean strings turned into the parameter's declared type when they read cleanly (other values unchanged)."
+    """Arguments with numeric / boolean strings turned into the parameter's declared type when they read cleanly (other
+    values unchanged)."""
     out = {}
     for k, v in args.items():
         p = next((p for p in tool.parameters if p.name == k), None)
@@ -39,7 +44,8 @@ def coerce_args(tool: Tool, args: dict) -> dict:
                 f = float(v.strip().replace(",", ""))
                 v = int(f) if t == "int" and f.is_integer() else (f if t == "float" else v)
             except ValueError: pass
-        elif isinstance(v, str) and t == "bool" and v.strip().lower() in ("true", "false"): v = v.strip().lower() == "true"
+        elif isinstance(v, str) and t == "bool" and v.strip().lower() in ("true", "false"):
+            v = v.strip().lower() == "true"
         out[k] = v
     return out
 
@@ -62,10 +68,24 @@ _PY_TYPES = {str: "str", int: "int", float: "float", bool: "bool"}
 def tool_from_function(fn: Callable, name: str | None = None, description: str | None = None) -> Tool:
     "A `Tool` schema from a Python function's signature and docstring."
     sig = inspect.signature(fn)
-    params = [Param(name=p.name, type=_PY_TYPES.get(p.annotation, p.annotation if p.annotation in ("str", "int", "float", "bool") else "str"), description="", required=p.default is inspect.Parameter.empty,
-                    default=None if p.default is inspect.Parameter.empty else p.default) for p in sig.parameters.values()]
-    return Tool(name=name or fn.__name__, description=description or (inspect.getdoc(fn) or "").split("\n")[0], parameters=params,
-                responses=[ResponseField(name="result", type="str", description="return value")])
+    params = [
+        Param(
+            name=p.name,
+            type=_PY_TYPES.get(
+                p.annotation, p.annotation if p.annotation in ("str", "int", "float", "bool") else "str"
+            ),
+            description="",
+            required=p.default is inspect.Parameter.empty,
+            default=None if p.default is inspect.Parameter.empty else p.default,
+        )
+        for p in sig.parameters.values()
+    ]
+    return Tool(
+        name=name or fn.__name__,
+        description=description or (inspect.getdoc(fn) or "").split("\n")[0],
+        parameters=params,
+        responses=[ResponseField(name="result", type="str", description="return value")],
+    )
 
 class ToolEnv:
     "Simulated tools (from schemas) and registered Python functions (see above)."
@@ -94,7 +114,8 @@ class ToolEnv:
         return None
 
     def call(self, name: str, arguments: Any, response_types: dict[str, str] | None = None) -> Observation:
-        "Validate and answer a call; `response_types` overrides the declared type of named response fields (simulated tools only)."
+        """Validate and answer a call; `response_types` overrides the declared type of named response fields (simulated
+        tools only)."""
         name = (name or "").strip()
         if isinstance(arguments, str):
             from toolpaper.parse import load_literal
@@ -111,7 +132,10 @@ class ToolEnv:
             t = self.tools[name]
             fields = t.responses or [ResponseField(name="result", type="str", description="")]
             rt = response_types or {}
-            obs = Observation(True, {f.name: simulated_value(name, arguments, f.name, rt.get(f.name, f.type), self.seed) for f in fields})
+            obs = Observation(
+                True,
+                {f.name: simulated_value(name, arguments, f.name, rt.get(f.name, f.type), self.seed) for f in fields},
+            )
         self.log.append((name, arguments, obs))
         return obs
 
@@ -129,7 +153,8 @@ def response_types(calls: Sequence[Call], tools: dict[str, Tool]) -> dict[str, s
 
 @dataclass
 class Execution:
-    "What `execute_calls` did: the call indices in the order they ran, their tools, the arguments as sent and the observations; `failed` is the step refused."
+    """What `execute_calls` did: the call indices in the order they ran, their tools, the arguments as sent and the
+    observations; `failed` is the step refused."""
     order: list[int]
     apis: list[str] = field(default_factory=list)
     arguments: list[dict] = field(default_factory=list)
@@ -144,7 +169,8 @@ class Execution:
         return f"step {self.failed + 1} {self.apis[self.failed]}: {self.observations[self.failed].error}"
 
 def execute_calls(env: ToolEnv, calls: Sequence[Call], typed_refs: bool = True) -> Execution:
-    "Run `calls` through `env` in dependency order with references replaced by observed values; stop at the first refused call. A reference cycle raises `RefError`."
+    """Run `calls` through `env` in dependency order with references replaced by observed values; stop at the first
+    refused call. A reference cycle raises `RefError`."""
     order = topo_order(list(calls))
     rtypes = response_types([calls[i] for i in order], env.tools) if typed_refs else {}
     ex, observed = Execution(order), {}
@@ -153,9 +179,12 @@ def execute_calls(env: ToolEnv, calls: Sequence[Call], typed_refs: bool = True) 
         args = substitute(c, observed).arguments
         if t is not None: args = coerce_args(t, args)
         fields = [r.name for r in t.responses] if t is not None and t.responses else ["result"]
-        obs = env.call(c.api, args, response_types={f: rtypes[rid] for f, rid in zip(fields, c.responses) if rid in rtypes})
+        obs = env.call(
+            c.api, args, response_types={f: rtypes[rid] for f, rid in zip(fields, c.responses) if rid in rtypes}
+        )
         ex.apis.append(c.api); ex.arguments.append(args); ex.observations.append(obs)
         if not obs.ok:
             ex.failed = s; return ex
-        for k, rid in enumerate(c.responses): observed[rid] = obs.content.get(fields[k], obs.text) if k < len(fields) else obs.text
+        for k, rid in enumerate(c.responses):
+            observed[rid] = obs.content.get(fields[k], obs.text) if k < len(fields) else obs.text
     return ex

@@ -4,9 +4,9 @@
 
 # %% ../nbs/10_train.ipynb 3
 from __future__ import annotations
-import json, math, os
+import json, os
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Sequence
 import torch
@@ -20,7 +20,8 @@ __all__ = ['tokenize_example', 'SpanCollator', 'SpanTrainer', 'SFTConfig', 'trai
 # %% ../nbs/10_train.ipynb
 def tokenize_example(tok, ex: PromptExample, span_labels: Sequence[str], max_length: int = 1024) -> dict:
     "input_ids, labels and span_ids of one example (see above)."
-    p = tok(render(tok, ex.messages), add_special_tokens=isinstance(ex.messages, str))["input_ids"]   # a plain prompt gets BOS, as at inference
+    # a plain prompt gets BOS, as at inference
+    p = tok(render(tok, ex.messages), add_special_tokens=isinstance(ex.messages, str))["input_ids"]
     t_ids, t_spans = [], []
     for label, text in ex.spans:
         ids = tok(text, add_special_tokens=False)["input_ids"]
@@ -29,7 +30,12 @@ def tokenize_example(tok, ex: PromptExample, span_labels: Sequence[str], max_len
         t_ids.append(tok.eos_token_id); t_spans.append(t_spans[-1] if t_spans else 1)
     t_ids, t_spans = t_ids[:max_length], t_spans[:max_length]
     p = p[max(0, len(p) - (max_length - len(t_ids))):] if len(p) + len(t_ids) > max_length else p
-    return {"input_ids": p + t_ids, "labels": [-100] * len(p) + t_ids, "span_ids": [0] * len(p) + t_spans, "length": len(p) + len(t_ids)}
+    return {
+        "input_ids": p + t_ids,
+        "labels": [-100] * len(p) + t_ids,
+        "span_ids": [0] * len(p) + t_spans,
+        "length": len(p) + len(t_ids),
+    }
 
 @dataclass
 class SpanCollator:
@@ -44,7 +50,7 @@ class SpanCollator:
                 "span_ids": torch.tensor(pad([f["span_ids"] for f in feats], 0))}
 
 # %% ../nbs/10_train.ipynb
-from transformers import Trainer, TrainingArguments, TrainerCallback
+from transformers import Trainer, TrainingArguments
 
 class SpanTrainer(Trainer):
     def __init__(self, *args, span_labels: Sequence[str] = (), **kw):
@@ -56,7 +62,9 @@ class SpanTrainer(Trainer):
         spans, labels = inputs.pop("span_ids"), inputs.pop("labels")
         out = model(**inputs)
         logits, tgt, sp = out.logits[:, :-1], labels[:, 1:], spans[:, 1:]
-        tok_loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), tgt.reshape(-1), ignore_index=-100, reduction="none").view_as(tgt)
+        tok_loss = F.cross_entropy(
+            logits.float().reshape(-1, logits.size(-1)), tgt.reshape(-1), ignore_index=-100, reduction="none"
+        ).view_as(tgt)
         mask = tgt != -100
         denom = num_items_in_batch if num_items_in_batch is not None else mask.sum()
         loss = tok_loss[mask].sum() / torch.as_tensor(denom, device=tok_loss.device).clamp(min=1)
@@ -90,7 +98,8 @@ class SFTConfig:
     lora_alpha: int = 32
     lora_dropout: float = 0.05
     lora_targets: str | list[str] = "all-linear"
-    lora_top_layers: int | None = None  # LoRA on the top N decoder layers only (the backward pass stops early); None: all layers
+    # LoRA on the top N decoder layers only (the backward pass stops early); None: all layers
+    lora_top_layers: int | None = None
     group_by_length: bool = True
     logging_steps: int = 5
     save_steps: int | None = None
@@ -103,7 +112,8 @@ class SFTConfig:
 
     @classmethod
     def from_experiment(cls, output_dir: str | os.PathLike, exp, **over) -> "SFTConfig":
-        "Settings for one run of an experiment: the fields of `exp` that `SFTConfig` also has, LoRA alpha = 2·r, the loss logged every step; `over` wins."
+        """Settings for one run of an experiment: the fields of `exp` that `SFTConfig` also has, LoRA alpha = 2·r, the
+        loss logged every step; `over` wins."""
         names = {f.name for f in fields(cls)} - {"output_dir"}
         kw = {k: getattr(exp, k) for k in names if hasattr(exp, k)}
         kw.update(lora_alpha=2 * kw.get("lora_r", cls.lora_r), logging_steps=1)
@@ -112,28 +122,57 @@ class SFTConfig:
 def training_args(cfg: SFTConfig) -> TrainingArguments:
     bf16 = cfg.bf16 if cfg.bf16 is not None else (torch.cuda.is_available() and torch.cuda.is_bf16_supported())
     return TrainingArguments(
-        output_dir=cfg.output_dir, num_train_epochs=cfg.epochs, max_steps=cfg.max_steps, learning_rate=cfg.lr,
-        per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=cfg.grad_accum, warmup_steps=cfg.warmup_ratio,
-        weight_decay=cfg.weight_decay, lr_scheduler_type="cosine" if cfg.warmup_ratio else "linear", logging_steps=cfg.logging_steps,
-        save_strategy="steps" if cfg.save_steps else "no", save_steps=cfg.save_steps or 500, save_total_limit=cfg.save_total_limit,
-        seed=cfg.seed, data_seed=cfg.seed, bf16=bf16, fp16=False, length_column_name="length",
+        output_dir=cfg.output_dir,
+        num_train_epochs=cfg.epochs,
+        max_steps=cfg.max_steps,
+        learning_rate=cfg.lr,
+        per_device_train_batch_size=cfg.batch_size,
+        gradient_accumulation_steps=cfg.grad_accum,
+        warmup_steps=cfg.warmup_ratio,
+        weight_decay=cfg.weight_decay,
+        lr_scheduler_type="cosine" if cfg.warmup_ratio else "linear",
+        logging_steps=cfg.logging_steps,
+        save_strategy="steps" if cfg.save_steps else "no",
+        save_steps=cfg.save_steps or 500,
+        save_total_limit=cfg.save_total_limit,
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        bf16=bf16,
+        fp16=False,
+        length_column_name="length",
         train_sampling_strategy="group_by_length" if cfg.group_by_length else "random",
-        remove_unused_columns=False, report_to=cfg.report_to, gradient_checkpointing=cfg.gradient_checkpointing,
-        deepspeed=cfg.deepspeed, dataloader_num_workers=0, disable_tqdm=True, use_cpu=not torch.cuda.is_available())
+        remove_unused_columns=False,
+        report_to=cfg.report_to,
+        gradient_checkpointing=cfg.gradient_checkpointing,
+        deepspeed=cfg.deepspeed,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+        use_cpu=not torch.cuda.is_available(),
+    )
 
 def build_dataset(tok, examples: Sequence[PromptExample], span_labels: Sequence[str], max_length: int):
     import datasets
     return datasets.Dataset.from_list([tokenize_example(tok, e, span_labels, max_length) for e in examples])
 
 def lora_config(model, cfg: SFTConfig):
-    "The peft `LoraConfig` of `cfg`; with `lora_top_layers` the adapters sit on the linear layers of the top N decoder layers only."
+    """The peft `LoraConfig` of `cfg`; with `lora_top_layers` the adapters sit on the linear layers of the top N decoder
+    layers only."""
     from peft import LoraConfig
-    kw = dict(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout, target_modules=cfg.lora_targets, task_type="CAUSAL_LM")
+
+    kw = dict(
+        r=cfg.lora_r,
+        lora_alpha=cfg.lora_alpha,
+        lora_dropout=cfg.lora_dropout,
+        target_modules=cfg.lora_targets,
+        task_type="CAUSAL_LM",
+    )
     if cfg.lora_top_layers:
         n = model.config.num_hidden_layers
-        if not 0 < cfg.lora_top_layers <= n: raise ValueError(f"lora_top_layers={cfg.lora_top_layers}: the model has {n} decoder layers")
+        if not 0 < cfg.lora_top_layers <= n:
+            raise ValueError(f"lora_top_layers={cfg.lora_top_layers}: the model has {n} decoder layers")
         targets = cfg.lora_targets
-        if isinstance(targets, str):        # layers_to_transform needs the module names as a list: every linear layer inside the decoder layers
+        # layers_to_transform needs the module names as a list: every linear layer inside the decoder layers
+        if isinstance(targets, str):
             targets = sorted({name.rsplit(".", 1)[-1] for name, m in model.named_modules()
                               if isinstance(m, torch.nn.Linear) and ".layers." in name})
         kw.update(target_modules=list(targets), layers_to_transform=list(range(n - cfg.lora_top_layers, n)))
@@ -141,7 +180,8 @@ def lora_config(model, cfg: SFTConfig):
 
 def finetune(model_name: str, examples: Sequence[PromptExample], cfg: SFTConfig, adapter: str | None = None,
              span_labels: Sequence[str] | None = None, resume: bool = False, callbacks: list | None = None) -> dict:
-    "Fine-tune and save to `cfg.output_dir`; returns {'history', 'train_seconds', 'tokens', 'span_labels', 'trainable_params'}."
+    """Fine-tune and save to `cfg.output_dir`; returns {'history', 'train_seconds', 'tokens', 'span_labels',
+    'trainable_params'}."""
     import time
     from transformers import set_seed
     from toolpaper.models import load_model
@@ -154,8 +194,14 @@ def finetune(model_name: str, examples: Sequence[PromptExample], cfg: SFTConfig,
         model = get_peft_model(model, lora_config(model, cfg))
     if cfg.gradient_checkpointing: model.enable_input_require_grads()
     ds = build_dataset(tok, examples, span_labels, cfg.max_length)
-    trainer = SpanTrainer(model=model, args=training_args(cfg), train_dataset=ds, data_collator=SpanCollator(tok.pad_token_id),
-                          span_labels=span_labels, callbacks=callbacks)
+    trainer = SpanTrainer(
+        model=model,
+        args=training_args(cfg),
+        train_dataset=ds,
+        data_collator=SpanCollator(tok.pad_token_id),
+        span_labels=span_labels,
+        callbacks=callbacks,
+    )
     t0 = time.perf_counter()
     ckpt = None
     if resume:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools, json, random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 from .schema import Instance, Tool, Trajectory, Turn, REF_RE, topo_order
 from .tools import ToolEnv, execute_calls
 from .prompts import PromptExample
@@ -35,8 +35,14 @@ def _desc(t: Tool) -> str:
 class TrajectoryError(ValueError):
     "An instance whose gold calls do not pass the tool schemas (it cannot make a clean trajectory)."
 
-def build_trajectory(inst: Instance, tools: dict[str, Tool], env: ToolEnv, kind: str = "normal", rng: random.Random | None = None,
-                     distractors: Sequence[Tool] = ()) -> Trajectory:
+def build_trajectory(
+    inst: Instance,
+    tools: dict[str, Tool],
+    env: ToolEnv,
+    kind: str = "normal",
+    rng: random.Random | None = None,
+    distractors: Sequence[Tool] = (),
+) -> Trajectory:
     "A trajectory of `kind` ('normal', 'give_up', 'recovery') for one instance (see above)."
     rng = rng or random.Random(0)
     order = topo_order(inst.calls)
@@ -47,27 +53,60 @@ def build_trajectory(inst: Instance, tools: dict[str, Tool], env: ToolEnv, kind:
     rng.shuffle(listed)
     turns = [Turn(role="user", content=inst.query)]
     if missing:
-        turns.append(Turn(role="planner", content=f"The request needs a tool to {_desc(tools[missing])}, but none of the available tools can do that, "
-                                                  "so I cannot complete it. Next: give up."))
+        turns.append(
+            Turn(
+                role="planner",
+                content=f"The request needs a tool to {_desc(tools[missing])}, but none of the available tools can do "
+                        "that, "
+                "so I cannot complete it. Next: give up.",
+            )
+        )
         return Trajectory(id=f"{inst.id}:give_up", instruction=inst.query, tools=listed, turns=turns)
-    ex = execute_calls(env, inst.calls)             # released values such as "25" for an int become 25; references take observed values
-    if not ex.ok: raise TrajectoryError(f"{inst.id}: the gold call {ex.apis[ex.failed]} fails the tool's own schema: {ex.observations[ex.failed].error}")
+    # released values such as "25" for an int become 25; references take observed values
+    ex = execute_calls(env, inst.calls)
+    if not ex.ok:
+        raise TrajectoryError(
+            f"{inst.id}: the gold call {ex.apis[ex.failed]} fails the tool's own schema: "
+            f"{ex.observations[ex.failed].error}"
+        )
     broken_at = rng.randrange(len(calls)) if kind == "recovery" else None
     step_of = {}
     for s, c in enumerate(calls):
         t = tools[c.api]
-        uses = sorted({step_of[m.group(0)] for v in c.arguments.values() if isinstance(v, str) for m in REF_RE.finditer(v) if m.group(0) in step_of})
+        uses = sorted(
+            {
+                step_of[m.group(0)]
+                for v in c.arguments.values()
+                if isinstance(v, str)
+                for m in REF_RE.finditer(v)
+                if m.group(0) in step_of
+            }
+        )
         why = f" It takes the result of step {', '.join(str(u + 1) for u in uses)}." if uses else ""
-        turns.append(Turn(role="planner", content=f"Step {s + 1}: I need to {_desc(t)}.{why} I will call {t.name}. Next: caller."))
+        turns.append(
+            Turn(
+                role="planner", content=f"Step {s + 1}: I need to {_desc(t)}.{why} I will call {t.name}. Next: caller."
+            )
+        )
         args = ex.arguments[s]
         if s == broken_at:
             req = [p.name for p in t.parameters if p.required and p.name in args]
             bad = {k: v for k, v in args.items() if k != req[0]} if req else {**args, "extra_option": "yes"}
-            turns.append(Turn(role="caller", content=f"Action: {t.name}\nAction Input: {json.dumps(bad, ensure_ascii=False)}"))
+            turns.append(
+                Turn(role="caller", content=f"Action: {t.name}\nAction Input: {json.dumps(bad, ensure_ascii=False)}")
+            )
             err = env.call(t.name, bad)
             turns.append(Turn(role="observation", content=err.text))
-            turns.append(Turn(role="planner", content=f"The call failed: {err.error}. I will call {t.name} again with the input fixed. Next: caller."))
-        turns.append(Turn(role="caller", content=f"Action: {t.name}\nAction Input: {json.dumps(args, ensure_ascii=False)}"))
+            turns.append(
+                Turn(
+                    role="planner",
+                    content=f"The call failed: {err.error}. I will call {t.name} again with the input fixed. Next: "
+                            "caller.",
+                )
+            )
+        turns.append(
+            Turn(role="caller", content=f"Action: {t.name}\nAction Input: {json.dumps(args, ensure_ascii=False)}")
+        )
         turns.append(Turn(role="observation", content=ex.observations[s].text))
         for rid in c.responses: step_of[rid] = s
     turns.append(Turn(role="planner", content="I have all the results the request needs. Next: conclusion."))
@@ -79,9 +118,16 @@ def build_trajectory(inst: Instance, tools: dict[str, Tool], env: ToolEnv, kind:
     return Trajectory(id=f"{inst.id}:{kind}", instruction=inst.query, tools=listed, turns=turns)
 
 # %% ../nbs/17_trajectories.ipynb
-def build_corpus(instances: Sequence[Instance], tools: Sequence[Tool], cfg: TrajConfig = TrajConfig(), env: ToolEnv | None = None,
-                 skipped: list | None = None) -> list[Trajectory]:
-    "One trajectory per instance, kinds in the configured proportions; instances whose gold calls break their schema are left out (reasons appended to `skipped`)."
+def build_corpus(
+    instances: Sequence[Instance],
+    tools: Sequence[Tool],
+    cfg: TrajConfig | None = None,
+    env: ToolEnv | None = None,
+    skipped: list | None = None,
+) -> list[Trajectory]:
+    """One trajectory per instance, kinds in the configured proportions; instances whose gold calls break their schema
+    are left out (reasons appended to `skipped`)."""
+    cfg = cfg if cfg is not None else TrajConfig()
     by = {t.name: t for t in tools}
     env = env or ToolEnv(list(tools), seed=cfg.seed)
     rng = random.Random(cfg.seed)
@@ -100,30 +146,71 @@ def build_corpus(instances: Sequence[Instance], tools: Sequence[Tool], cfg: Traj
             if skipped is not None: skipped.append(str(e))
     return out
 
-def split_by_instance(trajs: Sequence[Trajectory], test_frac: float = 0.2, seed: int = 0) -> tuple[list[Trajectory], list[Trajectory]]:
+def split_by_instance(
+    trajs: Sequence[Trajectory], test_frac: float = 0.2, seed: int = 0
+) -> tuple[list[Trajectory], list[Trajectory]]:
     "(train, test) with every instance on one side only."
     inst = sorted({t.id.rsplit(":", 1)[0] for t in trajs})
     rng = random.Random(seed); rng.shuffle(inst)
     test = set(inst[: int(round(test_frac * len(inst)))])
-    return [t for t in trajs if t.id.rsplit(":", 1)[0] not in test], [t for t in trajs if t.id.rsplit(":", 1)[0] in test]
+    return [t for t in trajs if t.id.rsplit(":", 1)[0] not in test], [
+        t for t in trajs if t.id.rsplit(":", 1)[0] in test
+    ]
 
 def corpus_table(trajs: Sequence[Trajectory]):
     "Trajectories, steps and calls per kind."
     import pandas as pd
-    rows = [{"kind": t.id.rsplit(":", 1)[1], "planner steps": sum(x.role == "planner" for x in t.turns),
-             "calls": sum(x.role == "caller" for x in t.turns), "errors": sum(x.role == "observation" and x.content.startswith('{"error"') for x in t.turns)}
-            for t in trajs]
+    rows = [
+        {
+            "kind": t.id.rsplit(":", 1)[1],
+            "planner steps": sum(x.role == "planner" for x in t.turns),
+            "calls": sum(x.role == "caller" for x in t.turns),
+            "errors": sum(x.role == "observation" and x.content.startswith('{"error"') for x in t.turns),
+        }
+        for t in trajs
+    ]
     df = pd.DataFrame(rows)
-    return df.groupby("kind").agg(trajectories=("calls", "size"), steps=("planner steps", "sum"), calls=("calls", "sum"), error_observations=("errors", "sum")).reset_index()
+    return (
+        df.groupby("kind")
+        .agg(
+            trajectories=("calls", "size"),
+            steps=("planner steps", "sum"),
+            calls=("calls", "sum"),
+            error_observations=("errors", "sum"),
+        )
+        .reset_index()
+    )
 
 # %% ../nbs/17_trajectories.ipynb
-_TO_UMI = {"user": "user", "planner": "assistant", "caller": "caller", "observation": "observation", "summarizer": "conclusion", "system": "system"}
+_TO_UMI = {
+    "user": "user",
+    "planner": "assistant",
+    "caller": "caller",
+    "observation": "observation",
+    "summarizer": "conclusion",
+    "system": "system",
+}
 
 def to_umi_records(trajs: Sequence[Trajectory]) -> list[dict]:
-    return [{"id": t.id, "instruction": t.instruction,
-             "tools": [{"Name": x.name, "function": x.description,
-                        "input": {p.name: f"{p.type}, {'required' if p.required else 'optional'}. {p.description}".strip() for p in x.parameters}} for x in t.tools],
-             "conversations": [{"from": _TO_UMI[u.role], "value": u.content} for u in t.turns]} for t in trajs]
+    return [
+        {
+            "id": t.id,
+            "instruction": t.instruction,
+            "tools": [
+                {
+                    "Name": x.name,
+                    "function": x.description,
+                    "input": {
+                        p.name: f"{p.type}, {'required' if p.required else 'optional'}. {p.description}".strip()
+                        for p in x.parameters
+                    },
+                }
+                for x in t.tools
+            ],
+            "conversations": [{"from": _TO_UMI[u.role], "value": u.content} for u in t.turns],
+        }
+        for t in trajs
+    ]
 
 def save_trajectories(path, trajs: Sequence[Trajectory]) -> None:
     from toolpaper.io import atomic_write_text
@@ -134,41 +221,84 @@ SPAN_LABELS = ["rationale", "action", "answer"]
 
 def tool_doc(tools: Sequence[Tool]) -> str:
     "One JSON line per tool: name, description, parameters with type and whether required."
-    return "\n".join(json.dumps({"name": t.name, "description": t.description,
-                                 "parameters": {p.name: f"{p.type}{', required' if p.required else ''}" for p in t.parameters}}, ensure_ascii=False)
-                     for t in tools)
+    return "\n".join(
+        json.dumps(
+            {
+                "name": t.name,
+                "description": t.description,
+                "parameters": {p.name: f"{p.type}{', required' if p.required else ''}" for p in t.parameters},
+            },
+            ensure_ascii=False,
+        )
+        for t in tools
+    )
 
 _H = {"user": "User", "planner": "Planner", "caller": "Caller", "observation": "Observation", "summarizer": "Answer"}
 def history_text(turns: Sequence[Turn]) -> str:
     return "\n".join(f"{_H.get(t.role, t.role)}: {t.content}" for t in turns if t.role != "system")
 
 def backbone_messages(tools, turns) -> list[dict]:
-    return [{"role": "system", "content": "You solve the user's request with the tools below, one step at a time.\nTools:\n" + tool_doc(tools) +
-             "\nIn each reply, first think about what to do next and end that thought with 'Next: caller', 'Next: conclusion' or 'Next: give up'. "
-             "After 'Next: caller' write the call as 'Action: <tool name>' and 'Action Input: <JSON arguments>'. After 'Next: conclusion' write 'Answer: <final answer>'."},
-            {"role": "user", "content": history_text(turns)}]
+    return [
+        {
+            "role": "system",
+            "content": "You solve the user's request with the tools below, one step at a time.\nTools:\n"
+            + tool_doc(tools)
+            + "\nIn each reply, first think about what to do next and end that thought with 'Next: caller', 'Next: "
+              "conclusion' or 'Next: give up'. "
+            "After 'Next: caller' write the call as 'Action: <tool name>' and 'Action Input: <JSON arguments>'. After "
+            "'Next: conclusion' write 'Answer: <final answer>'.",
+        },
+        {"role": "user", "content": history_text(turns)},
+    ]
 
 def planner_messages(tools, turns) -> list[dict]:
-    return [{"role": "system", "content": "You plan the next step of a tool-using assistant.\nTools:\n" + tool_doc(tools) +
-             "\nRead the history, say briefly what should happen next and why, and end with 'Next: caller' (a tool call is needed), "
-             "'Next: conclusion' (the request can be answered) or 'Next: give up' (it cannot be done with these tools)."},
-            {"role": "user", "content": history_text(turns)}]
+    return [
+        {
+            "role": "system",
+            "content": "You plan the next step of a tool-using assistant.\nTools:\n"
+            + tool_doc(tools)
+            + "\nRead the history, say briefly what should happen next and why, and end with 'Next: caller' (a tool "
+              "call is needed), "
+            "'Next: conclusion' (the request can be answered) or 'Next: give up' (it cannot be done with these tools).",
+        },
+        {"role": "user", "content": history_text(turns)},
+    ]
 
 def caller_messages(tools, turns, thought: str) -> list[dict]:
-    return [{"role": "system", "content": "You write the tool call the planner asked for.\nTools:\n" + tool_doc(tools) +
-             "\nReply with 'Action: <tool name>' on one line, the name exactly one of: " + ", ".join(t.name for t in tools) +
-             ", and 'Action Input: <JSON object of arguments>' on the next. Use values from the request and earlier observations."},
-            {"role": "user", "content": history_text(turns) + "\nThought for this step: " + thought}]
+    return [
+        {
+            "role": "system",
+            "content": "You write the tool call the planner asked for.\nTools:\n"
+            + tool_doc(tools)
+            + "\nReply with 'Action: <tool name>' on one line, the name exactly one of: "
+            + ", ".join(t.name for t in tools)
+            + ", and 'Action Input: <JSON object of arguments>' on the next. Use values from the request and earlier "
+              "observations.",
+        },
+        {"role": "user", "content": history_text(turns) + "\nThought for this step: " + thought},
+    ]
 
 def summarizer_messages(turns) -> list[dict]:
-    return [{"role": "system", "content": "You write the final answer to the user's request from the results in the history. Be concise and give the values found."},
-            {"role": "user", "content": history_text(turns)}]
+    return [
+        {
+            "role": "system",
+            "content": "You write the final answer to the user's request from the results in the history. Be concise "
+                       "and give the values found.",
+        },
+        {"role": "user", "content": history_text(turns)},
+    ]
 
-def role_examples(trajs: Sequence[Trajectory], role: str, style: str = "toolpaper", templates: dict | None = None, root=None) -> list[PromptExample]:
-    "Training examples of `role` ('backbone', 'planner', 'caller', 'summarizer') from every planner step: toolpaper's prompts (see above) or, with `style='released'`, the authors' role-file layout (below)."
+def role_examples(
+    trajs: Sequence[Trajectory], role: str, style: str = "toolpaper", templates: dict | None = None, root=None
+) -> list[PromptExample]:
+    """Training examples of `role` ('backbone', 'planner', 'caller', 'summarizer') from every planner step: toolpaper's
+    prompts (see above) or, with `style='released'`, the authors' role-file layout (below)."""
     if role not in ("backbone", "planner", "caller", "summarizer"): raise ValueError(f"unknown role {role!r}")
     if style == "released":
-        return [PromptExample(f"{role}:{k}", r["input"], umi_role_spans(role, r["target"])) for k, r in enumerate(umi_role_records(trajs, role, templates, root))]
+        return [
+            PromptExample(f"{role}:{k}", r["input"], umi_role_spans(role, r["target"]))
+            for k, r in enumerate(umi_role_records(trajs, role, templates, root))
+        ]
     if style != "toolpaper": raise ValueError(f"unknown prompt style {style!r}; expected 'released' or 'toolpaper'")
     from toolpaper.schema import planner_decision
     out = []
@@ -178,7 +308,8 @@ def role_examples(trajs: Sequence[Trajectory], role: str, style: str = "toolpape
             hist, nxt = t.turns[:i], (t.turns[i + 1] if i + 1 < len(t.turns) else None)
             dec = planner_decision(turn.content)
             sid = f"{t.id}:{i}"
-            if role == "planner": out.append(PromptExample(sid, planner_messages(t.tools, hist), [("rationale", turn.content)]))
+            if role == "planner":
+                out.append(PromptExample(sid, planner_messages(t.tools, hist), [("rationale", turn.content)]))
             elif role == "caller" and dec == "caller" and nxt is not None:
                 out.append(PromptExample(sid, caller_messages(t.tools, hist, turn.content), [("action", nxt.content)]))
             elif role == "summarizer" and dec == "conclusion" and nxt is not None:
@@ -195,9 +326,14 @@ ROLES_ALL = ("backbone", "planner", "caller", "summarizer")
 _NAMES, _THOUGHT = "\x00names\x00", "\x00thought\x00"      # slots in a learned layout (never in real text)
 
 def umi_tool_dict(t: Tool) -> dict:
-    "A tool as the authors' files list it: the released ToolBench record when the tool was read from one, else Name / function / input ('type, description')."
+    """A tool as the authors' files list it: the released ToolBench record when the tool was read from one, else Name /
+    function / input ('type, description')."""
     if t.source and "Name" in t.source: return dict(t.source)
-    return {"Name": t.name, "function": t.description, "input": {p.name: f"{p.type}, {p.description}" for p in t.parameters}}
+    return {
+        "Name": t.name,
+        "function": t.description,
+        "input": {p.name: f"{p.type}, {p.description}" for p in t.parameters},
+    }
 
 def umi_history(turns: Sequence[Turn]) -> list[dict]:
     "Turns as `from` / `value` records (planner -> assistant, summarizer -> conclusion)."
@@ -205,7 +341,8 @@ def umi_history(turns: Sequence[Turn]) -> list[dict]:
 
 def render_umi_history(history: Sequence[dict], merge_calls: bool = False) -> str:
     """The history as the authors' inputs hold it: `from: value`, each turn closed by `</s>` except observations.
-    `merge_calls`: as in the backbone's input, a planner turn and the call after it are one `assistant` turn (thought, newline, action)."""
+    `merge_calls`: as in the backbone's input, a planner turn and the call after it are one `assistant` turn
+    (thought, newline, action)."""
     out, i = [], 0
     while i < len(history):
         h = history[i]
@@ -222,17 +359,23 @@ class UmiRoleTemplate:
     mid: str | None             # between the tool lines and the history; None: the role's input lists no tools
     tail: str                   # after the history, with the name and thought slots
     ensure_ascii: bool = True   # how the tool lines were dumped
-    merge_calls: bool = False   # the history shows a planner turn and its call as one turn (the backbone)
+    merge_calls: bool = False  # the history shows a planner turn and its call as one turn (the backbone)
 
-    def doc(self, tools: Sequence[dict]) -> str: return "\n".join(json.dumps(t, ensure_ascii=self.ensure_ascii) for t in tools)
+    def doc(self, tools: Sequence[dict]) -> str:
+        return "\n".join(json.dumps(t, ensure_ascii=self.ensure_ascii) for t in tools)
 
     def render(self, tools: Sequence[dict], history: Sequence[dict], thought: str = "") -> str:
         tail = self.tail.replace(_NAMES, ", ".join(str(t.get("Name", "")) for t in tools)).replace(_THOUGHT, thought)
-        return (self.head if self.mid is None else self.head + self.doc(tools) + self.mid) + render_umi_history(history, self.merge_calls) + tail
+        return (
+            (self.head if self.mid is None else self.head + self.doc(tools) + self.mid)
+            + render_umi_history(history, self.merge_calls)
+            + tail
+        )
 
     @classmethod
     def learn(cls, role: str, rec: dict, where: str = "record") -> "UmiRoleTemplate":
-        "The layout of `rec` (a released role record); a ValueError naming `where` when the record does not have the expected parts."
+        """The layout of `rec` (a released role record); a ValueError naming `where` when the record does not have the
+        expected parts."""
         if role not in ROLES_ALL: raise ValueError(f"unknown role {role!r}; expected one of {ROLES_ALL}")
         inp, tools, hist = rec["input"], rec["tools"], rec["history"]
         start, mid_at, ascii_ = 0, None, True
@@ -249,14 +392,22 @@ class UmiRoleTemplate:
         tail = inp[at + len(h):]
         if role in ("backbone", "caller") and tools:
             names = "[" + ", ".join(t["Name"] for t in tools) + "]"
-            if names not in tail: raise ValueError(f"{where}: input: the tool names {names[:60]!r} are not after the history")
+            if names not in tail:
+                raise ValueError(f"{where}: input: the tool names {names[:60]!r} are not after the history")
             tail = tail.replace(names, "[" + _NAMES + "]", 1)
         if role == "caller":
             thought = hist[-1]["value"] if hist else ""
             if not hist or hist[-1]["from"] != "assistant" or thought not in tail:
                 raise ValueError(f"{where}: input: a caller record repeats the planner's last turn after the history")
             tail = tail.replace(thought, _THOUGHT, 1)
-        t = cls(role, inp[:start] if mid_at is not None else inp[:at], None if mid_at is None else inp[mid_at:at], tail, ascii_, merge)
+        t = cls(
+            role,
+            inp[:start] if mid_at is not None else inp[:at],
+            None if mid_at is None else inp[mid_at:at],
+            tail,
+            ascii_,
+            merge,
+        )
         if t.render(tools, hist, hist[-1]["value"] if role == "caller" else "") != inp:
             raise ValueError(f"{where}: input: re-rendering the learned layout does not give the record back")
         return t
@@ -270,17 +421,22 @@ def _templates(folder: str) -> dict:
         recs = read_json(p)
         if not isinstance(recs, list) or not recs: raise ValueError(f"{p}: no records to learn the {r} layout from")
         pair = lambda h: any(x["from"] == "assistant" and y["from"] == "caller" for x, y in zip(h, h[1:]))
-        i = next((i for i, x in enumerate(recs) if pair(x.get("history", []))), 0)     # a record that shows how calls sit in the history
+        # a record that shows how calls sit in the history
+        i = next((i for i, x in enumerate(recs) if pair(x.get("history", []))), 0)
         out[r] = UmiRoleTemplate.learn(r, recs[i], where=f"{p}[record {i}]")
     return out
 
 def released_role_templates(root=None) -> dict:
-    "role -> `UmiRoleTemplate` learned from the released example role files (`alpha-umi/toolbench/train-example/`); without them, a ValueError that says what to do."
+    """role -> `UmiRoleTemplate` learned from the released example role files (`alpha-umi/toolbench/train-example/`);
+    without them, a ValueError that says what to do."""
     from toolpaper.data import split_path
     try: return _templates(str(split_path("alpha-umi:toolbench/train_backbone", root).parent))
     except FileNotFoundError as e:
-        raise ValueError(f"the released prompt style learns the authors' role layouts from their example files, which are missing ({e}); "
-                         "use style='toolpaper' (--prompt toolpaper) with data that lacks them") from None
+        raise ValueError(
+            "the released prompt style learns the authors' role layouts from their example files, which are missing "
+            f"({e}); "
+            "use style='toolpaper' (--prompt toolpaper) with data that lacks them"
+        ) from None
 
 def released_planner_text(content: str) -> str:
     "A planner turn with its decision written as the authors' files do: the thought, then `\n Next: <decision>.`."
@@ -313,7 +469,8 @@ def umi_role_records(trajs: Sequence[Trajectory], role: str, templates: dict | N
             if turn.role != "planner": continue
             dec, nxt = planner_decision(turn.content), (turns[i + 1] if i + 1 < len(turns) else None)
             hist, thought = umi_history(turns[:i]), split_thought(turn.content)
-            if dec is None: continue                     # a turn with no decision is no training step in the authors' files
+            # a turn with no decision is no training step in the authors' files
+            if dec is None: continue
             if role == "planner": rec = (hist, turn.content, "")
             elif role == "caller":
                 if dec != "caller" or nxt is None or nxt.role != "caller": continue
@@ -322,8 +479,10 @@ def umi_role_records(trajs: Sequence[Trajectory], role: str, templates: dict | N
                 if dec != "conclusion" or nxt is None or nxt.role != "summarizer": continue
                 rec = (umi_history(turns[:i + 1]), nxt.content, "")
             else:
-                if dec == "caller" and nxt is not None and nxt.role == "caller": act = nxt.content
-                elif dec == "conclusion" and nxt is not None and nxt.role == "summarizer": act = "conclusion: " + nxt.content
+                if dec == "caller" and nxt is not None and nxt.role == "caller":
+                    act = nxt.content
+                elif dec == "conclusion" and nxt is not None and nxt.role == "summarizer":
+                    act = "conclusion: " + nxt.content
                 elif dec == "give up": act = "conclusion: give up."
                 else: continue
                 rec = (hist, thought + "\n" + act, "")
@@ -331,10 +490,17 @@ def umi_role_records(trajs: Sequence[Trajectory], role: str, templates: dict | N
             out.append({"tools": tools, "history": h, "input": tpl.render(tools, h, th), "target": target})
     return out
 
-def released_role_input(role: str, tools: Sequence[Tool], turns: Sequence[Turn], thought: str = "", templates: dict | None = None, root=None) -> str:
-    "The authors' `input` of `role` for a step with history `turns` (planner turns get the authors' decision line); the caller also gets the planner's `thought`."
+def released_role_input(
+    role: str, tools: Sequence[Tool], turns: Sequence[Turn], thought: str = "", templates: dict | None = None, root=None
+) -> str:
+    """The authors' `input` of `role` for a step with history `turns` (planner turns get the authors' decision line);
+    the caller also gets the planner's `thought`."""
     tpl = (templates or released_role_templates(root))[role]
-    return tpl.render([umi_tool_dict(x) for x in tools], umi_history(_released_turns(turns)), released_planner_text(thought) if thought else "")
+    return tpl.render(
+        [umi_tool_dict(x) for x in tools],
+        umi_history(_released_turns(turns)),
+        released_planner_text(thought) if thought else "",
+    )
 
 def umi_role_spans(role: str, target: str) -> list[tuple[str, str]]:
     "A role target cut into labelled spans (rationale / action / answer) for the per-span loss."
@@ -352,7 +518,11 @@ def write_umi_role_file(path, records: Sequence[dict]) -> None:
     atomic_write_text(path, json.dumps(list(records), ensure_ascii=False, indent=1) + "\n")
 
 def file_role_examples(path, role: str) -> list[PromptExample]:
-    "Training examples from a role file in the authors' layout (theirs or one `write_umi_role_file` wrote): the `input` as a plain prompt, the target in spans."
+    """Training examples from a role file in the authors' layout (theirs or one `write_umi_role_file` wrote): the
+    `input` as a plain prompt, the target in spans."""
     from toolpaper.data import read_umi_role_file
     name = Path(path).name
-    return [PromptExample(f"{name}:{i}", r.input, umi_role_spans(role, r.target)) for i, r in enumerate(read_umi_role_file(path))]
+    return [
+        PromptExample(f"{name}:{i}", r.input, umi_role_spans(role, r.target))
+        for i, r in enumerate(read_umi_role_file(path))
+    ]

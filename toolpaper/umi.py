@@ -20,39 +20,59 @@ __all__ = ['UMI_COLS', 'UMI_NAMES', 'PAPER_UMI', 'GROUPS', 'PAPER_UMI_T2', 'UmiE
 
 # %% ../nbs/19_umi.ipynb
 def _cpu_glpft() -> GLPFTConfig:
-    return GLPFTConfig(lr1=1e-3, epochs1=1, lr2=5e-4, epochs_planner=1, epochs_caller=1, epochs_summarizer=2, batch_size=4)
+    return GLPFTConfig(
+        lr1=1e-3, epochs1=1, lr2=5e-4, epochs_planner=1, epochs_caller=1, epochs_summarizer=2, batch_size=4
+    )
 
 @dataclass
 class UmiExpConfig:
     model: str = "smollm2-135m-instruct"       # registered name, HF id or local folder
     train_n: int | None = 8                     # training trajectories of the main comparison (None: all)
     test_n: int | None = 4                      # held-out trajectories (None: all)
-    scaling: tuple | None = (2, 4, 8)           # training-set sizes of Figure 4 (None: a quarter, a half and all of train_n)
+    # training-set sizes of Figure 4 (None: a quarter, a half and all of train_n)
+    scaling: tuple | None = (2, 4, 8)
     glpft: GLPFTConfig = field(default_factory=_cpu_glpft)
     max_new_tokens: tuple = (48, 48, 64)        # planner, caller, summarizer
     give_up_frac: float = 0.1
     recovery_frac: float = 0.15
     distractors: int = 2
     gen_batch_size: int = 8
-    wo_reuse: bool = True                       # also train alpha-UMi w/o reuse (stage 2 on other instructions) where enough trajectories are left
-    ood_n: int | None = 4                       # released ToolBench out-of-domain dialogues every method is also scored on (None: all 400; 0: none)
+    # also train alpha-UMi w/o reuse (stage 2 on other instructions) where enough trajectories are left
+    wo_reuse: bool = True
+    # released ToolBench out-of-domain dialogues every method is also scored on (None: all 400; 0: none)
+    ood_n: int | None = 4
     seed: int = 0
 
 UMI_COLS = ["plan_acc", "act_em", "hallu", "arg_f1", "rouge_l"]
-UMI_NAMES = {"single": "Single-LLM", "multi_one_stage": "Multi-LLM one-stage", "multitask": "Single-LLM multi-task", "alpha_umi": "alpha-UMi (GLPFT)",
-             "alpha_umi_wo_reuse": "alpha-UMi w/o reuse"}
-PAPER_UMI = {"Single-LLM": [81.92, 53.26, 2.32, 45.57, 42.66], "Multi-LLM one-stage": [87.52, 45.11, 7.71, 38.02, 41.01],
-             "Single-LLM multi-task": [85.06, 51.83, 2.96, 44.25, 27.40], "alpha-UMi w/o reuse": [88.24, 55.50, 0.53, 48.97, 39.98],
-             "alpha-UMi": [88.92, 58.94, 0.57, 52.24, 43.17]}
+UMI_NAMES = {
+    "single": "Single-LLM",
+    "multi_one_stage": "Multi-LLM one-stage",
+    "multitask": "Single-LLM multi-task",
+    "alpha_umi": "alpha-UMi (GLPFT)",
+    "alpha_umi_wo_reuse": "alpha-UMi w/o reuse",
+}
+PAPER_UMI = {
+    "Single-LLM": [81.92, 53.26, 2.32, 45.57, 42.66],
+    "Multi-LLM one-stage": [87.52, 45.11, 7.71, 38.02, 41.01],
+    "Single-LLM multi-task": [85.06, 51.83, 2.96, 44.25, 27.40],
+    "alpha-UMi w/o reuse": [88.24, 55.50, 0.53, 48.97, 39.98],
+    "alpha-UMi": [88.92, 58.94, 0.57, 52.24, 43.17],
+}
 GROUPS = ("single", "multiple", "nested", "give-up")
-# Table 2 of the paper: real-time pass rate (ChatGPT judge, live RapidAPI) per ToolBench test group, 7B / 13B, DFSDT where marked
-PAPER_UMI_T2 = {"groups": ["I1-Inst.", "I1-Tool", "I1-Cat.", "I2-Inst.", "I2-Cat.", "I3-Inst.", "Average"],
-                "ChatGPT (ReACT)": [41.5, 44.0, 44.5, 42.5, 46.5, 22.0, 40.2], "GPT-4 (DFSDT)": [60.0, 71.5, 67.0, 79.5, 77.5, 71.0, 71.1],
-                "ToolLLaMA (DFSDT)": [57.0, 61.0, 62.0, 77.0, 77.0, 66.0, 60.7],
-                "alpha-UMi 7B": [65.0, 68.0, 64.0, 81.5, 76.5, 70.0, 70.9], "alpha-UMi 13B": [65.5, 69.0, 65.0, 84.5, 81.0, 71.0, 72.2]}
+# Table 2 of the paper: real-time pass rate (ChatGPT judge, live RapidAPI) per ToolBench test group, 7B / 13B, DFSDT
+# where marked
+PAPER_UMI_T2 = {
+    "groups": ["I1-Inst.", "I1-Tool", "I1-Cat.", "I2-Inst.", "I2-Cat.", "I3-Inst.", "Average"],
+    "ChatGPT (ReACT)": [41.5, 44.0, 44.5, 42.5, 46.5, 22.0, 40.2],
+    "GPT-4 (DFSDT)": [60.0, 71.5, 67.0, 79.5, 77.5, 71.0, 71.1],
+    "ToolLLaMA (DFSDT)": [57.0, 61.0, 62.0, 77.0, 77.0, 66.0, 60.7],
+    "alpha-UMi 7B": [65.0, 68.0, 64.0, 81.5, 76.5, 70.0, 70.9],
+    "alpha-UMi 13B": [65.5, 69.0, 65.0, 84.5, 81.0, 71.0, 72.2],
+}
 
 def umi_group(t: Trajectory, instances: dict) -> str:
-    "The Table 2 group of a held-out trajectory: 'give-up' when its gold run gives up, else the kind of its Seal-Tools instance (nested before multiple)."
+    """The Table 2 group of a held-out trajectory: 'give-up' when its gold run gives up, else the kind of its Seal-Tools
+    instance (nested before multiple)."""
     if any(u.role == "planner" and planner_decision(u.content) == "give up" for u in t.turns): return "give-up"
     inst = instances.get(t.id.rsplit(":", 1)[0])
     if inst is not None and inst.nested: return "nested"
@@ -64,8 +84,10 @@ def umi_group(t: Trajectory, instances: dict) -> str:
 @dataclass
 class UmiRun:
     config: dict
-    results: pd.DataFrame          # method × training size with step-level metrics (both modes) and, at the main size, the pass rate
-    cost: pd.DataFrame             # per method at the main size: models, storage, training time and tokens, inference time per task
+    # method × training size with step-level metrics (both modes) and, at the main size, the pass rate
+    results: pd.DataFrame
+    # per method at the main size: models, storage, training time and tokens, inference time per task
+    cost: pd.DataFrame
     trained: dict                  # training size -> train_methods() result
     corpus: pd.DataFrame           # trajectories of the main runs by kind
     sizes: list
@@ -74,13 +96,16 @@ class UmiRun:
     n_test: int
     skipped: list
     timings: dict = field(default_factory=dict)
-    groups: pd.DataFrame = field(default_factory=pd.DataFrame)   # method × Table 2 group: real-time pass rate at the main size
-    ood: pd.DataFrame = field(default_factory=pd.DataFrame)      # method × mode: step-level metrics on the released ToolBench out-of-domain dialogues
+    # method × Table 2 group: real-time pass rate at the main size
+    groups: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # method × mode: step-level metrics on the released ToolBench out-of-domain dialogues
+    ood: pd.DataFrame = field(default_factory=pd.DataFrame)
     notes: list = field(default_factory=list)
 
 def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance], test_instances: Sequence[Instance],
                        cfg: UmiExpConfig, work_dir: str | Path, ood: Sequence[Trajectory] | None = None) -> UmiRun:
-    "Build trajectories, train every method, evaluate (see above); `ood`: dialogues every main-size method is also scored on step by step (the released ToolBench out-of-domain set)."
+    """Build trajectories, train every method, evaluate (see above); `ood`: dialogues every main-size method is also
+    scored on step by step (the released ToolBench out-of-domain set)."""
     from toolpaper.agent import make_agent, realtime_eval, static_predictions, train_methods
     from toolpaper.io import atomic_write_text
     from toolpaper.metrics import bootstrap_ci, ci_pct, mean_ci, pct, umi_scores
@@ -89,7 +114,9 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter(); timings = {}
     glpft = replace(cfg.glpft, seed=cfg.seed)
-    tcfg = TrajConfig(give_up_frac=cfg.give_up_frac, recovery_frac=cfg.recovery_frac, distractors=cfg.distractors, seed=cfg.seed)
+    tcfg = TrajConfig(
+        give_up_frac=cfg.give_up_frac, recovery_frac=cfg.recovery_frac, distractors=cfg.distractors, seed=cfg.seed
+    )
     skipped: list = []
     train_all = build_corpus(list(train_instances), list(tools), tcfg, skipped=skipped)
     test = seeded_subset(build_corpus(list(test_instances), list(tools), tcfg, skipped=skipped), cfg.test_n, cfg.seed)
@@ -97,10 +124,13 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
     scaling = cfg.scaling if cfg.scaling is not None else (max(1, main_n // 4), max(1, main_n // 2))
     sizes = sorted(set(list(scaling) + [main_n]))
     if sizes[-1] > len(train_all):
-        raise ValueError(f"training size {sizes[-1]} requested but only {len(train_all)} training trajectories could be built "
-                         f"from {len(train_instances)} instances; lower train_n / scaling")
+        raise ValueError(
+            f"training size {sizes[-1]} requested but only {len(train_all)} training trajectories could be built "
+            f"from {len(train_instances)} instances; lower train_n / scaling"
+        )
     if not test: raise ValueError("no held-out trajectories: test_instances is empty or every instance was skipped")
-    order = random.Random(cfg.seed).sample(range(len(train_all)), len(train_all))     # nested subsets: smaller sets are prefixes of larger ones
+    # nested subsets: smaller sets are prefixes of larger ones
+    order = random.Random(cfg.seed).sample(range(len(train_all)), len(train_all))
     subsets = {n: [train_all[i] for i in sorted(order[:n])] for n in sizes}
     timings["corpus_s"] = time.perf_counter() - t0
     results, cost, trained_all, groups, ood_rows, notes = [], [], {}, [], [], []
@@ -112,14 +142,26 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
         if cfg.wo_reuse:                     # stage 2 on instructions no training subset uses (the paper's "w/o reuse")
             used = {t.instruction for t in subsets[n]}
             free = [train_all[i] for i in order[sizes[-1]:] if train_all[i].instruction not in used][:n]
-            if len(free) == n: stage2, methods = sorted(free, key=train_all.index), methods + ("alpha_umi_wo_reuse",)
-            else: notes.append(f"alpha-UMi w/o reuse not trained at {n} trajectories: only {len(free)} unused training trajectories are left")
+            if len(free) == n:
+                stage2, methods = sorted(free, key=train_all.index), methods + ("alpha_umi_wo_reuse",)
+            else:
+                notes.append(
+                    f"alpha-UMi w/o reuse not trained at {n} trajectories: only {len(free)} unused training "
+                    "trajectories are left"
+                )
         t1 = time.perf_counter()
         trained = trained_all[n] = train_methods(cfg.model, subsets[n], work / f"n{n}", glpft, methods, stage2=stage2)
         timings[f"n{n}_train_s"] = time.perf_counter() - t1; t1 = time.perf_counter()
         cache: dict = {}
         for m in methods:
-            ag = make_agent(m, trained, cfg.model, batch_size=cfg.gen_batch_size, cache=cache, max_new_tokens=tuple(cfg.max_new_tokens))
+            ag = make_agent(
+                m,
+                trained,
+                cfg.model,
+                batch_size=cfg.gen_batch_size,
+                cache=cache,
+                max_new_tokens=tuple(cfg.max_new_tokens),
+            )
             preds = static_predictions(ag, test)
             row = {"method": m, "train trajectories": n}
             for mode in ("compat", "strict"):
@@ -129,39 +171,74 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
                     row[f"{k} ({mode})"] = pct(res["metrics"][k], 2)
                     row[f"{k} ({mode}) lo"], row[f"{k} ({mode}) hi"] = ci_pct(ci, k)
             results.append(row)
-            if n == main_n:                 # real-time runs for the main comparison only (Figure 4 is step-level, as in the paper)
+            # real-time runs for the main comparison only (Figure 4 is step-level, as in the paper)
+            if n == main_n:
                 rt, _ = realtime_eval(ag, test, ToolEnv(list(tools), seed=cfg.seed))
                 row["pass rate"] = pct(rt["pass_rate"], 2)
                 lohi = mean_ci([float(x) for x in rt["passed"]], seed=cfg.seed)
                 row["pass rate lo"], row["pass rate hi"] = (pct(lohi[0], 2), pct(lohi[1], 2)) if lohi else (None, None)
                 for grp in GROUPS + ("all",):
-                    ok = [float(p) for p, t in zip(rt["passed"], test) if grp == "all" or umi_group(t, inst_by_id) == grp]
+                    ok = [
+                        float(p) for p, t in zip(rt["passed"], test) if grp == "all" or umi_group(t, inst_by_id) == grp
+                    ]
                     lohi = mean_ci(ok, seed=cfg.seed) if ok else None
-                    groups.append({"method": m, "group": grp, "n": len(ok), "pass rate": pct(sum(ok) / len(ok), 2) if ok else None,
-                                   "pass rate lo": pct(lohi[0], 2) if lohi else None, "pass rate hi": pct(lohi[1], 2) if lohi else None})
+                    groups.append(
+                        {
+                            "method": m,
+                            "group": grp,
+                            "n": len(ok),
+                            "pass rate": pct(sum(ok) / len(ok), 2) if ok else None,
+                            "pass rate lo": pct(lohi[0], 2) if lohi else None,
+                            "pass rate hi": pct(lohi[1], 2) if lohi else None,
+                        }
+                    )
                 if ood:
                     opreds = static_predictions(ag, ood)
                     for mode in ("compat", "strict"):
                         res = umi_scores(opreds, ood, mode)
                         ci = bootstrap_ci("umi", res["items"], mode, seed=cfg.seed)
                         orow = {"method": m, "mode": mode, "dialogues": len(ood), "steps": res["metrics"]["n_steps"]}
-                        for k in UMI_COLS: orow[k] = pct(res["metrics"][k], 2); orow[f"{k} lo"], orow[f"{k} hi"] = ci_pct(ci, k)
+                        for k in UMI_COLS:
+                            orow[k] = pct(res["metrics"][k], 2)
+                            orow[f"{k} lo"], orow[f"{k} hi"] = ci_pct(ci, k)
                         ood_rows.append(orow)
-                cost.append({"method": m, "models": len(set(trained[m]["models"].values())), "storage (MB)": round(trained[m]["storage_bytes"] / 2 ** 20, 1),
-                             "train seconds": round(trained[m]["train_seconds"], 1), "train tokens": int(trained[m]["train_tokens"]),
-                             "inference seconds / task": round(rt["seconds_per_task"], 2)})
+                cost.append(
+                    {
+                        "method": m,
+                        "models": len(set(trained[m]["models"].values())),
+                        "storage (MB)": round(trained[m]["storage_bytes"] / 2**20, 1),
+                        "train seconds": round(trained[m]["train_seconds"], 1),
+                        "train tokens": int(trained[m]["train_tokens"]),
+                        "inference seconds / task": round(rt["seconds_per_task"], 2),
+                    }
+                )
             for c in cache.values(): c.clear_cache()        # each method's prompts are its own: free the prefix caches
         del cache
         timings[f"n{n}_eval_s"] = time.perf_counter() - t1
     timings["total_s"] = time.perf_counter() - t0
     res = pd.DataFrame(results)
     atomic_write_text(work / "results.csv", res.to_csv(index=False))
-    return UmiRun(asdict(cfg), res, pd.DataFrame(cost), trained_all, corpus_table(subsets[main_n] + test), sizes, main_n,
-                  len(train_all), len(test), skipped, timings, pd.DataFrame(groups), pd.DataFrame(ood_rows), notes)
+    return UmiRun(
+        asdict(cfg),
+        res,
+        pd.DataFrame(cost),
+        trained_all,
+        corpus_table(subsets[main_n] + test),
+        sizes,
+        main_n,
+        len(train_all),
+        len(test),
+        skipped,
+        timings,
+        pd.DataFrame(groups),
+        pd.DataFrame(ood_rows),
+        notes,
+    )
 
 # %% ../nbs/19_umi.ipynb
 def umi_table1(run: UmiRun) -> pd.DataFrame:
-    "Table 1 shape: each method at the main size in both modes (95% intervals over held-out dialogues), then the quoted paper rows (percent)."
+    """Table 1 shape: each method at the main size in both modes (95% intervals over held-out dialogues), then the
+    quoted paper rows (percent)."""
     from toolpaper.metrics import with_ci
     main = run.results[run.results["train trajectories"] == run.main_n]
     ours = pd.DataFrame([{"method": UMI_NAMES[r.method], "mode": mode,
@@ -169,10 +246,20 @@ def umi_table1(run: UmiRun) -> pd.DataFrame:
                           **{f"pass rate{e}": r.get(f"pass rate{e}") for e in ("", " lo", " hi")}}
                          for mode in ("compat", "strict") for _, r in main.iterrows()])
     ours = with_ci(ours, UMI_COLS + ["pass rate"])
-    quoted = pd.DataFrame([{"method": f"{k} [quoted, 7B, ToolBench in-domain]", "mode": "paper", **dict(zip(UMI_COLS, v)), "pass rate": None}
-                           for k, v in PAPER_UMI.items()])
-    return pd.concat([ours, quoted], ignore_index=True).rename(columns={"plan_acc": "Plan ACC", "act_em": "Act EM", "hallu": "Hallu",
-                                                                        "arg_f1": "Arg F1", "rouge_l": "R-L"})
+    quoted = pd.DataFrame(
+        [
+            {
+                "method": f"{k} [quoted, 7B, ToolBench in-domain]",
+                "mode": "paper",
+                **dict(zip(UMI_COLS, v)),
+                "pass rate": None,
+            }
+            for k, v in PAPER_UMI.items()
+        ]
+    )
+    return pd.concat([ours, quoted], ignore_index=True).rename(
+        columns={"plan_acc": "Plan ACC", "act_em": "Act EM", "hallu": "Hallu", "arg_f1": "Arg F1", "rouge_l": "R-L"}
+    )
 
 def umi_scaling(run: UmiRun) -> pd.DataFrame:
     "Every scaling run of Single-LLM and alpha-UMi, both modes, each metric with its 95% interval."
@@ -181,29 +268,42 @@ def umi_scaling(run: UmiRun) -> pd.DataFrame:
     return with_ci(d, [f"{k} ({m})" for m in ("compat", "strict") for k in UMI_COLS] + ["pass rate"])
 
 def umi_table2(run: UmiRun) -> pd.DataFrame:
-    "Table 2 shape: real-time pass rate against the simulator per group of held-out tasks (single / multiple / nested / give-up / all), 95% intervals over tasks."
+    """Table 2 shape: real-time pass rate against the simulator per group of held-out tasks (single / multiple / nested
+    / give-up / all), 95% intervals over tasks."""
     from toolpaper.metrics import with_ci
     if run.groups.empty: return pd.DataFrame()
     g = with_ci(run.groups.copy(), ["pass rate"])
     g["cell"] = g["pass rate"].astype(str) + g["n"].map(lambda n: f" (n={n})")
-    t = g.pivot(index="method", columns="group", values="cell").reindex(columns=[c for c in GROUPS + ("all",) if c in set(g.group)])
+    t = g.pivot(index="method", columns="group", values="cell").reindex(
+        columns=[c for c in GROUPS + ("all",) if c in set(g.group)]
+    )
     t = t.reindex([m for m in run.groups.method.drop_duplicates()])
     return t.rename(index=UMI_NAMES).reset_index().rename_axis(columns=None)
 
 def umi_table2_paper() -> pd.DataFrame:
-    "The paper's Table 2 pass rates (quoted; ToolBench groups judged by ChatGPT on live APIs, not comparable with the simulator's groups)."
+    """The paper's Table 2 pass rates (quoted; ToolBench groups judged by ChatGPT on live APIs, not comparable with the
+    simulator's groups)."""
     g = PAPER_UMI_T2["groups"]
-    return pd.DataFrame([{"method": f"{k} [quoted]", **dict(zip(g, v))} for k, v in PAPER_UMI_T2.items() if k != "groups"])
+    return pd.DataFrame(
+        [{"method": f"{k} [quoted]", **dict(zip(g, v))} for k, v in PAPER_UMI_T2.items() if k != "groups"]
+    )
 
 def umi_table1_ood(run: UmiRun) -> pd.DataFrame:
-    "Table 1 out-of-domain shape: every main-size method scored step by step on the released ToolBench out-of-domain dialogues, then the quoted paper rows."
+    """Table 1 out-of-domain shape: every main-size method scored step by step on the released ToolBench out-of-domain
+    dialogues, then the quoted paper rows."""
     from toolpaper.metrics import with_ci
     from toolpaper.bench import PAPER_UMI_OOD
     if run.ood.empty: return pd.DataFrame()
     ours = with_ci(run.ood.assign(method=lambda d: d.method.map(UMI_NAMES)), UMI_COLS)
-    quoted = pd.DataFrame([{"method": f"{k} [quoted, ToolBench out-of-domain]", "mode": "paper", **dict(zip(UMI_COLS, v))} for k, v in PAPER_UMI_OOD.items()])
-    return pd.concat([ours, quoted], ignore_index=True).rename(columns={"plan_acc": "Plan ACC", "act_em": "Act EM", "hallu": "Hallu",
-                                                                        "arg_f1": "Arg F1", "rouge_l": "R-L"})
+    quoted = pd.DataFrame(
+        [
+            {"method": f"{k} [quoted, ToolBench out-of-domain]", "mode": "paper", **dict(zip(UMI_COLS, v))}
+            for k, v in PAPER_UMI_OOD.items()
+        ]
+    )
+    return pd.concat([ours, quoted], ignore_index=True).rename(
+        columns={"plan_acc": "Plan ACC", "act_em": "Act EM", "hallu": "Hallu", "arg_f1": "Arg F1", "rouge_l": "R-L"}
+    )
 
 def umi_cost_table(run: UmiRun) -> pd.DataFrame:
     "Table 3 shape: models kept, storage, training time and tokens (all stages), real-time inference seconds per task."
@@ -230,14 +330,18 @@ def _span_curve(info: dict, span: str) -> tuple[list, list]:
     return h["epoch"].tolist(), h[k].tolist()
 
 def plot_umi_span_losses(run: UmiRun):
-    "Figure 5 analogue: rationale / action / answer loss; stage 1 is shared, then Single-LLM continues while each alpha-UMi role trains on its span."
+    """Figure 5 analogue: rationale / action / answer loss; stage 1 is shared, then Single-LLM continues while each
+    alpha-UMi role trains on its span."""
     import matplotlib.pyplot as plt
     tr, e1 = run.trained[run.main_n], run.config["glpft"]["epochs1"]
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.2), sharey=True)
     for ax, span, role in zip(axes, ["rationale", "action", "answer"], ["planner", "caller", "summarizer"]):
-        x, y = _span_curve(tr["single"]["runs"]["backbone"], span); ax.plot(x, y, color="C0", label="stage 1 (shared backbone)")
-        x, y = _span_curve(tr["single"]["runs"]["single"], span); ax.plot([e1 + v for v in x], y, color="C0", ls="--", label="Single-LLM, continued")
-        x, y = _span_curve(tr["alpha_umi"]["runs"][f"glpft_{role}"], span); ax.plot([e1 + v for v in x], y, color="C3", label=f"alpha-UMi {role}")
+        x, y = _span_curve(tr["single"]["runs"]["backbone"], span)
+        ax.plot(x, y, color="C0", label="stage 1 (shared backbone)")
+        x, y = _span_curve(tr["single"]["runs"]["single"], span)
+        ax.plot([e1 + v for v in x], y, color="C0", ls="--", label="Single-LLM, continued")
+        x, y = _span_curve(tr["alpha_umi"]["runs"][f"glpft_{role}"], span)
+        ax.plot([e1 + v for v in x], y, color="C3", label=f"alpha-UMi {role}")
         ax.set_title(f"{span} loss"); ax.set_xlabel("epoch")
     axes[0].legend(fontsize=7); fig.tight_layout()
     return fig
