@@ -2,17 +2,29 @@
 import tempfile
 from pathlib import Path
 import pytest
+from fastcore.test import test_eq
 from nbdev.test import test_nb as run_notebook
+from test_cli import REPRODUCED as REPRODUCED_NAMES
+from toolpaper.report import EXPERIMENTS
 
 NBS = Path(__file__).resolve().parents[1] / "nbs"
+# experiment notebooks that test_cli.py::test_reproduce_smoke already runs (through `toolpaper reproduce`) run there
+# only: each experiment notebook runs once in the tests
+REPRODUCED = {EXPERIMENTS[name].notebook for name in REPRODUCED_NAMES}
 NOTEBOOKS = sorted(
-    p for p in NBS.rglob("*.ipynb") if not any(part.startswith((".", "_")) for part in p.relative_to(NBS).parts)
+    p for p in NBS.rglob("*.ipynb")
+    if not any(part.startswith((".", "_")) for part in p.relative_to(NBS).parts)
+    and not (p.parent.name == "experiments" and p.name in REPRODUCED)
 )
 
 
 def test_found_notebooks():
     names = [p.name for p in NOTEBOOKS]
-    assert "00_schema.ipynb" in names and "00_dataset_stats.ipynb" in names
+    assert "00_schema.ipynb" in names and "04_seal_tools.ipynb" in names
+    # every experiment notebook is run once: here or by test_reproduce_smoke
+    run_here = {p.name for p in NOTEBOOKS if p.parent.name == "experiments"}
+    test_eq(sorted(run_here | REPRODUCED), sorted(e.notebook for e in EXPERIMENTS.values()))
+    test_eq(run_here & REPRODUCED, set())
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=[str(p.relative_to(NBS)) for p in NOTEBOOKS])

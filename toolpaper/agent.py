@@ -24,6 +24,7 @@ def _finish_plan(text: str) -> str:
     text = (text or "").strip()
     return text + "." if any(text.endswith(s) for s in PLAN_STOPS) else text
 
+# %% ../nbs/18_agent.ipynb
 class _Layout:
     """The prompt layout of an agent: toolpaper's chat prompts, or the authors' role-file inputs (learned from their
     released examples)."""
@@ -43,6 +44,7 @@ class _Layout:
             "backbone": lambda: backbone_messages(tools, turns),
         }[role]()
 
+# %% ../nbs/18_agent.ipynb
 class UmiAgent(_Layout):
     """Planner, caller and summarizer, each a `toolpaper.client.Client` (the same object may play several roles);
     `style='released'` prompts in the authors' layout."""
@@ -96,6 +98,7 @@ class UmiAgent(_Layout):
             )
         ]
 
+# %% ../nbs/18_agent.ipynb
 _SPLIT = re.compile(r"(Next:\s*(?:caller|conclusion|give\s*up)\s*\.?)", re.I)
 
 def split_backbone(text: str) -> tuple[str, str]:
@@ -104,11 +107,11 @@ def split_backbone(text: str) -> tuple[str, str]:
     if not m: return (text or "").strip(), ""
     return _finish_plan(text[: m.end()].strip()), text[m.end():].strip()
 
+# %% ../nbs/18_agent.ipynb
 def split_released_backbone(text: str) -> tuple[str, str]:
-    """A backbone reply in the authors' layout (thought, a newline, then `Action: …` / `Action Input: …` or
-    `conclusion: …`)
-    as (the planner turn it stands for, ending in its `Next:` decision; the action or the answer). No marker: (text,
-    '')."""
+    """A backbone reply in the authors' layout (thought, a newline, then `Action: …` / `Action Input: …` or `conclusion:
+    …`) as (the planner turn it stands for, ending in its `Next:` decision; the action or the answer). No marker:
+    (text, '')."""
     t = text or ""
     marks = [(i + (t[i] == "\n"), kind) for kind, m in (("caller", "Action:"), ("conclusion", "conclusion:"))
              for i in ([0] if t.startswith(m) else []) + ([t.find("\n" + m)] if t.find("\n" + m) >= 0 else [])]
@@ -121,6 +124,7 @@ def split_released_backbone(text: str) -> tuple[str, str]:
     if answer.rstrip(".").strip().lower() == "give up": return head + " Next: give up.", ""
     return head + " Next: conclusion.", answer
 
+# %% ../nbs/18_agent.ipynb
 class SingleAgent(_Layout):
     """One model writes thought + action or answer in one reply (the backbone format; `style='released'`: the authors'
     backbone layout)."""
@@ -154,17 +158,20 @@ class SingleAgent(_Layout):
 # %% ../nbs/18_agent.ipynb
 @dataclass
 class AgentRun:
+    "One real-time run of a task: the trajectory the agent produced, how it ended, its calls, answer and time."
     trajectory: Trajectory
     status: str                       # finished | gave_up | max_steps | no_decision
     calls: list = field(default_factory=list)     # (tool, arguments, Observation)
     answer: str | None = None
     seconds: float = 0.0
 
+# %% ../nbs/18_agent.ipynb
 def _parse_action(text: str):
     from toolpaper.parse import parse_caller
     name, raw, args = parse_caller(text or "", "strict")
     return (name or "").strip(), (raw or ""), args
 
+# %% ../nbs/18_agent.ipynb
 def run_agent(
     agent,
     tasks: Sequence[tuple[str, Sequence[Tool]]],
@@ -172,7 +179,8 @@ def run_agent(
     max_steps: int = 8,
     ids: Sequence[str] | None = None,
 ) -> list[AgentRun]:
-    "Run every task to its end (see above)."
+    """Run every (query, tools) task against `env` until the agent concludes, gives up or reaches its step limit;
+    one `AgentRun` per task."""
     t0 = time.perf_counter()
     hist = [[Turn(role="user", content=q)] for q, _ in tasks]
     tools = [list(ts) for _, ts in tasks]
@@ -208,7 +216,8 @@ def run_agent(
 
 # %% ../nbs/18_agent.ipynb
 def static_predictions(agent, trajs: Sequence[Trajectory]) -> list[dict]:
-    "Per trajectory {step index: {'planner', 'caller', 'summarizer'}} for `umi_scores` (see above)."
+    """Step-level predictions from the gold history: per trajectory {step index: {'planner', 'caller',
+    'summarizer'}}, the input `toolpaper.metrics.umi_scores` reads."""
     jobs = []
     for k, t in enumerate(trajs):
         s = 0
@@ -226,6 +235,7 @@ def static_predictions(agent, trajs: Sequence[Trajectory]) -> list[dict]:
         for (k, s, _), a in zip(concl, agent.answer([c[2] for c in concl])): preds[k][s]["summarizer"] = a
     return preds
 
+# %% ../nbs/18_agent.ipynb
 def gold_calls(traj: Trajectory) -> list[tuple[str, Any]]:
     "The calls of a trajectory that succeeded (a recovery's failed attempt is not a gold call)."
     from toolpaper.parse import parse_caller
@@ -236,8 +246,10 @@ def gold_calls(traj: Trajectory) -> list[tuple[str, Any]]:
             out.append((name, args))
     return out
 
+# %% ../nbs/18_agent.ipynb
 def passed(run: AgentRun, gold: Trajectory) -> bool:
-    "Deterministic pass (see above)."
+    """Did the run solve the task? Every gold call made with equal arguments and every value of the last gold
+    observation in the answer; for a give-up trajectory, gave up without calling an unlisted tool."""
     from toolpaper.metrics import values_equal
     if gold.turns[-1].role == "planner" and planner_decision(gold.turns[-1].content) == "give up":
         listed = {t.name for t in gold.tools}
@@ -251,6 +263,7 @@ def passed(run: AgentRun, gold: Trajectory) -> bool:
     ans = " ".join(run.answer.split()).casefold()
     return all(" ".join(str(v).split()).casefold() in ans for v in last.values())
 
+# %% ../nbs/18_agent.ipynb
 def realtime_eval(
     agent, trajs: Sequence[Trajectory], env: ToolEnv, max_steps: int | None = None
 ) -> tuple[dict, list[AgentRun]]:
@@ -297,9 +310,11 @@ class GLPFTConfig:
     max_steps: int = -1
     seed: int = 0
 
+# %% ../nbs/18_agent.ipynb
 def _dir_bytes(p: Path) -> int:
     return sum(f.stat().st_size for f in Path(p).rglob("*") if f.is_file() and f.suffix in (".safetensors", ".bin"))
 
+# %% ../nbs/18_agent.ipynb
 def train_methods(model: str, trajs: Sequence[Trajectory], out: str | Path, cfg: GLPFTConfig | None = None,
                   methods: Sequence[str] = METHODS, stage2: Sequence[Trajectory] | None = None) -> dict:
     """Train the requested methods; returns {method: {'models': {role: folder}, 'runs': {name: train info},
@@ -355,6 +370,7 @@ def train_methods(model: str, trajs: Sequence[Trajectory], out: str | Path, cfg:
         v["storage_bytes"] = sum(_dir_bytes(Path(f)) for f in dict.fromkeys(v["models"].values()))
     return res
 
+# %% ../nbs/18_agent.ipynb
 def make_agent(method: str, trained: dict, base: str, batch_size: int = 8, cache: dict | None = None,
                max_new_tokens: tuple[int, int, int] = (96, 96, 128), style: str = "toolpaper", data_dir=None):
     """The agent of a trained method: `SingleAgent` for 'single', `UmiAgent` (one generator per distinct model folder)

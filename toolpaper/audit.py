@@ -17,12 +17,14 @@ __all__ = ['SEAL_PERTURBATIONS', 'DEER_WHAT', 'seal_audit', 'score_released_echo
 def _calls(inst: Instance) -> list[dict]:
     return [{"api": c.api, "parameters": dict(c.arguments), "responses": list(c.responses)} for c in inst.calls]
 
+# %% ../nbs/06_audit.ipynb
 def _first_plain_str(calls: list[dict]):
     for c in calls:
         for k, v in c["parameters"].items():
             if isinstance(v, str) and not REF_RE.search(v): return c, k
     return None, None
 
+# %% ../nbs/06_audit.ipynb
 def _renumber(inst: Instance) -> str:
     "Calls in a different valid order (latest independent call first), responses renumbered to match."
     deps, order, left = dependencies(inst.calls), [], set(range(len(inst.calls)))
@@ -35,6 +37,7 @@ def _renumber(inst: Instance) -> str:
     return repr([{"api": inst.calls[i].api, "parameters": {k: ren(v) for k, v in inst.calls[i].arguments.items()},
                   "responses": [new[r] for r in inst.calls[i].responses]} for i in order])
 
+# %% ../nbs/06_audit.ipynb
 def _with_gold_value(inst: Instance, fn) -> tuple[Instance, str]:
     calls = _calls(inst)
     fn(calls)
@@ -43,22 +46,27 @@ def _with_gold_value(inst: Instance, fn) -> tuple[Instance, str]:
     )
     return gold, seal_gold_answer(gold)
 
+# %% ../nbs/06_audit.ipynb
 def _apostrophe(calls):
     c, k = _first_plain_str(calls)
     if c is not None: c["parameters"][k] = c["parameters"][k] + "'s"
 
+# %% ../nbs/06_audit.ipynb
 def _true(calls):
     calls[0]["parameters"]["confirm"] = True
 
+# %% ../nbs/06_audit.ipynb
 def _drop(inst):
     calls = _calls(inst)
     return repr(calls[:-1]) if len(calls) > 1 else "[]"
 
+# %% ../nbs/06_audit.ipynb
 def _wrong(inst):
     calls = _calls(inst); c, k = _first_plain_str(calls)
     if c is not None: c["parameters"][k] = "WRONG"
     return repr(calls)
 
+# %% ../nbs/06_audit.ipynb
 def _floaty(inst):
     calls = _calls(inst)
     for c in calls:
@@ -67,9 +75,14 @@ def _floaty(inst):
         }
     return repr(calls)
 
+# %% ../nbs/06_audit.ipynb
 def _has_str(i: Instance) -> bool: return _first_plain_str(_calls(i))[0] is not None
+
+# %% ../nbs/06_audit.ipynb
 def _has_int(i: Instance) -> bool:
     return any(isinstance(v, int) and not isinstance(v, bool) for c in i.calls for v in c.arguments.values())
+
+# %% ../nbs/06_audit.ipynb
 _ALL = lambda i: True
 
 SEAL_PERTURBATIONS: dict[str, tuple[Callable, str, Callable]] = {
@@ -165,6 +178,7 @@ def transcript(chain: str) -> str:
     cut = [chain.index(m) + len(m) for m in ("#NoCallAPI#", "#APIResponse#", "#End#") if m in chain]
     return chain[:min(cut)] if cut else chain
 
+# %% ../nbs/06_audit.ipynb
 def _deer_variants(s: DecisionSample, text: str) -> dict[str, str]:
     out = {"gold": transcript(text)}
     if s.branch == "Call" and s.gold_call is not None:
@@ -176,6 +190,7 @@ def _deer_variants(s: DecisionSample, text: str) -> dict[str, str]:
         out["no_api_response"] = f"{pre}#CallAPI# {s.gold_call_text} #End#"
     return out
 
+# %% ../nbs/06_audit.ipynb
 DEER_WHAT = {"gold": "The gold chain.", "wrong_arguments": "Right tool, every string argument wrong.",
              "name_prefix": "First half of the tool name, no arguments (a substring of the gold call).",
              "no_api_response": "Right call, but the chain skips #APIResponse#."}

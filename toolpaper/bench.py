@@ -90,7 +90,7 @@ def bench_items(cfg: BenchConfig) -> list:
     from toolpaper.sampling import seeded_subset
     return seeded_subset(trajs, cfg.limit, cfg.seed)
 
-
+# %% ../nbs/20_bench.ipynb
 def unit_ids(cfg: BenchConfig, items: list) -> list[list[str]]:
     "The prediction ids each item produces."
     if cfg.suite != "umi": return [[x.id] for x in items]
@@ -122,7 +122,8 @@ def native_calls(text: str) -> str:
 
 # %% ../nbs/20_bench.ipynb
 class SealPredictor:
-    "Seal-Tools prompts (see above) answered by one client."
+    """Predict Seal-Tools items with one client: candidate tools (retrieved, gold or the released prompt) and the
+    query in toolpaper's layout, or the model's native tool-calling template with `prompt='native'`."""
     def __init__(self, cfg: BenchConfig, client, items: list):
         from toolpaper import data as D
         self.cfg, self.client = cfg, client
@@ -179,7 +180,7 @@ class SealPredictor:
         if cfg.prompt == "native": outs = [native_calls(o) for o in outs]
         return [{"id": x.id, "output": o, "candidates": n} for x, o, n in zip(chunk, outs, names)]
 
-
+# %% ../nbs/20_bench.ipynb
 class DeerPredictor:
     "The DEER two-round protocol with one client."
     def __init__(self, cfg: BenchConfig, client, items: list): self.cfg, self.client = cfg, client
@@ -189,7 +190,7 @@ class DeerPredictor:
         outs = deer_generate(self.client, chunk, max_new_tokens=self.cfg.max_tokens, style=self.cfg.prompt)
         return [{"id": s.id, "output": o, "branch": s.branch} for s, o in zip(chunk, outs)]
 
-
+# %% ../nbs/20_bench.ipynb
 class UmiPredictor:
     "Static step-level predictions of a single-LLM agent (one client) or an alpha-UMi agent (a client per role)."
     def __init__(self, cfg: BenchConfig, clients, items: list):
@@ -218,7 +219,7 @@ class BenchError(ValueError):
     """A bench run that cannot start or continue (bad folder, settings that differ from the folder's run, unreadable
     predictions)."""
 
-
+# %% ../nbs/20_bench.ipynb
 def read_predictions(path: Path) -> tuple[list[dict], bool]:
     """Records of a predictions file and whether its last line was cut (a crash mid-write); any other bad line is an
     error naming it."""
@@ -237,7 +238,7 @@ def read_predictions(path: Path) -> tuple[list[dict], bool]:
         recs.append(r)
     return recs, cut
 
-
+# %% ../nbs/20_bench.ipynb
 def _append(path: Path, recs: list[dict]) -> None:
     with open(path, "a", encoding="utf-8") as f:
         f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs))
@@ -248,7 +249,7 @@ def _model_info(client) -> dict:
     if isinstance(client, dict): return {r: _model_info(c)["model"] for r, c in client.items()}
     return {"model": getattr(client, "model", "?"), "backend": type(getattr(client, "inner", None) or client).__name__}
 
-
+# %% ../nbs/20_bench.ipynb
 def _usage(client) -> dict:
     if isinstance(client, dict):
         out: dict = {}
@@ -257,9 +258,10 @@ def _usage(client) -> dict:
         return out
     return client.usage.as_dict()
 
-
+# %% ../nbs/20_bench.ipynb
 def run_bench(cfg: BenchConfig, client, out, progress: bool = False) -> dict:
-    "Predict every item not yet in `out/predictions.jsonl`, then score (see above); returns the metrics record."
+    """Predict every item not yet in `out/predictions.jsonl` (a rerun resumes a crashed run), then write
+    `metrics.json` with bootstrap intervals and the leaderboard rows; returns the metrics record."""
     from toolpaper.io import atomic_write_text
     from tqdm.auto import tqdm
     out = Path(out)
@@ -317,7 +319,7 @@ def run_bench(cfg: BenchConfig, client, out, progress: bool = False) -> dict:
     atomic_write_text(out / "metrics.json", json.dumps(res, indent=1) + "\n")
     rows = bench_rows(res, str(out))
     atomic_write_text(out / "row.csv", rows.to_csv(index=False))
-    from toolpaper.report import df_markdown
+    from toolpaper.metrics import df_markdown
     atomic_write_text(out / "row.md", df_markdown(rows) + "\n")
     return res
 
@@ -336,12 +338,12 @@ def score_run(cfg: BenchConfig, items: list, recs: list[dict]) -> dict:
         res["modes"][mode] = {"metrics": r.metrics, "ci95": r.ci, "subsets": r.subsets, "notes": r.notes}
     return res
 
-
+# %% ../nbs/20_bench.ipynb
 def _get(m: dict, key: str):
     for part in key.split("."): m = m.get(part) if isinstance(m, dict) else None
     return m
 
-
+# %% ../nbs/20_bench.ipynb
 def bench_rows(res: dict, name: str = "") -> pd.DataFrame:
     "One row per mode: the headline metrics in percent with their 95% intervals ('41.4 [30.1, 52.0]')."
     suite = res["run"]["suite"]
@@ -394,7 +396,7 @@ def paper_quotes(suite: str, split: str) -> pd.DataFrame:
         ]
     )
 
-
+# %% ../nbs/20_bench.ipynb
 def bench_table(folders: Sequence, quotes: bool = True) -> dict[tuple[str, str], pd.DataFrame]:
     "{(suite, split): leaderboard} from run folders (each with a metrics.json)."
     groups: dict[tuple[str, str], list[pd.DataFrame]] = {}

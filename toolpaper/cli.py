@@ -59,6 +59,7 @@ def data_check(root=None, download: bool = True, out=print) -> bool:
 
 # %% ../nbs/99_cli.ipynb
 def data_stats(root=None, out=print) -> None:
+    "Seal-Tools Table 1 and DEER Table 2 of the data folder as Markdown, then the DEER tool statistics as JSON."
     from toolpaper import stats as S
     inp = S.load_stats_inputs(root)
     out(df_markdown(S.seal_table1(inp["seal_tools"], inp["seal_splits"])))
@@ -67,6 +68,7 @@ def data_stats(root=None, out=print) -> None:
     out("")
     out(json.dumps(S.deer_tool_stats(inp["deer_tools"])))
 
+# %% ../nbs/99_cli.ipynb
 def export_tools(to, root=None, out=print) -> Path:
     """Every registered tool set (and the tools of every alpha-UMi dialogue file) as OpenAI function schemas, one JSON
     file each."""
@@ -82,6 +84,7 @@ def export_tools(to, root=None, out=print) -> Path:
         out(f"{name}: {len(tools)} tools -> {dest}")
     return to
 
+# %% ../nbs/99_cli.ipynb
 def data_export(to, root=None, out=print, fmt: str = "datasets") -> Path:
     """Every registered split as a `datasets` folder under `to/<dataset>/<split>` (written beside, then renamed);
     `fmt='openai-tools'`: tool schemas."""
@@ -132,9 +135,12 @@ def read_predictions_file(path, task: str | None = None, lenient: bool = False, 
         seen[i] = n; recs.append(obj)
     return recs
 
+# %% ../nbs/99_cli.ipynb
 def run_eval(
     task: str, pred: str, gold: str, mode: str = "compat", json_out: str | None = None, out=print, lenient: bool = False
 ):
+    """Score the predictions file `pred` of `task` against `gold` (a file or a registered split, '@DIR' for another
+    data folder) in `mode`; prints a Markdown table, writes `json_out` when given, returns the `ScoreResult`."""
     from toolpaper.metrics import score
 
     if json_out and Path(json_out).is_dir():
@@ -179,8 +185,9 @@ def bench_client(args):
         roles[r] = made[key]
     return roles
 
-
+# %% ../nbs/99_cli.ipynb
 def run_bench_cli(args, out=print) -> dict:
+    "Run `toolpaper bench` for parsed `args`: the suite's benchmark with the requested client; prints its rows."
     from toolpaper.bench import BenchConfig, bench_rows, run_bench
     from toolpaper.report import df_markdown
 
@@ -209,8 +216,9 @@ def run_bench_cli(args, out=print) -> dict:
         for n in m["notes"]: out(f"note ({mode}): {n}")
     return res
 
-
+# %% ../nbs/99_cli.ipynb
 def bench_table_cli(folders, md_out: str | None = None, out=print) -> None:
+    "The leaderboard of finished bench runs in `folders`, one Markdown table per suite and split (also to `md_out`)."
     from toolpaper.bench import bench_table
     from toolpaper.report import df_markdown
     parts = []
@@ -221,6 +229,7 @@ def bench_table_cli(folders, md_out: str | None = None, out=print) -> None:
 
 # %% ../nbs/99_cli.ipynb
 def build_parser() -> argparse.ArgumentParser:
+    "The `toolpaper` argument parser with all its subcommands."
     ap = argparse.ArgumentParser(prog="toolpaper", description="Reproduce Seal-Tools, alpha-UMi and DEER experiments.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("data", help="check, summarise or export the released datasets")
@@ -366,11 +375,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-progress", action="store_true")
     return ap
 
+# %% ../nbs/99_cli.ipynb
 def _default_out(args) -> str:
     from toolpaper.bench import SUITES
     who = Path((args.adapter or args.model or Path(args.replay or "replay").stem).rstrip("/")).name
     return str(Path("runs") / "bench" / f"{args.suite}-{args.split or SUITES[args.suite][0]}-{who}")
 
+# %% ../nbs/99_cli.ipynb
 def main(argv: list[str] | None = None) -> int:
     from toolpaper.bench import BenchError
     from toolpaper.client import CacheMiss, LLMError
@@ -398,6 +409,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"toolpaper: error: {msg}", file=sys.stderr)
         return 2
 
+# %% ../nbs/99_cli.ipynb
 def _dispatch(args) -> int:
     "Run the parsed command; its exit code."
     if args.cmd == "data":

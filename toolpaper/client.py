@@ -31,7 +31,7 @@ class Completion:
     created: int | None = None      # unix time the answer was produced (the server's `created`; kept by record/replay)
     reused_tokens: int = 0          # prompt tokens a local engine took from its prefix cache instead of prefilling
 
-
+# %% ../nbs/12_client.ipynb
 @dataclass
 class Usage:
     "Work done by a client; safe to update from several threads."
@@ -53,11 +53,11 @@ class Usage:
 
     def as_dict(self) -> dict: return {k: v for k, v in asdict(self).items() if not k.startswith("_")}
 
-
+# %% ../nbs/12_client.ipynb
 class LLMError(RuntimeError):
     "A request that failed after all retries (or could not be retried)."
 
-
+# %% ../nbs/12_client.ipynb
 class CacheMiss(KeyError):
     "Replay mode met a request that was never recorded."
 
@@ -80,7 +80,7 @@ class Params:
         if self.include_stop: k["include_stop"] = True
         return k
 
-
+# %% ../nbs/12_client.ipynb
 def request_key(model: str, prompt: Prompt, params: dict, prefix: str = "") -> str:
     "Stable hash of a request: model, prompt (messages or text, and tools), prefix and generation settings."
     if isinstance(prompt, dict):
@@ -94,11 +94,12 @@ def request_key(model: str, prompt: Prompt, params: dict, prefix: str = "") -> s
     if prefix: blob["prefix"] = prefix
     return hashlib.sha256(json.dumps(blob, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
-
+# %% ../nbs/12_client.ipynb
 def _messages_ok(p: Any) -> bool:
     return isinstance(p, (list, tuple)) and len(p) > 0 and all(isinstance(m, dict) and isinstance(m.get("role"), str)
                                                                 and isinstance(m.get("content"), str) for m in p)
 
+# %% ../nbs/12_client.ipynb
 def check_prompt(p: Any, i: int) -> Prompt:
     """`p` if it is plain text, a list of role/content messages or `{'messages', 'tools'}`, else a `ValueError` naming
     prompt `i`."""
@@ -138,7 +139,8 @@ class Client:
         progress: bool = False,
         errors: str = "raise",
     ) -> list:
-        "Completions in input order (see above)."
+        """One completion per prompt, in input order, each cut at the first of `stop` (kept with `include_stop`) and
+    continuing its prefix when `prefixes` are given; `errors='return'` returns failures in place of raising."""
         if errors not in ("raise", "return"): raise ValueError(f"errors={errors!r}: expected 'raise' or 'return'")
         prompts = [check_prompt(p, i) for i, p in enumerate(prompts)]
         if prefixes is not None and len(prefixes) != len(prompts):
@@ -258,7 +260,7 @@ def _retryable(e: Exception) -> bool:
     if isinstance(e, openai.APIStatusError): return e.status_code == 429 or e.status_code >= 500
     return type(e).__name__ in ("ValidationError", "JSONDecodeError")
 
-
+# %% ../nbs/12_client.ipynb
 def _matched_stop(choice) -> str | None:
     for k in ("stop_reason", "matched_stop", "stopping_word"):
         v = getattr(choice, k, None)
@@ -268,7 +270,8 @@ def _matched_stop(choice) -> str | None:
 
 # %% ../nbs/12_client.ipynb
 class OpenAIClient(Client):
-    "Any OpenAI-compatible endpoint behind the `Client` interface (see above)."
+    """A `Client` for any OpenAI-compatible chat or completions endpoint: retries with backoff on rate limits and
+    server errors, at most `concurrency` requests in flight, token usage and cost from `prices`."""
 
     def __init__(
         self,
@@ -384,7 +387,8 @@ class OpenAIClient(Client):
 
 # %% ../nbs/12_client.ipynb
 class RecordReplay(Client):
-    "Record answers of `inner` to a JSONL file, or replay them from it (see above)."
+    """Wrap `inner`: 'record' answers known requests from the JSONL file at `path` and appends new answers to it;
+    'replay' answers from the file alone and raises `CacheMiss` for a request it does not hold."""
     def __init__(self, inner: Client | None, path, mode: str = "record", model: str | None = None):
         super().__init__()
         if mode not in ("record", "replay"): raise ValueError("mode must be 'record' or 'replay'")
@@ -463,7 +467,8 @@ class RecordReplay(Client):
 # %% ../nbs/12_client.ipynb
 def make_client(model: str | None = None, adapter: str | None = None, base_url: str | None = None, api: str = "chat",
                 replay: str | None = None, record: str | None = None, **local) -> Client:
-    "A `Client` for a local model, an OpenAI-compatible server, or a record file (see above)."
+    """A `Client`: `replay` answers from a record file, `base_url` talks to an OpenAI-compatible server, otherwise
+    `model` (with `adapter`) is loaded locally; `record` also writes every answer to that file."""
     if replay is not None:
         if base_url or adapter: raise ValueError("--replay answers from the file alone; drop --base-url / --adapter")
         return RecordReplay(None, replay, "replay", model)

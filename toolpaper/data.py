@@ -60,18 +60,23 @@ class ChecksumError(DataError):
 # %% ../nbs/01_data.ipynb
 @dataclass(frozen=True)
 class RemoteFile:
+    "One pinned file of a dataset: where it goes locally, where it lives upstream, and its sha256."
     path: str       # path inside the local dataset folder
     upstream: str   # path inside the upstream repository
     sha256: str
 
+# %% ../nbs/01_data.ipynb
 @dataclass(frozen=True)
 class DatasetSpec:
+    "A registered dataset: upstream repository and commit, licence, and its pinned files."
     name: str
     repo: str
     commit: str
     license: str
     files: tuple[RemoteFile, ...]
-    def file(self, path: str) -> RemoteFile: return next(f for f in self.files if f.path == path)
+    def file(self, path: str) -> RemoteFile:
+        "The registered file at local `path`."
+        return next(f for f in self.files if f.path == path)
     def url(self, f: RemoteFile) -> str:
         "Download URL of a file; `TOOLPAPER_DATA_URL` (a template with {repo}, {commit}, {path}) points at a mirror."
         tpl = os.environ.get("TOOLPAPER_DATA_URL", "https://raw.githubusercontent.com/{repo}/{commit}/{path}")
@@ -227,14 +232,19 @@ def _sample_dir() -> Path:
     import toolpaper
     return Path(toolpaper.__file__).parent / "sample_data"
 
+# %% ../nbs/01_data.ipynb
 def data_dir(path: str | os.PathLike | None = None) -> Path:
-    "Resolve the data folder (see above)."
+    """The data folder: `path` if given ('sample' is the small dataset shipped in the package), else
+    $TOOLPAPER_DATA_DIR, else a per-user cache folder."""
     if path is not None and str(path) == "sample": return _sample_dir()
     if path is not None: return Path(path).expanduser()
     if os.environ.get("TOOLPAPER_DATA_DIR"): return Path(os.environ["TOOLPAPER_DATA_DIR"]).expanduser()
     return cache_root() / "data"
 
-def is_sample(d: Path) -> bool: return Path(d).resolve() == _sample_dir().resolve()
+# %% ../nbs/01_data.ipynb
+def is_sample(d: Path) -> bool:
+    "Is `d` the packaged sample folder?"
+    return Path(d).resolve() == _sample_dir().resolve()
 
 # %% ../nbs/01_data.ipynb
 def fetch(name: str, root: Path, files: list[RemoteFile], timeout: float = 60) -> None:
@@ -250,6 +260,7 @@ def fetch(name: str, root: Path, files: list[RemoteFile], timeout: float = 60) -
             )
         atomic_write_bytes(root / name / f.path, data)
 
+# %% ../nbs/01_data.ipynb
 def ensure(name: str, paths: list[str] | None = None, root: str | os.PathLike | None = None,
            download: bool | None = None, verify: bool = True) -> Path:
     "Return the folder of dataset `name`, downloading missing `paths` (default: all files) and verifying checksums."
@@ -297,6 +308,7 @@ def _loc(loc) -> str:
         s += f"[{part}]" if isinstance(part, int) else (f".{part}" if s else str(part))
     return s
 
+# %% ../nbs/01_data.ipynb
 def validate(model: type[BaseModel], value: Any, path, line: int | None = None, index: int | None = None):
     "`model.model_validate(value)`, with the first error reported as a `DataError` at the given position."
     try: return model.model_validate(value)
@@ -307,10 +319,12 @@ def validate(model: type[BaseModel], value: Any, path, line: int | None = None, 
 # %% ../nbs/01_data.ipynb
 class _Strict(BaseModel): model_config = ConfigDict(extra="forbid", strict=True)
 
+# %% ../nbs/01_data.ipynb
 def _named(v: str) -> str:
     if not v.strip(): raise ValueError("must not be empty")
     return v
 
+# %% ../nbs/01_data.ipynb
 class SealParamRaw(BaseModel):
     """A parameter or response field; a few released tools add keys such as `example`, `default`, `unit` (kept in
     `extra`)."""
@@ -326,7 +340,9 @@ class SealParamRaw(BaseModel):
             )
         return self
 
+# %% ../nbs/01_data.ipynb
 class SealToolRaw(_Strict):
+    "One line of the released `tool.jsonl`, as released (strict types, no unknown keys)."
     api_name: Annotated[StrictStr, AfterValidator(_named)]
     api_description: StrictStr
     field: StrictStr
@@ -340,16 +356,21 @@ class SealToolRaw(_Strict):
         if extra: raise ValueError(f"required names {extra} are not parameters")
         return self
 
+# %% ../nbs/01_data.ipynb
 class SealCallRaw(_Strict):
+    "One call of a released instance's `calling` list."
     api: Annotated[StrictStr, AfterValidator(_named)]
     parameters: dict[str, Any]
     responses: list[StrictStr]
 
+# %% ../nbs/01_data.ipynb
 class SealInstanceRaw(_Strict):
+    "One line of a released Seal-Tools split file: id, query and at least one call."
     id: Annotated[StrictStr, AfterValidator(_named)]
     query: Annotated[StrictStr, AfterValidator(_named)]
     calling: list[SealCallRaw] = Field(min_length=1)
 
+# %% ../nbs/01_data.ipynb
 def _seal_param(name: str, v: SealParamRaw, required: bool) -> Param:
     extra = v.others()
     given = [extra.pop(k) for k in ("example", "examples", "example_values") if k in extra]
@@ -357,7 +378,10 @@ def _seal_param(name: str, v: SealParamRaw, required: bool) -> Param:
     return Param(name=name, type=v.type, description=v.description, required=required,
                  default=extra.pop("default", None), examples=examples, extra=extra)
 
+# %% ../nbs/01_data.ipynb
 def seal_tool(raw: SealToolRaw) -> Tool:
+    """A schema `Tool` from a raw Seal-Tools tool: `field/subfield` split, required flags set, example values taken
+    from `example` keys or the descriptions' '(e.g., ...)'."""
     field, _, sub = raw.field.partition("/")
     req = set(raw.required)
     return Tool(
@@ -373,6 +397,7 @@ def seal_tool(raw: SealToolRaw) -> Tool:
         example_arguments=raw.example,
     )
 
+# %% ../nbs/01_data.ipynb
 def read_seal_tools(path) -> list[Tool]:
     "Tools from a Seal-Tools `tool.jsonl`; a repeated name is an error."
     tools, seen = [], {}
@@ -385,6 +410,7 @@ def read_seal_tools(path) -> list[Tool]:
         seen[t.name] = n; tools.append(t)
     return tools
 
+# %% ../nbs/01_data.ipynb
 def read_seal_instances(path, split: str | None = None, errata: dict | None = None) -> list[Instance]:
     "Instances from a Seal-Tools split file; ids must be unique and nested references must point backwards."
     errata = ERRATA if errata is None else errata
@@ -410,6 +436,7 @@ def read_seal_instances(path, split: str | None = None, errata: dict | None = No
         out.append(inst)
     return out
 
+# %% ../nbs/01_data.ipynb
 def read_seal_fields(path) -> dict[str, list[str]]:
     "Top field -> subfields, from `field.jsonl` (one `{field: [subfields]}` object per line)."
     out = {}
@@ -430,6 +457,7 @@ class FinetuneRecord(Record):
     prompt: str
     answer: str
 
+# %% ../nbs/01_data.ipynb
 class DprRecord(Record):
     "A released DPR training record: a query and the names of its positive (gold) tools."
     question: str
@@ -437,20 +465,24 @@ class DprRecord(Record):
     negatives: list[str] = Field(default_factory=list)
     hard_negatives: list[str] = Field(default_factory=list)
 
+# %% ../nbs/01_data.ipynb
 class _TurnRaw(_Strict):
     from_: StrictStr = Field(alias="from")
     value: StrictStr
     model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
 
+# %% ../nbs/01_data.ipynb
 class _ConvRaw(_Strict):
     id: StrictStr | None = None
     conversations: list[_TurnRaw] = Field(min_length=2, max_length=2)
 
+# %% ../nbs/01_data.ipynb
 class _CtxRaw(BaseModel):
     title: StrictStr
     text: StrictStr | None = None
     model_config = ConfigDict(extra="allow")
 
+# %% ../nbs/01_data.ipynb
 class _DprRaw(_Strict):
     question: StrictStr
     answers: list[Any] = Field(default_factory=list)
@@ -458,7 +490,9 @@ class _DprRaw(_Strict):
     negative_ctxs: list[_CtxRaw] = Field(default_factory=list)
     hard_negative_ctxs: list[_CtxRaw] = Field(default_factory=list)
 
+# %% ../nbs/01_data.ipynb
 def read_seal_finetune(path) -> list[FinetuneRecord]:
+    "Prompt/answer pairs of a released `dataset_for_finetune` file (human turn, then gpt turn)."
     out = []
     for i, obj in enumerate(read_json_list(path)):
         raw = validate(_ConvRaw, obj, path, index=i)
@@ -469,7 +503,9 @@ def read_seal_finetune(path) -> list[FinetuneRecord]:
         out.append(FinetuneRecord(id=raw.id, prompt=raw.conversations[0].value, answer=raw.conversations[1].value))
     return out
 
+# %% ../nbs/01_data.ipynb
 def read_seal_dpr(path) -> list[DprRecord]:
+    "Query and positive / negative tool names of a released `DPR_Training` file."
     out = []
     for i, obj in enumerate(read_json_list(path)):
         raw = validate(_DprRaw, obj, path, index=i)
@@ -489,13 +525,16 @@ class _DeerExampleRaw(BaseModel):
     query: StrictStr
     call: StrictStr
 
+# %% ../nbs/01_data.ipynb
 class DeerToolRaw(_Strict):
+    "One record of the released DEER `tool.json`: names, descriptions, the signature and query-call examples."
     api_name: Annotated[StrictStr, AfterValidator(_named)]
     description_for_human: StrictStr
     description_for_model: StrictStr
     api_function: StrictStr
     example: list[_DeerExampleRaw]
 
+# %% ../nbs/01_data.ipynb
 def _split_top(s: str, sep: str = ",") -> list[str]:
     parts, depth, quote, cur = [], 0, None, ""
     for ch in s:
@@ -509,6 +548,7 @@ def _split_top(s: str, sep: str = ",") -> list[str]:
     if cur.strip(): parts.append(cur)
     return [p.strip() for p in parts if p.strip()]
 
+# %% ../nbs/01_data.ipynb
 def parse_signature(sig: str) -> list[Param]:
     "Parameters of a Python-style signature `Name(a: str, b: int = 1)`; names without a default are required."
     m = re.match(r"\s*[\w.\-]+\s*\((.*)\)\s*(->.*)?$", sig or "", re.S)
@@ -527,7 +567,9 @@ def parse_signature(sig: str) -> list[Param]:
         params.append(Param(name=name, type=typ.strip() or "Any", required=not eq, default=dv))
     return params
 
+# %% ../nbs/01_data.ipynb
 def deer_tool(raw: DeerToolRaw) -> Tool:
+    "A schema `Tool` from a raw DEER tool: typed parameters from the signature, each example call parsed."
     params = parse_signature(raw.api_function)
     names = [p.name for p in params]
     return Tool(
@@ -541,7 +583,9 @@ def deer_tool(raw: DeerToolRaw) -> Tool:
         ],
     )
 
+# %% ../nbs/01_data.ipynb
 def read_deer_tools(path) -> list[Tool]:
+    "Tools of a DEER `tool.json`; an unknown parameter type or a repeated name is an error."
     tools, seen = [], {}
     for i, obj in enumerate(read_json_list(path)):
         t = deer_tool(validate(DeerToolRaw, obj, path, index=i))
@@ -561,8 +605,10 @@ CHAIN_ORDERS = {("Begin", "End"): "NoSearch", ("Begin", "SearchAPI", "NoCallAPI"
                 ("Begin", "SearchAPI", "CallAPI", "APIResponse", "End"): "Call"}
 _MARK_RE = re.compile(r"#([A-Za-z]+)#")
 
-class ChainError(ValueError): pass
+class ChainError(ValueError):
+    "A DEER chain with an unknown marker, markers in none of the three orders, or an unreadable candidate pool."
 
+# %% ../nbs/01_data.ipynb
 def split_chain(text: str) -> list[tuple[str, str]]:
     "(marker, text after it) pairs; unknown markers raise `ChainError`."
     ms = list(_MARK_RE.finditer(text))
@@ -573,6 +619,7 @@ def split_chain(text: str) -> list[tuple[str, str]]:
         for k, m in enumerate(ms)
     ]
 
+# %% ../nbs/01_data.ipynb
 def parse_pool(text: str) -> list[Tool]:
     "Candidate tools from the text after `#SearchAPI#` (one Python-literal dict per line after the header)."
     lines = text.strip().split("\n")
@@ -588,6 +635,7 @@ def parse_pool(text: str) -> list[Tool]:
         raise ChainError(f"pool header names {names} differ from the listed tools")
     return tools
 
+# %% ../nbs/01_data.ipynb
 def parse_chain(text: str) -> dict:
     "Branch, candidate pool and call text of a well-formed gold chain (raises `ChainError` otherwise)."
     parts = split_chain(text)
@@ -600,7 +648,9 @@ def parse_chain(text: str) -> dict:
     except Exception as e: raise ChainError(f"unreadable candidate pool ({type(e).__name__}: {e})") from None
     return {"branch": CHAIN_ORDERS[order], "candidates": pool, "call_text": seg.get("CallAPI")}
 
+# %% ../nbs/01_data.ipynb
 def read_deer_chains(path, split: str) -> list[DecisionSample]:
+    "Decision samples of a released DEER chain file (`valid.json`, `test.json`): branch, candidate pool, gold call."
     out = []
     for i, obj in enumerate(read_json_list(path)):
         raw = validate(_ConvRaw, obj, path, index=i)
@@ -629,11 +679,13 @@ def read_deer_chains(path, split: str) -> list[DecisionSample]:
         )
     return out
 
+# %% ../nbs/01_data.ipynb
 class _BaselineToolRaw(BaseModel):
     name: Annotated[StrictStr, AfterValidator(_named)]
     description: StrictStr = ""
     parameters: Any = None
 
+# %% ../nbs/01_data.ipynb
 class _BaselineRaw(_Strict):
     query: Annotated[StrictStr, AfterValidator(_named)]
     api_unique: list[StrictStr]
@@ -641,6 +693,7 @@ class _BaselineRaw(_Strict):
     api_label: list[StrictStr]
     is_call: StrictBool
 
+# %% ../nbs/01_data.ipynb
 def _baseline_params(p) -> list[Param]:
     if isinstance(p, list):
         return [
@@ -655,6 +708,7 @@ def _baseline_params(p) -> list[Param]:
         ]
     return []
 
+# %% ../nbs/01_data.ipynb
 def read_deer_baseline(path, split: str | None = None) -> list[DecisionSample]:
     "A DEER baseline file (ToolBench / ToolCorpus subsets): candidate pool, label names and whether a call is expected."
     out = []
@@ -688,23 +742,28 @@ class _UmiToolRaw(BaseModel):
     function: StrictStr = ""
     input: dict[str, Any] = Field(default_factory=dict)
 
+# %% ../nbs/01_data.ipynb
 class _UmiTurnRaw(BaseModel):
     from_: StrictStr = Field(alias="from")
     value: StrictStr
 
+# %% ../nbs/01_data.ipynb
 class _UmiRaw(BaseModel):
     tools: list[_UmiToolRaw] = Field(min_length=1)
     instruction: Annotated[StrictStr, AfterValidator(_named)]
     conversations: list[_UmiTurnRaw] = Field(min_length=1)
     id: StrictStr | int | None = None
 
+# %% ../nbs/01_data.ipynb
 def umi_tool(raw: _UmiToolRaw) -> Tool:
+    "A schema `Tool` from a ToolBench tool entry: each `input` value 'type, description' becomes a typed parameter."
     params = []
     for k, v in raw.input.items():
         typ, _, desc = (v if isinstance(v, str) else json.dumps(v)).partition(",")
         params.append(Param(name=k, type=typ.strip() or "str", description=desc.strip()))
     return Tool(name=raw.Name, description=raw.function, parameters=params, source=raw.model_dump())
 
+# %% ../nbs/01_data.ipynb
 def umi_turns(path, index: int, turns: list, field: str) -> list[Turn]:
     "Released turns (`from` / `value`) as `Turn`s; an unknown role is an error naming file, record and turn."
     out = []
@@ -719,6 +778,7 @@ def umi_turns(path, index: int, turns: list, field: str) -> list[Turn]:
         out.append(Turn(role=UMI_ROLES[t.from_], content=t.value))
     return out
 
+# %% ../nbs/01_data.ipynb
 def read_umi_steps(path, strict: bool = True) -> list[Trajectory]:
     """Trajectories from an alpha-UMi / ToolBench step-format JSON list; `strict=False` keeps turns out of role order
     (with a warning)."""
@@ -767,12 +827,14 @@ class UmiRoleExample(Record):
     input: str
     target: str
 
+# %% ../nbs/01_data.ipynb
 class _UmiRoleRaw(_Strict):
     tools: list[_UmiToolRaw]
     history: list[_UmiTurnRaw]
     input: StrictStr
     target: StrictStr
 
+# %% ../nbs/01_data.ipynb
 def read_umi_role_file(path) -> list[UmiRoleExample]:
     "Records of an alpha-UMi role training file (as released)."
     out = []
@@ -799,10 +861,12 @@ class MathProblem(Record):
     level: str | None = None
     subject: str | None = None
 
+# %% ../nbs/01_data.ipynb
 class _Gsm8kRaw(_Strict):
     question: Annotated[StrictStr, AfterValidator(_named)]
     answer: StrictStr
 
+# %% ../nbs/01_data.ipynb
 def read_gsm8k(path, split: str = "test") -> list[MathProblem]:
     "GSM8K problems of a JSONL file (as released)."
     out = []
@@ -816,6 +880,7 @@ def read_gsm8k(path, split: str = "test") -> list[MathProblem]:
         )
     return out
 
+# %% ../nbs/01_data.ipynb
 def boxed_answer(solution: str) -> str | None:
     "The content of the last `\\boxed{...}` (or `\\fbox{...}`) of a solution, braces matched; None when there is none."
     for key in ("\\boxed", "\\fbox"):
@@ -831,6 +896,7 @@ def boxed_answer(solution: str) -> str | None:
             if depth == 0: return solution[j + 1:k]
     return None
 
+# %% ../nbs/01_data.ipynb
 @dataclass(frozen=True)
 class ArchiveSpec:
     name: str
@@ -841,6 +907,7 @@ class ArchiveSpec:
     folder: str          # top folder inside the archive
     checksum_from: str   # where the pinned checksum was read
 
+# %% ../nbs/01_data.ipynb
 ARCHIVES: dict[str, ArchiveSpec] = {
     "math": ArchiveSpec(
         "math",
@@ -882,12 +949,14 @@ def ensure_archive(
     finally: shutil.rmtree(tmp, ignore_errors=True)
     return base
 
+# %% ../nbs/01_data.ipynb
 class _MathRaw(BaseModel):
     problem: StrictStr
     level: StrictStr
     type: StrictStr
     solution: StrictStr
 
+# %% ../nbs/01_data.ipynb
 def read_math(folder, split: str = "test") -> list[MathProblem]:
     "MATH problems of `folder` (`<subject>/<n>.json` files), in subject then problem-number order."
     folder = Path(folder)
@@ -950,6 +1019,7 @@ ARCHIVE_SPLITS = {
 }
 
 def split_path(name: str, root=None, download: bool | None = None, verify: bool = True) -> Path:
+    "Local path of the registered split `name` (e.g. 'seal-tools:dev'), downloaded and verified when needed."
     "Local path of a registered split (downloaded and verified if needed)."
     if name in SAMPLE_ONLY:
         ds, rel, _ = SAMPLE_ONLY[name]
@@ -970,16 +1040,27 @@ def split_path(name: str, root=None, download: bool | None = None, verify: bool 
     ds, rel, _ = SPLITS[name]
     return ensure(ds, [rel], root, download=download, verify=verify) / rel
 
+# %% ../nbs/01_data.ipynb
 def load(name: str, root=None, download: bool | None = None, verify: bool = True):
     "Records of a registered split, e.g. `load('seal-tools:dev')`, `load('tooldeer:valid', root='sample')`."
     reader = (SPLITS.get(name) or SAMPLE_ONLY.get(name) or ARCHIVE_SPLITS.get(name) or (None, None, None))[2]
     return reader(split_path(name, root, download, verify)) if reader else split_path(name, root)
 
+# %% ../nbs/01_data.ipynb
 def load_seal_tools(root=None, **kw) -> list[Tool]: return load("seal-tools:tools", root, **kw)
+
+# %% ../nbs/01_data.ipynb
 def load_seal_split(split: str, root=None, **kw) -> list[Instance]: return load(f"seal-tools:{split}", root, **kw)
-def load_deer_tools(root=None, **kw) -> list[Tool]: return load("tooldeer:tools", root, **kw)
+
+# %% ../nbs/01_data.ipynb
+def load_deer_tools(root=None, **kw) -> list[Tool]:
+    "The DEER tools (`tooldeer:tools`)."
+    return load("tooldeer:tools", root, **kw)
+
+# %% ../nbs/01_data.ipynb
 def load_deer_split(split: str, root=None, **kw) -> list[DecisionSample]: return load(f"tooldeer:{split}", root, **kw)
 
+# %% ../nbs/01_data.ipynb
 def to_dataset(records: list[Record]):
     """Any list of records as a `datasets.Dataset` (nested fields as JSON strings; `type(records[0]).from_row` reads a
     row back)."""

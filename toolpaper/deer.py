@@ -46,6 +46,7 @@ def pool_text(s: DecisionSample) -> str:
     from toolpaper.sampling import render_pool
     return " " + render_pool(s.candidates) + " "
 
+# %% ../nbs/15_deer.ipynb
 def gold_prefix(s: DecisionSample) -> str | None:
     "The released round-two prefix of a sample: its gold chain up to the branch marker, and '#'."
     from toolpaper.prompts import deer_round_two_prefix
@@ -55,6 +56,7 @@ def gold_prefix(s: DecisionSample) -> str | None:
         return f"{chain_phrases('released').search}#SearchAPI# {render_pool(s.candidates)} #" if s.candidates else None
     return deer_round_two_prefix(s.chain or render_chain(s))
 
+# %% ../nbs/15_deer.ipynb
 def deer_generate(
     gen,
     samples: Sequence[DecisionSample],
@@ -64,7 +66,8 @@ def deer_generate(
     progress: bool = False,
     style: str = "released",
 ) -> list[str]:
-    "Transcripts of the two-round teacher-forced protocol (see above)."
+    """DEER transcripts, two teacher-forced rounds: round one decodes up to the first marker; when both it and the
+    gold chain search, round two continues after the gold pool (`style`: the released or toolpaper prefix)."""
     prompts = [deer_prompt(s, chain="", system=system, demos=demos, style=style).messages for s in samples]
     first = gen.generate(prompts, max_tokens=max_new_tokens, stop=DEER_STOPS, include_stop=True, progress=progress)
     out = list(first)
@@ -110,6 +113,7 @@ def compact_chain(chain: str) -> str:
     header = rest.split("\n", 1)[0].split(", and the introduction")[0]
     return head + "#SearchAPI#" + header + ". " + rest[cut:]
 
+# %% ../nbs/15_deer.ipynb
 def demonstrations(
     pool: Sequence[DecisionSample], n: int, trial: int = 0, compact: bool = False, style: str = "released"
 ) -> list[tuple[str, str]]:
@@ -160,6 +164,7 @@ class DeerExpConfig:
     gen_batch_size: int = 8
     seed: int = 0
 
+# %% ../nbs/15_deer.ipynb
 PAPER_DEER = {
     "table1": {
         "LLaMA2-13B-Chat (2-shot)": [55.3, 66.5, 64.0, 54.5, 53.9, 54.2],
@@ -203,6 +208,7 @@ def mixture_of(ratio: Sequence[float]) -> dict[str, float]:
 # %% ../nbs/15_deer.ipynb
 @dataclass
 class DeerRun:
+    "What `run_deer_experiment` returns: decision metrics, retention scores, data counts, training info and timings."
     config: dict
     decisions: pd.DataFrame       # model × eval set × mode with the six decision metrics
     retention: pd.DataFrame
@@ -211,6 +217,7 @@ class DeerRun:
     timings: dict
     eval_sizes: dict
 
+# %% ../nbs/15_deer.ipynb
 def _variants(cfg: DeerExpConfig) -> dict[str, tuple[str, dict | None]]:
     out = {}
     for r in cfg.ratios: out[f"mixture {':'.join(str(x) for x in r)}"] = ("mixture", mixture_of(r))
@@ -218,6 +225,7 @@ def _variants(cfg: DeerExpConfig) -> dict[str, tuple[str, dict | None]]:
         if s != "mixture": out[s] = (s, None)
     return out
 
+# %% ../nbs/15_deer.ipynb
 _KEYS = ["p_nosearch", "p_search", "p_ds", "p_nocall", "p_call", "p_dc"]
 
 def _metric_row(outs, samples, model, evalset, mode, average: bool = False) -> dict:
@@ -240,6 +248,7 @@ def _metric_row(outs, samples, model, evalset, mode, average: bool = False) -> d
         row["Average lo"], row["Average hi"] = ci_pct(bootstrap_ci("deer", s["items"], mode, average=True), "avg", 1)
     return row
 
+# %% ../nbs/15_deer.ipynb
 def _valid_set(heldout_nosearch, released_valid, cfg: DeerExpConfig) -> list[DecisionSample]:
     """The DEER valid set of Table 1 and the ablations: held-out NoSearch queries + released valid NoCall/Call, drawn
     with the paper's valid shares."""
@@ -250,7 +259,8 @@ def _valid_set(heldout_nosearch, released_valid, cfg: DeerExpConfig) -> list[Dec
 def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample], released_test: list[DecisionSample],
                         baselines: dict[str, list[DecisionSample]], cfg: DeerExpConfig, work_dir: str | Path,
                         progress: bool = False) -> DeerRun:
-    "Build, fine-tune and evaluate every variant (see above)."
+    """Build the decision data of every sampling variant, fine-tune one LoRA model each and evaluate: valid and test
+    (Figure 5), the baseline sets (Table 3), few-shot base-model rows (Tables 1, 3) and retention (Table 4)."""
     from toolpaper.sampling import build_decision_data, cluster_tools
     from toolpaper.train import SFTConfig, finetune
     from toolpaper.client import LocalClient
@@ -367,6 +377,7 @@ def table1(run: DeerRun, mode: str = "compat") -> pd.DataFrame:
     )
     return pd.concat([d, q], ignore_index=True)
 
+# %% ../nbs/15_deer.ipynb
 def table3(run: DeerRun, mode: str = "compat") -> pd.DataFrame:
     """P_NoCall / P_Call / P_DC on unseen tools (test.json) and on the ToolBench / ToolCorpus sets, our rows then the
     quoted paper rows."""
@@ -383,6 +394,7 @@ def table3(run: DeerRun, mode: str = "compat") -> pd.DataFrame:
     rows += [{"model": f"{k} [quoted]", "mode": "paper", **dict(zip(cols, v))} for k, v in PAPER_DEER["table3"].items()]
     return pd.DataFrame(rows).reindex(columns=["model", "mode"] + cols)
 
+# %% ../nbs/15_deer.ipynb
 def table4(run: DeerRun) -> pd.DataFrame:
     "Retention rows (with 95% intervals over the answers), then the quoted paper rows."
     from toolpaper.metrics import with_ci
@@ -394,6 +406,7 @@ def table4(run: DeerRun) -> pd.DataFrame:
         [with_ci(run.retention, TABLE4_COLS) if len(run.retention) else run.retention, q], ignore_index=True
     )
 
+# %% ../nbs/15_deer.ipynb
 def plot_strategies(run: DeerRun, mode: str = "compat"):
     "Figure 5 analogue: P_NoCall, P_Call, P_DC of each sampling variant on valid (seen) and test (unseen)."
     import matplotlib.pyplot as plt
@@ -420,6 +433,7 @@ def plot_strategies(run: DeerRun, mode: str = "compat"):
     axes[0].set_ylabel("percent"); axes[0].legend(fontsize=8); fig.tight_layout()
     return fig
 
+# %% ../nbs/15_deer.ipynb
 def plot_span_losses(run: DeerRun):
     "Training loss of the decision and call spans per step, one line per variant."
     import matplotlib.pyplot as plt
@@ -456,6 +470,7 @@ PAPER_ABLATION = {
 
 @dataclass
 class DeerAblation:
+    "What `run_deer_ablation` returns: the grid as run, the shared star setting, one row per point, and timings."
     config: dict
     grid: dict                    # axis -> values as run (None resolved)
     star: dict                    # axis -> the shared setting
@@ -463,6 +478,7 @@ class DeerAblation:
     points: pd.DataFrame
     timings: dict
 
+# %% ../nbs/15_deer.ipynb
 def _ablation_key(setting: dict, cfg: DeerExpConfig) -> str:
     """A point's identity: its setting and the whole config with the setting applied (any other config change trains
     afresh)."""
@@ -471,6 +487,7 @@ def _ablation_key(setting: dict, cfg: DeerExpConfig) -> str:
     blob = json.dumps({"setting": setting, "cfg": applied}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
+# %% ../nbs/15_deer.ipynb
 def run_deer_ablation(
     tools: list[Tool],
     released_valid: list[DecisionSample],
@@ -480,7 +497,8 @@ def run_deer_ablation(
     work_dir: str | Path,
     progress: bool = False,
 ) -> DeerAblation:
-    "Train and score one LoRA model per grid point (one axis moved from the star at a time; see above)."
+    """Train and score one LoRA model per grid point: each axis of `grid` moved from the star setting `cfg` while the
+    others stay at the star; stored points are read back instead of retrained."""
     from toolpaper.sampling import build_decision_data, cluster_tools, seeded_subset, tool_split
     from toolpaper.train import SFTConfig, finetune
     from toolpaper.client import LocalClient
@@ -626,6 +644,7 @@ def run_deer_ablation(
     atomic_write_text(work / "ablation_points.csv", pts.to_csv(index=False))
     return DeerAblation(asdict(cfg), grid, star, pts, timings)
 
+# %% ../nbs/15_deer.ipynb
 def ablation_table(abl: DeerAblation, figure: str, mode: str = "compat") -> pd.DataFrame:
     """The points of one paper figure ('6' or '8'): each metric and the average with its 95% interval, the training size
     and seconds."""
@@ -639,6 +658,7 @@ def ablation_table(abl: DeerAblation, figure: str, mode: str = "compat") -> pd.D
         ["panel", "value", "n", "train samples", "train NoSearch"] + TABLE1_COLS + ["Average", "train_s", "eval_s"]
     ].reset_index(drop=True)
 
+# %% ../nbs/15_deer.ipynb
 def plot_ablation(abl: DeerAblation, figure: str, mode: str = "compat"):
     """One panel per axis of the figure: the six metrics (thin) and their average (dashed, with its 95% band); * marks
     the star."""

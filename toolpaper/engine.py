@@ -21,7 +21,7 @@ def causal_lm(model):
     "The transformers causal LM inside `model` (a PEFT wrapper is looked through; its LoRA layers stay active)."
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
-
+# %% ../nbs/11_engine.ipynb
 def engine_support(model) -> str | None:
     "None when `Engine` can run `model`, else the reason it cannot."
     m = causal_lm(model)
@@ -45,7 +45,7 @@ class Request:
     temperature: float = 0.0
     seed: int = 0
 
-
+# %% ../nbs/11_engine.ipynb
 @dataclass
 class Output:
     "The completion of one `Request`."
@@ -55,7 +55,7 @@ class Output:
     prompt_tokens: int
     reused_tokens: int = 0       # prompt tokens whose keys and values came from the prefix cache
 
-
+# %% ../nbs/11_engine.ipynb
 @dataclass
 class EngineStats:
     "Work done by an engine since it was made."
@@ -78,7 +78,7 @@ def stop_index(text: str, stops: Sequence[str]) -> tuple[int, str] | None:
     hits = [(text.find(s), s) for s in stops if s and s in text]
     return min(hits) if hits else None
 
-
+# %% ../nbs/11_engine.ipynb
 def cut_at_stop(text: str, stops: Sequence[str] = (), include_stop: bool = True) -> str:
     "`text` up to (and with `include_stop`, including) its earliest stop string."
     hit = stop_index(text, stops)
@@ -126,7 +126,7 @@ class PrefixCache:
 
     def clear(self) -> None: self.entries = []
 
-
+# %% ../nbs/11_engine.ipynb
 def _nbytes(x) -> int:
     return x.numel() * x.element_size() if hasattr(x, "numel") else len(x) if hasattr(x, "__len__") else 0
 
@@ -152,7 +152,7 @@ class _Q8Attn:
         for a in ("q_norm", "k_norm"):
             if hasattr(attn, a): setattr(self, a, getattr(attn, a))
 
-
+# %% ../nbs/11_engine.ipynb
 def _int8_linear(lin):
     """A dynamically quantised (int8 weights, per output channel) copy of a linear layer; a LoRA layer is folded in
     first."""
@@ -174,7 +174,8 @@ def _int8_linear(lin):
 
 # %% ../nbs/11_engine.ipynb
 class Engine:
-    "Continuous-batching generation with a preallocated key/value cache and a prefix cache (see above)."
+    """Continuous-batching greedy / sampled generation for a causal LM: up to `slots` sequences decode together over a
+    preallocated key/value cache, and finished prompts' keys and values are kept in a prefix cache for reuse."""
     def __init__(self, model, tok, slots: int = 16, prefix_cache_mb: int = 2048, prefill_chunk: int = 2048,
                  precision: str = "auto", draft: int = 8, step_tokens: int = 16):
         import torch
@@ -229,11 +230,13 @@ def _qkv(self, attn, h, cos, sin):
     q, k = apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
     return q, k, v
 
+# %% ../nbs/11_engine.ipynb
 def _mlp(self, l, layer, h, quant: bool):
     if not quant: return layer.mlp(h)
     p = self.q8[l]
     return p["down_proj"](p["act"](p["gate_proj"](h)) * p["up_proj"](h))
 
+# %% ../nbs/11_engine.ipynb
 def _head(self, x, quant: bool):
     return (self.q8_head if quant else self.lm.lm_head)(self.inner.norm(x)).float()
 
@@ -308,6 +311,7 @@ def _pick(self, logits, req: Request, gen) -> int:
         return int(torch.multinomial(torch.softmax(logits.float() / req.temperature, dim=-1), 1, generator=gen))
     return int(torch.argmax(logits))
 
+# %% ../nbs/11_engine.ipynb
 def _drafts(self, live: list[dict], reqs: Sequence[Request]) -> list[list[int]]:
     k = min(self.draft, self.step_tokens // max(1, len(live)) - 1) if self.draft else 0
     out = []
@@ -325,7 +329,8 @@ Engine._pick, Engine._drafts = _pick, _drafts
 
 # %% ../nbs/11_engine.ipynb
 def generate(self, reqs: Sequence[Request], progress: bool = False) -> list[Output]:
-    "Complete every request (see above); outputs in input order."
+    """Complete every request (until an end-of-sequence token, a stop string or its token limit); outputs in input
+    order."""
     torch = self._torch
     from tqdm.auto import tqdm
     reqs = list(reqs)
@@ -488,7 +493,7 @@ class HFEngine:
         bar.close()
         return out
 
-
+# %% ../nbs/11_engine.ipynb
 def make_engine(model, tok, kind: str = "auto", batch_size: int = 16, **kw):
     "`Engine` when it can run `model` (`kind='auto'` or `'fast'`), else — or with `kind='reference'` — `HFEngine`."
     if kind not in ("auto", "fast", "reference"): raise ValueError(f"engine {kind!r}: expected auto, fast or reference")

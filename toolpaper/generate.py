@@ -69,6 +69,7 @@ class StageFile:
         self._keep(rec)
         return rec
 
+# %% ../nbs/13_generate.ipynb
 def run_stage(
     path, items: Iterable[tuple[str, Any]], fn: Callable[[Any], dict], on_error: Callable | None = None
 ) -> StageFile:
@@ -116,6 +117,7 @@ PROMPT_VERSION = "toolpaper-selfinstruct-2"
 
 def _msg(text: str) -> list[dict]: return [{"role": "user", "content": text}]
 
+# %% ../nbs/13_generate.ipynb
 # hash of a prompt text -> (stage, the builder's arguments); the newest 50,000, one registry per process
 from .client import PROMPT_ORIGINS as _ORIGIN
 
@@ -123,6 +125,7 @@ def _text_key(text: str) -> str:
     import hashlib
     return hashlib.sha1(text.encode("utf-8")).hexdigest()
 
+# %% ../nbs/13_generate.ipynb
 def stage_prompt(stage: str) -> Callable:
     """Decorator for a prompt builder: remember the stage and the arguments each prompt text was built from (read back
     with `prompt_origin`)."""
@@ -142,11 +145,13 @@ def stage_prompt(stage: str) -> Callable:
         return built
     return wrap
 
+# %% ../nbs/13_generate.ipynb
 def prompt_origin(text: str) -> tuple[str, dict] | None:
     """The stage and builder arguments of a prompt text built in this process, or None (a dry-run client answers from
     them, not from the wording)."""
     return _ORIGIN.get(_text_key(text))
 
+# %% ../nbs/13_generate.ipynb
 @stage_prompt("fields")
 def prompt_fields(n: int) -> list[dict]:
     return _msg(
@@ -155,6 +160,7 @@ def prompt_fields(n: int) -> list[dict]:
         "Answer with a Python list of short strings and nothing else."
     )
 
+# %% ../nbs/13_generate.ipynb
 @stage_prompt("subfields")
 def prompt_subfields(field: str, n: int) -> list[dict]:
     return _msg(
@@ -163,6 +169,7 @@ def prompt_subfields(field: str, n: int) -> list[dict]:
         "Answer with a Python list of short strings and nothing else."
     )
 
+# %% ../nbs/13_generate.ipynb
 TOOL_TEMPLATE = (
     '{"api_name": "getThing", "api_description": "What the API does, in one sentence", '
     '"parameters": {"name": {"type": "str", "description": "What the value means (e.g., an example value)"}}, '
@@ -181,6 +188,7 @@ def prompt_tools(field: str, subfield: str, n: int, avoid: Sequence[str] = ()) -
         f"of the {n} objects only."
     )
 
+# %% ../nbs/13_generate.ipynb
 @stage_prompt("backfill")
 def prompt_backfill(tools: Sequence[dict]) -> list[dict]:
     body = json.dumps(
@@ -196,6 +204,7 @@ def prompt_backfill(tools: Sequence[dict]) -> list[dict]:
         'Answer with a JSON object {"<api_name>": {"<parameter>": "<example>"}} only.\n' + body
     )
 
+# %% ../nbs/13_generate.ipynb
 @stage_prompt("single")
 def prompt_single(tool: dict, fixed: dict) -> list[dict]:
     fx = (" Use exactly these values: " + json.dumps(fixed, ensure_ascii=False) + ".") if fixed else ""
@@ -209,6 +218,7 @@ def prompt_single(tool: dict, fixed: dict) -> list[dict]:
         + ' Answer with a JSON object {"query": "...", "parameters": {...}} only.'
     )
 
+# %% ../nbs/13_generate.ipynb
 @stage_prompt("query")
 def prompt_query(tool: dict, arguments: dict) -> list[dict]:
     return _msg(
@@ -221,6 +231,7 @@ def prompt_query(tool: dict, arguments: dict) -> list[dict]:
         'Answer with a JSON object {"query": "..."} only.'
     )
 
+# %% ../nbs/13_generate.ipynb
 @stage_prompt("combos")
 def prompt_combo(candidates: Sequence[dict], max_tools: int) -> list[dict]:
     names = json.dumps(
@@ -233,6 +244,7 @@ def prompt_combo(candidates: Sequence[dict], max_tools: int) -> list[dict]:
         "only."
     )
 
+# %% ../nbs/13_generate.ipynb
 @stage_prompt("multi")
 def prompt_multi(tools: Sequence[dict], plan: list[dict], fixed: dict) -> list[dict]:
     fx = (
@@ -253,6 +265,7 @@ def prompt_multi(tools: Sequence[dict], plan: list[dict], fixed: dict) -> list[d
         + ' Answer with a JSON object {"query": "...", "calling": [{"api": "...", "parameters": {...}}]} only.'
     )
 
+# %% ../nbs/13_generate.ipynb
 @stage_prompt("deer_examples")
 def prompt_deer_examples(tool: dict, n: int = 10) -> list[dict]:
     return _msg(
@@ -269,6 +282,7 @@ def prompt_deer_examples(tool: dict, n: int = 10) -> list[dict]:
         'Answer with a JSON object {"api_function": "...", "examples": [{"query": "...", "call": "..."}]} only.'
     )
 
+# %% ../nbs/13_generate.ipynb
 @stage_prompt("deer_filter")
 def prompt_deer_filter(tool: dict, examples: Sequence[dict]) -> list[dict]:
     rows = "\n".join(f"{i}. query: {e['query']}\n   call: {e['call']}" for i, e in enumerate(examples))
@@ -279,6 +293,7 @@ def prompt_deer_filter(tool: dict, examples: Sequence[dict]) -> list[dict]:
         "by the query. Answer with a JSON list of numbers only ([] when all pairs are fine)."
     )
 
+# %% ../nbs/13_generate.ipynb
 @stage_prompt("deer_check")
 def prompt_deer_check(signature: str, query: str, call: str) -> list[dict]:
     return _msg(
@@ -287,6 +302,7 @@ def prompt_deer_check(signature: str, query: str, call: str) -> list[dict]:
         "Answer YES or NO only."
     )
 
+# %% ../nbs/13_generate.ipynb
 def read_yes_no(text: str) -> bool | None:
     "True / False from the first standalone yes or no in `text` (any case), None when there is neither."
     m = re.search(r"\b(yes|no)\b", text or "", re.I)
@@ -316,6 +332,7 @@ def check_tool(
     no_ex = [k for k, v in t["parameters"].items() if not description_examples(v["description"])]
     return (None if probs else t), probs, no_ex
 
+# %% ../nbs/13_generate.ipynb
 def check_calls(calls: Sequence[dict], query: str, tools: dict[str, dict]) -> list[str]:
     "Problems of a generated call list (empty: valid)."
     from toolpaper.schema import Call, RefError, check_refs
@@ -355,6 +372,7 @@ def execution_env(tools: Sequence[dict], functions: dict[str, Callable] | None =
         if name in env.tools: env.register(fn, tool=env.tools[name])
     return env
 
+# %% ../nbs/13_generate.ipynb
 def execution_problems(env, calls: Sequence[dict]) -> list[str]:
     """The refusal met when running a generated call list (`api`, `parameters`, `responses` dicts) through `env`; empty
     when every call runs."""
@@ -374,13 +392,19 @@ def _words(name: str, description: str = "") -> set[str]:
     spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name).replace("_", " ")
     return set(re.findall(r"[a-z0-9]+", (spaced + " " + description).lower()))
 
+# %% ../nbs/13_generate.ipynb
 def _alnum(r, lo: int = 8, hi: int = 12) -> str:
     return "".join(
         r.choice("ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnpqrstuvwxyz23456789") for _ in range(r.randint(lo, hi))
     )
+
+# %% ../nbs/13_generate.ipynb
 def _date(r) -> str: return f"{r.randint(2000, 2023):04d}-{r.randint(1, 12):02d}-{r.randint(1, 28):02d}"
+
+# %% ../nbs/13_generate.ipynb
 def _clock(r) -> str: return f"{r.randint(0, 23):02d}:{r.randint(0, 59):02d}"
 
+# %% ../nbs/13_generate.ipynb
 RELEASE_STR = [
     ("timestamp", lambda r: f"{_date(r)} {_clock(r)}:{r.randint(0, 59):02d}"),
     ("time", _clock),
@@ -428,6 +452,7 @@ def rule_value(name: str, p: dict, r: random.Random, rules: str = "release") -> 
     table = {"str": RELEASE_STR, "int": RELEASE_INT, "float": RELEASE_FLOAT}.get(typ, [])
     return next((make(r) for w, make in table if w == "" or w in words), None)
 
+# %% ../nbs/13_generate.ipynb
 def sensitive_values(tool: dict, key: str, seed: int = 0, rules: str = "release") -> dict[str, str]:
     """Rule values of the `str` parameters of `tool` that a rule covers (what the model must use verbatim when it
     chooses the other values)."""
@@ -438,6 +463,7 @@ def sensitive_values(tool: dict, key: str, seed: int = 0, rules: str = "release"
         if v is not None: out[name] = v
     return out
 
+# %% ../nbs/13_generate.ipynb
 def program_call(tool: dict, key: str, seed: int = 0, rules: str = "release") -> dict[str, Any]:
     """Arguments chosen by program: required parameters and, with probability 0.5, optional ones that have examples;
     rule values first, else an example."""
@@ -496,6 +522,7 @@ class SealGenConfig:
     rules: str = "release"
     seed: int = 0
 
+# %% ../nbs/13_generate.ipynb
 @dataclass
 class GenResult:
     out: Path
@@ -505,16 +532,17 @@ class GenResult:
     seconds: float
     files: dict
 
+# %% ../nbs/13_generate.ipynb
 def _iso(ts) -> str | None:
     import datetime as dt
     return dt.datetime.fromtimestamp(int(ts), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if ts else None
 
+# %% ../nbs/13_generate.ipynb
 def _ask(client, stage: StageFile, jobs: list[tuple[str, list[dict], Any]], cfg, parse: Callable, what: str) -> dict:
-    """Send the unfinished jobs (key, messages, context) that have tries left, in chunks; record text, parse
-    result and provenance,
-    or the failure. A failed request is tried again by the next run, up to `cfg.max_attempts` tries in all.
-    Returns the stage's request counts: finished, retried (finished after a failed try), failed (its last try failed)
-    and given up."""
+    """Send the unfinished jobs (key, messages, context) that have tries left, in chunks; record text, parse result and
+    provenance, or the failure. A failed request is tried again by the next run, up to `cfg.max_attempts` tries
+    in all. Returns the stage's request counts: finished, retried (finished after a failed try), failed (its last
+    try failed) and given up."""
     from toolpaper.client import LLMError
 
     todo = list(
@@ -548,6 +576,7 @@ def _ask(client, stage: StageFile, jobs: list[tuple[str, list[dict], Any]], cfg,
             "given_up": sum(stage.attempts.get(k, 0) >= cfg.max_attempts for k in open_),
             "errors": {k: stage.records[k].get("error") for k in open_ if k in stage.records}}
 
+# %% ../nbs/13_generate.ipynb
 def _merge_requests(parts: list[dict]) -> dict:
     "The request counts of several `_ask` calls of one stage, added up."
     out = {"finished": 0, "retried": 0, "failed": 0, "given_up": 0, "errors": {}}
@@ -556,6 +585,7 @@ def _merge_requests(parts: list[dict]) -> dict:
         out["errors"].update(p["errors"])
     return out
 
+# %% ../nbs/13_generate.ipynb
 def _prov(rec: dict, stage: str) -> dict:
     return {
         "model": rec.get("model"),
@@ -564,6 +594,7 @@ def _prov(rec: dict, stage: str) -> dict:
         "stage": stage,
     }
 
+# %% ../nbs/13_generate.ipynb
 def name_duplicate(name: str, kept: Sequence[str], similarity: float | None = 0.8) -> str | None:
     """Why `name` duplicates one of `kept`: the same name ignoring case, or (unless `similarity` is None) difflib
     `quick_ratio` >= `similarity`; None if it does not."""
@@ -576,13 +607,13 @@ def name_duplicate(name: str, kept: Sequence[str], similarity: float | None = 0.
             if r >= similarity: return f"name close to {o} ({r:.2f})"
     return None
 
+# %% ../nbs/13_generate.ipynb
 def dedup_tools(
     tools: list[dict], by: str = "name", name_similarity: float = 0.8, threshold: float = 0.9, embedder=None
 ) -> tuple[list[dict], dict[str, str]]:
-    """Kept tools (first come, first kept) and {dropped name: reason}. A repeated name (case-insensitive) is
-    always dropped; `by` adds
-    "name" (difflib `quick_ratio` of the two api_names >= `name_similarity`, the release's rule), "embedding" (cosine of
-    `name: description` embeddings >= `threshold`) or "both"."""
+    """Kept tools (first come, first kept) and {dropped name: reason}. A repeated name (case-insensitive) is always
+    dropped; `by` adds "name" (difflib `quick_ratio` of the two api_names >= `name_similarity`, the release's
+    rule), "embedding" (cosine of `name: description` embeddings >= `threshold`) or "both"."""
     import numpy as np
 
     if by not in ("name", "embedding", "both"):
@@ -609,6 +640,7 @@ def dedup_tools(
         kept = [kept[i] for i in keep_idx]
     return kept, dropped
 
+# %% ../nbs/13_generate.ipynb
 def _with_examples(t: dict, examples: dict) -> dict:
     from toolpaper.schema import description_examples
     t = json.loads(json.dumps(t))
@@ -618,6 +650,7 @@ def _with_examples(t: dict, examples: dict) -> dict:
             p["description"] = p["description"].rstrip().rstrip(".") + f" (e.g., {ex})"
     return t
 
+# %% ../nbs/13_generate.ipynb
 def _plan(tools: list[dict], start: int = 0, params: list[Sequence[str]] | None = None) -> list[dict]:
     """Call plan with empty values: `params[i]` names tool i's parameters (default: the required ones, else the first
     one); response ids numbered from `start`."""
@@ -643,6 +676,7 @@ class StageYield:
     valid: int | None = None
     kept: int | None = None
 
+# %% ../nbs/13_generate.ipynb
 @dataclass
 class _Run:
     """What the stages of one pipeline run share: client, config, stage folder (one StageFile per stage), request counts
@@ -664,6 +698,7 @@ class _Run:
         self.requests[stage] = _merge_requests([self.requests[stage], got]) if stage in self.requests else got
         return self.files[name]
 
+# %% ../nbs/13_generate.ipynb
 def _seal_fields(run: _Run) -> tuple[list[str], StageYield]:
     "Fields: the configured seeds, or the model's list."
     cfg = run.cfg
@@ -674,6 +709,7 @@ def _seal_fields(run: _Run) -> tuple[list[str], StageYield]:
     fields = list(dict.fromkeys(str(x).strip() for x in got if isinstance(x, str) and str(x).strip()))[: cfg.n_fields]
     return fields, StageYield(cfg.n_fields, len(got), len(fields), len(fields))
 
+# %% ../nbs/13_generate.ipynb
 def _seal_subfields(run: _Run, fields: list[str]) -> tuple[list[tuple[str, str]], StageYield]:
     "(field, subfield) pairs, at most `subfields_per_field` per field."
     cfg = run.cfg
@@ -690,6 +726,7 @@ def _seal_subfields(run: _Run, fields: list[str]) -> tuple[list[tuple[str, str]]
         subs += [(f, s) for s in clean]
     return subs, StageYield(len(fields) * cfg.subfields_per_field, parsed, len(subs), len(subs))
 
+# %% ../nbs/13_generate.ipynb
 @dataclass
 class _Tools:
     ready: list[dict]           # valid new tools with an example in every parameter description
@@ -698,6 +735,7 @@ class _Tools:
     early: dict                 # api_name -> why it duplicates an earlier tool
     trace: list[dict]           # per subfield: rounds, requested, parsed, valid, new
 
+# %% ../nbs/13_generate.ipynb
 def _seal_tools(run: _Run, subs: list[tuple[str, str]]) -> tuple[_Tools, StageYield]:
     """Tools per subfield, asked again (avoiding the subfield's tools so far) until `empty_rounds` rounds in a row bring
     no new tool."""
@@ -746,6 +784,7 @@ def _seal_tools(run: _Run, subs: list[tuple[str, str]]) -> tuple[_Tools, StageYi
         sum(x["requested"] for x in out.trace), sum(x["parsed"] for x in out.trace), sum(x["valid"] for x in out.trace)
     )
 
+# %% ../nbs/13_generate.ipynb
 def _seal_backfill(run: _Run, tools: list[dict]) -> tuple[list[dict], StageYield]:
     "Tools whose missing example values the model supplied, in batches of `backfill_batch`."
     from toolpaper.schema import description_examples
@@ -764,6 +803,7 @@ def _seal_backfill(run: _Run, tools: list[dict]) -> tuple[list[dict], StageYield
             if all(description_examples(p["description"]) for p in t2["parameters"].values()): fixed.append(t2)
     return fixed, StageYield(len(tools), len(tools), len(fixed), len(fixed))
 
+# %% ../nbs/13_generate.ipynb
 def _seal_single(
     run: _Run, kept: list[dict], problems: Callable
 ) -> tuple[list[tuple[dict, dict]], list[dict], StageYield]:
@@ -811,6 +851,7 @@ def _seal_single(
         )
     return made, rejects, StageYield(len(jobs), parsed, len(made))
 
+# %% ../nbs/13_generate.ipynb
 def _seal_combos(
     run: _Run, kept: list[dict]
 ) -> tuple[list[tuple[str, list[dict], list[dict], dict]], list[dict], StageYield]:
@@ -857,6 +898,7 @@ def _seal_combos(
     parsed = sum(1 for k, _, _ in jobs if isinstance(st.records[k].get("parsed"), list))
     return combos, rejects, StageYield(len(jobs), parsed, valid, len(taken))
 
+# %% ../nbs/13_generate.ipynb
 def _seal_multi(run: _Run, combos: list, problems: Callable) -> tuple[list[tuple[dict, dict]], list[dict], StageYield]:
     """Multiple-tool instances: the model fills each combination's plan (values or earlier response ids) and writes the
     request."""
@@ -889,12 +931,12 @@ def _seal_multi(run: _Run, combos: list, problems: Callable) -> tuple[list[tuple
         )
     return made, rejects, StageYield(len(combos), parsed, len(made))
 
+# %% ../nbs/13_generate.ipynb
 def generate_seal(client, out: str | Path, cfg: SealGenConfig | None = None, embedder=None, progress: bool = False,
                   functions: dict[str, Callable] | None = None) -> GenResult:
-    """Run (or resume) the Seal-Tools self-instruct pipeline into `out`: stage files under `out/stages/`, the
-    dataset under `out/seal-tools/`,
-    per-stage yields in `out/yield.json`. `functions` are real implementations of generated tools (by name) for the
-    execution check."""
+    """Run (or resume) the Seal-Tools self-instruct pipeline into `out`: stage files under `out/stages/`, the dataset
+    under `out/seal-tools/`, per-stage yields in `out/yield.json`. `functions` are real implementations of
+    generated tools (by name) for the execution check."""
     cfg = cfg if cfg is not None else SealGenConfig()
     from toolpaper.schema import Call, Instance
     out = Path(out); t0 = time.perf_counter(); u0 = dict(client.usage.as_dict())
@@ -959,6 +1001,7 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig | None = None, emb
         "usage.json",
     )
 
+# %% ../nbs/13_generate.ipynb
 def _write_result(out: Path, sub: str, client, u0: dict, t0: float, stages: dict, trace: list, report: dict, data: dict,
                   yield_name: str, usage_name: str) -> GenResult:
     """Write a pipeline's dataset files under `out/sub` (`data`: name -> (file, rows); `.jsonl` one row per line, else
@@ -1002,6 +1045,7 @@ class DeerGenConfig:
     # keep only pairs whose call the tool environment accepts (types from the signature)
     execute: bool = True
 
+# %% ../nbs/13_generate.ipynb
 def _check_deer_pair(e: Any, name: str, params, env=None) -> str | None:
     from toolpaper.schema import parse_call_expr
 
@@ -1017,6 +1061,7 @@ def _check_deer_pair(e: Any, name: str, params, env=None) -> str | None:
         if not obs.ok: return f"execution: {obs.error}"
     return None
 
+# %% ../nbs/13_generate.ipynb
 def _deer_pairs(
     run: _Run, seeds: list[dict]
 ) -> tuple[list[tuple[dict, str, list[dict], dict]], StageYield, StageYield]:
@@ -1049,6 +1094,7 @@ def _deer_pairs(
         if good: staged.append((s, sig, [{"query": e["query"], "call": e["call"]} for e in good], rec))
     return staged, sigs, pairs
 
+# %% ../nbs/13_generate.ipynb
 def _deer_filter(run: _Run, staged: list) -> list[set[int]]:
     """Per staged tool, the pairs the filtering pass drops: one YES/NO question per pair (a NO, an unclear reply or a
     failed request drops it), or one list per tool."""
@@ -1085,10 +1131,11 @@ def _deer_filter(run: _Run, staged: list) -> list[set[int]]:
         )
     return out
 
+# %% ../nbs/13_generate.ipynb
 def generate_deer(client, seeds: Sequence[dict], out: str | Path, cfg: DeerGenConfig | None = None) -> GenResult:
     """Run (or resume) the DEER query-call generation for `seeds` into `out`: stage files under `out/stages/`,
-    `out/tooldeer/tool.json` in the
-    released layout with its provenance, per-stage yields in `out/deer_yield.json`."""
+    `out/tooldeer/tool.json` in the released layout with its provenance, per-stage yields in
+    `out/deer_yield.json`."""
     cfg = cfg if cfg is not None else DeerGenConfig()
     out = Path(out); t0 = time.perf_counter(); u0 = dict(client.usage.as_dict())
     run = _Run(client, cfg, out / "stages")
@@ -1151,6 +1198,7 @@ def dataset_shape(tools: Sequence, instances: Sequence) -> dict:
         "cross-field % of multiple": pct(cross, len(multi)),
     }
 
+# %% ../nbs/13_generate.ipynb
 def generated_set(out: str | Path) -> tuple[list, list]:
     """The tools and instances a `generate_seal` run wrote under `out`, loaded with the released-data readers (empty
     lists when it produced none)."""

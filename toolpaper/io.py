@@ -100,6 +100,7 @@ def _loads(text: str, path, line: int | None = None):
     except RecursionError:
         raise DataError(path, "invalid JSON (nested too deeply)", line=line) from None
 
+# %% ../nbs/00_io.ipynb
 def read_jsonl(path: str | os.PathLike, finite: bool = True) -> list[tuple[int, Any]]:
     """(line number, value) for every non-blank line; a NaN or infinite number is an error naming its field unless
     `finite=False`."""

@@ -40,8 +40,10 @@ def parse_number(text) -> float | None:
     if m: return (-1 if m.group(1) else 1) * int(m.group(2)) / int(m.group(3)) if int(m.group(3)) else None
     return None
 
+# %% ../nbs/23_math.ipynb
 def normalize_math(s: str) -> str:
-    "A MATH answer string in a canonical form for exact comparison (see above)."
+    """A MATH answer string in a canonical form for exact comparison: spacing, \\left / \\right, \\dfrac, degrees,
+    dollar signs, \\text{} wrappers and a final full stop removed or normalised."""
     t = re.sub(r"\\(?:text|textbf|mbox|mathrm)\{([^{}]*)\}", r"\1", str(s).strip())
     for a, b in (
         ("\\left", ""),
@@ -60,8 +62,10 @@ def normalize_math(s: str) -> str:
         t = t.replace(a, b)
     return t.rstrip(".")
 
+# %% ../nbs/23_math.ipynb
 def extract_answer(text) -> str | None:
-    "The final answer a model wrote (see above); None for no text."
+    """The final answer in a model's text: the last \\boxed{}, else the text after the last '####' or 'answer is',
+    else the last number; None for no text."""
     if not isinstance(text, str) or not text.strip(): return None
     b = boxed_answer(text)
     if b is not None: return b.strip()
@@ -74,6 +78,7 @@ def extract_answer(text) -> str | None:
     nums = _NUM.findall(text)
     return nums[-1] if nums else None
 
+# %% ../nbs/23_math.ipynb
 def same_answer(pred: str | None, gold: str, tol: float = 1e-4) -> bool:
     "True when `pred` equals `gold` as numbers (relative tolerance `tol`), or else as normalised strings."
     if pred is None: return False
@@ -81,6 +86,7 @@ def same_answer(pred: str | None, gold: str, tol: float = 1e-4) -> bool:
     if a is not None and b is not None: return abs(a - b) <= tol * max(1.0, abs(b))
     return normalize_math(pred) == normalize_math(gold)
 
+# %% ../nbs/23_math.ipynb
 def is_correct(output, problem: MathProblem) -> bool:
     "Does a model's output state the problem's answer?"
     return same_answer(extract_answer(output), problem.answer)
@@ -109,6 +115,7 @@ def solution_steps(solution: str) -> tuple[list[tuple[str, list[tuple[str, str]]
         pending = []
     return steps, " ".join(pending) if pending else last
 
+# %% ../nbs/23_math.ipynb
 def _printed_ok(printed: str, value: str) -> bool:
     a, b = parse_number(printed), parse_number(value)
     if a is None or b is None: return printed.strip() == value.strip()
@@ -116,10 +123,12 @@ def _printed_ok(printed: str, value: str) -> bool:
     d = len(value.split(".", 1)[1]) if "." in value else 0
     return round(a, d) == round(b, d)
 
+# %% ../nbs/23_math.ipynb
 def step_code(annotations: Sequence[tuple[str, str]]) -> str:
     "The caller's program for one step: `print(<expression>)` per annotation."
     return "\n".join(f"print({e})" for e, _ in annotations)
 
+# %% ../nbs/23_math.ipynb
 def gsm8k_trajectory(problem: MathProblem, sandbox: PythonSandbox) -> tuple[Trajectory | None, str]:
     "(the checked program-aided trajectory of a GSM8K training problem, 'kept') or (None, the reason it was dropped)."
     steps, last = solution_steps(problem.solution)
@@ -148,6 +157,7 @@ def gsm8k_trajectory(problem: MathProblem, sandbox: PythonSandbox) -> tuple[Traj
               Turn(role="summarizer", content=f"The answer is {problem.answer}.")]
     return Trajectory(id=f"gsm8k-{problem.id}", instruction=problem.question, tools=[tool], turns=turns), "kept"
 
+# %% ../nbs/23_math.ipynb
 def build_math_corpus(
     problems: Sequence[MathProblem], sandbox: PythonSandbox | None = None, limit: int | None = None
 ) -> tuple[list[Trajectory], Counter]:
@@ -170,6 +180,7 @@ def pal_program(problem: MathProblem) -> str | None:
     if not anns: return None
     return "\n".join(f"a{i + 1} = {e}" for i, e in enumerate(anns)) + f"\nprint(a{len(anns)})"
 
+# %% ../nbs/23_math.ipynb
 def pal_messages(problem: MathProblem, demos: Sequence[MathProblem]) -> list[dict]:
     msgs = [{"role": "system", "content": PAL_SYSTEM}]
     for d in demos:
@@ -179,6 +190,7 @@ def pal_messages(problem: MathProblem, demos: Sequence[MathProblem]) -> list[dic
         ]
     return msgs + [{"role": "user", "content": problem.question}]
 
+# %% ../nbs/23_math.ipynb
 def extract_program(text: str) -> str:
     "The first fenced code block of a reply (an unclosed one runs to the end), else the whole reply."
     text = text or ""
@@ -189,6 +201,7 @@ def extract_program(text: str) -> str:
     j = body.find("```")
     return (body if j < 0 else body[:j]).strip()
 
+# %% ../nbs/23_math.ipynb
 def run_pal(
     gen,
     problems: Sequence[MathProblem],
@@ -242,8 +255,10 @@ class MathExpConfig:
     cpu_s: int = 5
     seed: int = 0
 
+# %% ../nbs/23_math.ipynb
 @dataclass
 class MathRun:
+    "What `run_math_experiment` returns: corpus counts, accuracy per method, executor statistics, outputs, timings."
     config: dict
     corpus: dict                 # kept / dropped counts
     results: pd.DataFrame        # method, n, accuracy and its interval, agent outcomes
@@ -252,6 +267,7 @@ class MathRun:
     train_info: dict
     timings: dict
 
+# %% ../nbs/23_math.ipynb
 def _acc_row(name, recs):
     from toolpaper.metrics import mean_ci, pct
     ok = [float(r["correct"]) for r in recs]
@@ -259,10 +275,12 @@ def _acc_row(name, recs):
     return {"method": name, "n": len(recs), "accuracy": pct(sum(ok) / len(ok)) if ok else None,
             "accuracy lo": pct(ci[0]) if ci else None, "accuracy hi": pct(ci[1]) if ci else None}
 
+# %% ../nbs/23_math.ipynb
 def run_math_experiment(
     train: Sequence[MathProblem], test: Sequence[MathProblem], cfg: MathExpConfig, work_dir, progress: bool = False
 ) -> MathRun:
-    "Trajectories, training, agent and baseline evaluation (see above)."
+    """Build program-aided trajectories from `train`, train the agents, and score them and the baselines on `test`
+    (accuracy with a confidence interval)."""
     from toolpaper.agent import GLPFTConfig, make_agent, run_agent, train_methods
     from toolpaper.client import LocalClient
     from toolpaper.io import atomic_write_text
@@ -340,6 +358,7 @@ def run_math_experiment(
     }
     return MathRun(asdict(cfg), corpus, pd.DataFrame(rows), pd.DataFrame(ex_rows), outputs, info, timings)
 
+# %% ../nbs/23_math.ipynb
 def math_table(run: MathRun) -> pd.DataFrame:
     "Table 4 shape: our GSM8K accuracy per method (95% interval), then the paper's rows (MATH and GSM8K) quoted."
     from toolpaper.metrics import with_ci

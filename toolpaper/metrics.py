@@ -31,8 +31,8 @@ from toolpaper.schema import (
 __all__ = ['NO_SEARCH_PHRASE', 'SEARCH_PHRASE', 'values_equal', 'SealCounts', 'prf', 'seal_summary', 'seal_compat_counts',
            'match_calls', 'seal_strict_counts', 'seal_scores', 'seal_gold_answer', 'seal_error_taxonomy', 'DeerCounts',
            'deer_summary', 'baseline_action', 'deer_compat_counts', 'deer_item', 'deer_scores', 'umi_gold_steps',
-           'arg_f1', 'rouge_l', 'umi_scores', 'retention_scores', 'bootstrap_ci', 'ScoreResult', 'prediction_problem',
-           'resolve_references', 'score', 'pct', 'ci_pct', 'mean_ci', 'with_ci', 'retention_ci']
+           'arg_f1', 'rouge_l', 'umi_scores', 'retention_scores', 'bootstrap_ci', 'df_markdown', 'ScoreResult',
+           'prediction_problem', 'resolve_references', 'score', 'pct', 'ci_pct', 'mean_ci', 'with_ci', 'retention_ci']
 
 # %% ../nbs/05_metrics.ipynb
 def _boolish(v):
@@ -40,10 +40,13 @@ def _boolish(v):
     if isinstance(v, str) and v.strip().lower() in ("true", "false"): return v.strip().lower() == "true"
     return None
 
+# %% ../nbs/05_metrics.ipynb
 def _fold(s: str) -> str: return " ".join(s.split()).casefold()
 
+# %% ../nbs/05_metrics.ipynb
 def values_equal(a: Any, b: Any) -> bool:
-    "Typed equality used by strict mode (see above)."
+    """Strict-mode equality of two argument values: numbers numerically whatever their spelling (5 == 5.0 == '5'),
+    booleans also as 'true'/'false', strings with case and whitespace runs folded, lists and dicts element-wise."""
     if isinstance(a, bool) or isinstance(b, bool):
         x, y = _boolish(a), _boolish(b)
         return x is not None and x == y
@@ -61,6 +64,7 @@ def values_equal(a: Any, b: Any) -> bool:
 # %% ../nbs/05_metrics.ipynb
 @dataclass
 class SealCounts:
+    "Seal-Tools counts of one or more items (they add up with `+`): format, tools and parameters, exact matches."
     n: int = 0
     format_ok: int = 0
     gold_tools: int = 0
@@ -73,8 +77,10 @@ class SealCounts:
     def __add__(self, o: "SealCounts") -> "SealCounts":
         return SealCounts(**{f.name: getattr(self, f.name) + getattr(o, f.name) for f in dc_fields(self)})
 
+# %% ../nbs/05_metrics.ipynb
 def prf(correct: int, pred: int, gold: int, mode: str = "compat") -> dict:
-    "Precision, recall, F1 from counts (see above)."
+    """{'precision', 'recall', 'f1'} from counts. compat leaves out the keys where the released code does (any count
+    0); strict scores nothing predicted and nothing expected as 1, and one without the other as 0."""
     if mode == "compat":
         if not (correct and pred and gold): return {"p": None, "r": None, "f1": None}
         p, r = correct / pred, correct / gold
@@ -83,7 +89,9 @@ def prf(correct: int, pred: int, gold: int, mode: str = "compat") -> dict:
         r = correct / gold if gold else (1.0 if pred == 0 else 0.0)
     return {"p": p, "r": r, "f1": 2 * p * r / (p + r) if p + r else 0.0}
 
+# %% ../nbs/05_metrics.ipynb
 def seal_summary(c: SealCounts, mode: str) -> dict:
+    "Format ACC, tool and parameter P/R/F1 (and strict's exact match) from counts, counted as `mode` counts."
     out = {
         "n": c.n,
         "format_acc": c.format_ok / c.n if c.n else None,
@@ -122,6 +130,7 @@ def _producers(calls: list[Call]) -> dict[str, tuple[int, int]]:
         for k, r in enumerate(c.responses): out.setdefault(r, (i, k))
     return out
 
+# %% ../nbs/05_metrics.ipynb
 def _canon(v: Any, prod: dict, to_gold: dict[int, int] | None, side: str) -> Any:
     "Rewrite references in `v` as call-graph positions (gold numbering through `to_gold`)."
     def tok(m):
@@ -135,8 +144,10 @@ def _canon(v: Any, prod: dict, to_gold: dict[int, int] | None, side: str) -> Any
     if isinstance(v, dict): return {k: _canon(x, prod, to_gold, side) for k, x in v.items()}
     return v
 
+# %% ../nbs/05_metrics.ipynb
 def _is_ref(v) -> bool: return isinstance(v, str) and bool(REF_RE.fullmatch(v.strip()))
 
+# %% ../nbs/05_metrics.ipynb
 def match_calls(pred: list[Call], gold: list[Call]) -> list[tuple[int, int]]:
     "One-to-one (pred index, gold index) pairs of same-name calls, chosen to agree on as many arguments as possible."
     if not pred or not gold: return []
@@ -154,6 +165,7 @@ def match_calls(pred: list[Call], gold: list[Call]) -> list[tuple[int, int]]:
     rows, cols = linear_sum_assignment(-S)
     return [(int(i), int(j)) for i, j in zip(rows, cols) if S[i, j] > 0]
 
+# %% ../nbs/05_metrics.ipynb
 def seal_strict_counts(output: Any, gold: Instance) -> tuple[SealCounts, list[str]]:
     "Counts of one instance under strict matching, and the reasons it lost points."
     c = SealCounts(n=1, gold_tools=len(gold.calls), gold_params=sum(len(g.arguments) for g in gold.calls))
@@ -199,6 +211,7 @@ def seal_scores(
     return {"metrics": seal_summary(total, mode), "subsets": {s: seal_summary(v, mode) for s, v in subs.items()},
             "counts": {"all": total.__dict__, **{s: v.__dict__ for s, v in subs.items()}}, "items": items}
 
+# %% ../nbs/05_metrics.ipynb
 def seal_gold_answer(inst: Instance) -> str:
     "The gold answer in the released layout (the Python repr of the call list)."
     return repr([{"api": c.api, "parameters": c.arguments, "responses": c.responses} for c in inst.calls])
@@ -206,7 +219,8 @@ def seal_gold_answer(inst: Instance) -> str:
 # %% ../nbs/05_metrics.ipynb
 def seal_error_taxonomy(outputs: list[Any], golds: list[Instance], tools: dict[str, Tool] | None = None,
                         candidates: dict[str, list[str]] | None = None) -> pd.DataFrame:
-    "Counts and shares of tool and parameter errors (see above)."
+    """Counts and shares of Seal-Tools errors: tool errors (missing gold tool, hallucinated, wrong, extra call) and,
+    on matched calls, parameter errors (required / optional missing, added in / not in query, wrong type, value)."""
     tools = tools or {}
     cnt = Counter()
     for o, g in zip(outputs, golds):
@@ -283,8 +297,10 @@ class DeerCounts:
     def __add__(self, o):
         return DeerCounts(**{f.name: getattr(self, f.name) + getattr(o, f.name) for f in dc_fields(self)})
 
+# %% ../nbs/05_metrics.ipynb
 def _ratio(a, b): return a / b if b else None
 
+# %% ../nbs/05_metrics.ipynb
 def deer_summary(c: DeerCounts) -> dict:
     return {
         "p_nosearch": _ratio(c.nosearch_ok, c.nosearch),
@@ -295,6 +311,7 @@ def deer_summary(c: DeerCounts) -> dict:
         "p_dc": _ratio(c.nocall_ok + c.call_ok, c.nocall + c.call),
     }
 
+# %% ../nbs/05_metrics.ipynb
 def baseline_action(text: str, candidates: list[str] | None = None) -> str | None:
     """The tool a baseline output chose: `NoCallAPI`, an `Action:` line, a `#CallAPI#` call, a call expression, or the
     first candidate named."""
@@ -308,11 +325,13 @@ def baseline_action(text: str, candidates: list[str] | None = None) -> str | Non
         if hits: return min(hits)[1]
     return None
 
+# %% ../nbs/05_metrics.ipynb
 # the literal phrases the authors' scorer looks for
 NO_SEARCH_PHRASE, SEARCH_PHRASE = "#Begin# Don't need", "#Begin# Need to"
 
 def deer_compat_counts(transcript: str, gold_chain: str, branch: str) -> tuple[DeerCounts, list[str]]:
-    "The authors' counting of one transcript against its gold chain (see above)."
+    """DEER counts of one transcript against its gold chain as the authors' scorer counts them (search and call
+    decisions from the markers, the tool name cut before its first '('), and the reasons for each miss."""
     c, why, T, G = DeerCounts(), [], transcript or "", gold_chain or ""
     if branch == "NoSearch": c.nosearch = 1
     else:
@@ -348,6 +367,7 @@ def deer_compat_counts(transcript: str, gold_chain: str, branch: str) -> tuple[D
         return c, why
     return c, ["searched but did not decide" if "#SearchAPI#" in T else "no decision marker"]
 
+# %% ../nbs/05_metrics.ipynb
 def deer_item(output: Any, gold: DecisionSample, mode: str) -> tuple[DeerCounts, list[str]]:
     c, why = DeerCounts(), []
     text = output if isinstance(output, str) else ""
@@ -384,7 +404,9 @@ def deer_item(output: Any, gold: DecisionSample, mode: str) -> tuple[DeerCounts,
             )
     return c, why
 
+# %% ../nbs/05_metrics.ipynb
 def deer_scores(outputs: list[Any], golds: list[DecisionSample], mode: str = "compat") -> dict:
+    "DEER decision metrics over aligned outputs and gold samples, with the per-item counts and reasons."
     check_mode(mode)
     total, items = DeerCounts(), []
     for o, g in zip(outputs, golds):
@@ -395,7 +417,8 @@ def deer_scores(outputs: list[Any], golds: list[DecisionSample], mode: str = "co
 
 # %% ../nbs/05_metrics.ipynb
 def umi_gold_steps(traj: Trajectory, mode: str = "compat") -> list[UmiStep]:
-    "Gold steps of a trajectory (see above)."
+    """The scored alpha-UMi steps of a trajectory: one per planner turn, with the gold plan, the caller's action and
+    arguments, and the conclusion text where the planner concluded."""
     steps = []
     for i, t in enumerate(traj.turns):
         if t.role != "planner": continue
@@ -409,6 +432,7 @@ def umi_gold_steps(traj: Trajectory, mode: str = "compat") -> list[UmiStep]:
         steps.append(st)
     return steps
 
+# %% ../nbs/05_metrics.ipynb
 def arg_f1(pred_args: Any, gold_args: Any, mode: str = "compat") -> float | None:
     "Arg F1 of one call step with matching actions; None when the gold input does not read."
     if not isinstance(gold_args, dict): return None
@@ -436,6 +460,7 @@ def arg_f1(pred_args: Any, gold_args: Any, mode: str = "compat") -> float | None
     p, r = score / len(pred_args), score / len(gold_args)
     return 2 * p * r / (p + r)
 
+# %% ../nbs/05_metrics.ipynb
 def rouge_l(hyp: str, ref: str) -> float:
     "ROUGE-L F as `rouge==1.0.1` computes it for one pair (empty texts are scored as 'none')."
     from rouge import Rouge
@@ -516,11 +541,11 @@ def _prf_arrays(correct, pred, gold, mode: str):
         f = np.where(np.isnan(p) | np.isnan(r), np.nan, f)
     return p, r, f
 
-
+# %% ../nbs/05_metrics.ipynb
 def _ratio_arrays(a, b):
     with np.errstate(divide="ignore", invalid="ignore"): return np.where(b > 0, a / np.where(b > 0, b, 1), np.nan)
 
-
+# %% ../nbs/05_metrics.ipynb
 def bootstrap_ci(
     task: str,
     items: list[dict],
@@ -584,7 +609,25 @@ def bootstrap_ci(
     return out
 
 # %% ../nbs/05_metrics.ipynb
+def _cell(v, digits: int):
+    if v is None or (not isinstance(v, (str, list, dict, tuple)) and pd.isna(v)): return "–"
+    if isinstance(v, bool): return str(v)
+    if isinstance(v, float):
+        if v.is_integer() and abs(v) >= 1: return str(int(v))
+        return f"{v:.{digits}f}".rstrip("0").rstrip(".") or "0"
+    return str(v)
+
+# %% ../nbs/05_metrics.ipynb
+def df_markdown(df: pd.DataFrame, digits: int = 4) -> str:
+    """A DataFrame as a GitHub Markdown table: floats to `digits` decimals, integral floats as integers, missing values
+    as '–'."""
+    shown = pd.DataFrame({c: [_cell(v, digits) for v in df[c].tolist()] for c in df.columns})
+    return shown.to_markdown(index=False, disable_numparse=True)
+
+# %% ../nbs/05_metrics.ipynb
 class ScoreResult(BaseModel):
+    """The result of `score`: headline metrics, per-subset metrics, raw counts, bootstrap intervals, per-item records
+    and notes (e.g. gold items without a prediction)."""
     task: str
     mode: str
     metrics: dict
@@ -635,10 +678,10 @@ class ScoreResult(BaseModel):
         )
 
     def to_markdown(self) -> str:
-        from toolpaper.report import df_markdown
         md = df_markdown(self.table())
         return md + ("\n\n" + df_markdown(self.ci_table()) if self.ci else "")
 
+# %% ../nbs/05_metrics.ipynb
 def _kind(v: Any) -> str:
     if isinstance(v, float) and not math.isfinite(v): return "a non-finite number (NaN / Infinity)"
     return {
@@ -650,6 +693,7 @@ def _kind(v: Any) -> str:
         type(None): "null",
     }.get(type(v), type(v).__name__)
 
+# %% ../nbs/05_metrics.ipynb
 _UMI_KEYS = ("planner", "caller", "summarizer")
 
 def prediction_problem(task: str, p: dict) -> tuple[str, str] | None:
@@ -677,6 +721,7 @@ def prediction_problem(task: str, p: dict) -> tuple[str, str] | None:
     bad = next((k for k in _UMI_KEYS if p.get(k) is not None and not isinstance(p.get(k), str)), None)
     return (bad, f"expected text or null, got {_kind(p[bad])}") if bad else None
 
+# %% ../nbs/05_metrics.ipynb
 def _align(
     predictions: list[dict], gold_ids: list[str], task: str, lenient: bool = False
 ) -> tuple[list[Any], list[str], int]:
@@ -711,6 +756,7 @@ def _align(
         return p["output"]
     return [value(by.get(i)) for i in gold_ids], notes, invalid
 
+# %% ../nbs/05_metrics.ipynb
 def resolve_references(task: str, references) -> list:
     "Records from a split name, a file path, or records."
     from toolpaper import data as D
@@ -736,6 +782,7 @@ def resolve_references(task: str, references) -> list:
         )
     return list(references)
 
+# %% ../nbs/05_metrics.ipynb
 def score(task: str, predictions: list[dict], references, mode: str = "compat", n_boot: int = 1000, seed: int = 0,
           lenient: bool = False) -> ScoreResult:
     """Score predictions of `task` ('seal' | 'deer' | 'umi') against references (records, split name or file), with 95%
@@ -778,7 +825,7 @@ def ci_pct(ci: dict, key: str, digits: int = 2) -> tuple:
     v = ci.get(key) if ci else None
     return (pct(v[0], digits), pct(v[1], digits)) if v else (None, None)
 
-
+# %% ../nbs/05_metrics.ipynb
 def mean_ci(values, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> list | None:
     "Percentile-bootstrap interval of the mean of `values` (None for no values)."
     x = np.asarray([v for v in values if v is not None], dtype=float)
@@ -786,7 +833,7 @@ def mean_ci(values, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> l
     m = x[np.random.default_rng(seed).integers(0, len(x), (n_boot, len(x)))].mean(1)
     return [float(np.percentile(m, 100 * (1 - level) / 2)), float(np.percentile(m, 100 * (1 + level) / 2))]
 
-
+# %% ../nbs/05_metrics.ipynb
 def with_ci(df: pd.DataFrame, cols: Sequence[str], digits: int = 1) -> pd.DataFrame:
     "`df` with each `col` shown as 'value [lo, hi]' from its `col lo` / `col hi` columns (which are dropped)."
     d = df.copy()
@@ -806,7 +853,7 @@ def with_ci(df: pd.DataFrame, cols: Sequence[str], digits: int = 1) -> pd.DataFr
             d = d.drop(columns=[lo, hi])
     return d
 
-
+# %% ../nbs/05_metrics.ipynb
 def retention_ci(hyps: list[str], refs: list[str], n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> dict:
     "{bleu, rouge_1, rouge_2, rouge_l: [low, high]}: intervals of `retention_scores` over the answer pairs."
     import sacrebleu

@@ -16,6 +16,7 @@ __all__ = ['MODELS', 'ModelSpec', 'package_dir', 'models_cache', 'convert_gguf',
 # %% ../nbs/02_models.ipynb
 @dataclass(frozen=True)
 class ModelSpec:
+    "A registered model: how it is built locally (`kind`), the package that carries it, its file and licence."
     name: str
     kind: str                 # "gguf" | "random-llama" | "sentence-transformers"
     package: str | None = None
@@ -23,6 +24,7 @@ class ModelSpec:
     license: str = ""
     note: str = ""
 
+# %% ../nbs/02_models.ipynb
 MODELS: dict[str, ModelSpec] = {
     "smollm2-135m-instruct": ModelSpec(
         "smollm2-135m-instruct",
@@ -58,7 +60,10 @@ def package_dir(package: str) -> Path:
         )
     return Path(list(spec.submodule_search_locations)[0])
 
-def models_cache() -> Path: return cache_root() / "models"
+# %% ../nbs/02_models.ipynb
+def models_cache() -> Path:
+    "The folder where registered models are built (converted or generated) on first use."
+    return cache_root() / "models"
 
 # %% ../nbs/02_models.ipynb
 def _finish(tmp: Path, dest: Path) -> Path:
@@ -68,6 +73,7 @@ def _finish(tmp: Path, dest: Path) -> Path:
         if not dest.exists(): raise
     return dest
 
+# %% ../nbs/02_models.ipynb
 def convert_gguf(spec: ModelSpec, dest: Path) -> Path:
     "De-quantise a packaged GGUF model into a normal Hugging Face folder at `dest`."
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -125,21 +131,29 @@ def ensure_model(name: str) -> str:
         else: make_tiny_llama(dest)
     return str(dest)
 
+# %% ../nbs/02_models.ipynb
 def default_device() -> str:
+    "'cuda' when a GPU is available, else 'cpu'."
     import torch
     return "cuda" if torch.cuda.is_available() else "cpu"
 
+# %% ../nbs/02_models.ipynb
 def default_dtype(device: str):
+    "bf16 on a GPU that supports it, fp32 otherwise (bf16 matmuls are very slow on CPU)."
     import torch
     if str(device).startswith("cuda") and torch.cuda.is_bf16_supported(): return torch.bfloat16
     return torch.float32
 
+# %% ../nbs/02_models.ipynb
 def load_tokenizer(name: str):
+    """The tokenizer of a registered name, Hugging Face id or folder, with a pad token (the end-of-sequence token if
+    none)."""
     from transformers import AutoTokenizer
     tok = AutoTokenizer.from_pretrained(ensure_model(name))
     if tok.pad_token is None: tok.pad_token = tok.eos_token
     return tok
 
+# %% ../nbs/02_models.ipynb
 def load_model(name: str, adapter: str | None = None, device: str | None = None, dtype=None, trainable: bool = False):
     "(model, tokenizer) for a registered name, Hugging Face id or local folder; `adapter` is a PEFT adapter folder."
     from transformers import AutoModelForCausalLM
@@ -153,6 +167,7 @@ def load_model(name: str, adapter: str | None = None, device: str | None = None,
     if not trainable: model.eval()
     return model, tok
 
+# %% ../nbs/02_models.ipynb
 def load_embedder(name: str = "all-minilm-l6-v2", device: str | None = None):
     "A sentence-transformers encoder (the packaged all-MiniLM-L6-v2 by default)."
     from sentence_transformers import SentenceTransformer

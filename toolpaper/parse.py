@@ -28,6 +28,7 @@ class SealOutput(BaseModel):
     raw: list[Any] = Field(default_factory=list)
     error: str | None = None
 
+# %% ../nbs/04_parse.ipynb
 _SEAL_START = re.compile(r'\[\s*\{\s*"api"')
 
 def _seal_compat(text: str) -> SealOutput:
@@ -73,6 +74,7 @@ def fenced_blocks(text: str) -> list[str]:
         if k < 0: return out
         out.append(text[j:k]); pos = k + 3
 
+# %% ../nbs/04_parse.ipynb
 def balanced_spans(s: str, opens: str = "[{", limit: int = 64) -> list[str]:
     """Balanced bracket spans of `s`, one per opening bracket of `opens` that is not inside a quoted string (the first
     `limit` of them), in one pass."""
@@ -97,12 +99,14 @@ def balanced_spans(s: str, opens: str = "[{", limit: int = 64) -> list[str]:
         i += 1
     return [s[a:found[a]] for a in sorted(found)]
 
+# %% ../nbs/04_parse.ipynb
 def load_literal(s: str) -> Any:
     "Read JSON or a Python literal (no code is evaluated); raises ValueError when neither reads."
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")          # odd escapes in model text are not our warnings to show
         return _load_literal(s.strip())
 
+# %% ../nbs/04_parse.ipynb
 def _load_literal(s: str) -> Any:
     for attempt in (s, _TRAILING_COMMA.sub(r"\1", s)):
         try: return json.loads(attempt)
@@ -116,15 +120,18 @@ def _load_literal(s: str) -> Any:
         except MALFORMED: pass
     raise ValueError("neither JSON nor a Python literal")
 
+# %% ../nbs/04_parse.ipynb
 def _get(d: dict, keys) -> Any:
     return next((d[k] for k in keys if k in d), None)
 
+# %% ../nbs/04_parse.ipynb
 def _text_of(value: Any) -> str | None:
     """`str(value)`, or None for a value Python will not print (an integer past the 4,300-digit limit, also inside a
     container)."""
     try: return str(value)
     except ValueError: return None
 
+# %% ../nbs/04_parse.ipynb
 def _to_calls(items: Any, lenient: bool = False) -> list[Call] | None:
     """Calls from a loaded answer; None when it is not a call list (lenient: skip items that are not calls).
     An item is not a call when its tool name is not text, its arguments have a key that is not text (`{1: 2}` reads as
@@ -149,6 +156,7 @@ def _to_calls(items: Any, lenient: bool = False) -> list[Call] | None:
         calls.append(Call(api=api, arguments=args, responses=resp))
     return calls
 
+# %% ../nbs/04_parse.ipynb
 def _seal_strict(text: str) -> SealOutput:
     cands = fenced_blocks(text) + [text]
     try:
@@ -168,6 +176,7 @@ def _seal_strict(text: str) -> SealOutput:
     if empty: return SealOutput(format_ok=True, calls=[], raw=[])      # an explicit empty list: "no call is needed"
     return SealOutput(format_ok=False, error="no call list found")
 
+# %% ../nbs/04_parse.ipynb
 def parse_seal(text: Any, mode: Mode = "compat") -> SealOutput:
     """Parse a Seal-Tools answer: compat reads it as the authors' scorer does, strict as the model meant it. Malformed
     text of any kind gives `format_ok=False` with the reason in `error`; only a bad `mode` raises."""
@@ -179,6 +188,8 @@ def parse_seal(text: Any, mode: Mode = "compat") -> SealOutput:
 DEER_MARKERS = ("Begin", "SearchAPI", "CallAPI", "APIResponse", "NoCallAPI", "End")
 
 class DeerOutput(BaseModel):
+    """A parsed DEER chain: the markers in order, the branch decided (None when undecided), whether it searched and
+    ended, and the call (compat: the tool name only)."""
     markers: list[str] = Field(default_factory=list)
     branch: Literal["NoSearch", "NoCall", "Call"] | None = None
     searched: bool = False
@@ -186,10 +197,10 @@ class DeerOutput(BaseModel):
     call_name: str | None = None
     call: Call | None = None
 
+# %% ../nbs/04_parse.ipynb
 def parse_deer(text: Any, mode: Mode = "compat") -> DeerOutput:
-    """Parse a generated DEER chain into its markers, branch and call (compat: the name before the first `(`;
-    strict: the
-    whole call expression). Malformed text gives an empty or partial `DeerOutput`; only a bad `mode` raises."""
+    """Parse a generated DEER chain into its markers, branch and call (compat: the name before the first `(`; strict:
+    the whole call expression). Malformed text gives an empty or partial `DeerOutput`; only a bad `mode` raises."""
     check_mode(mode)
     if not isinstance(text, str): return DeerOutput()
     markers = [m for m in re.findall(r"#([A-Za-z]+)#", text) if m in DEER_MARKERS]
@@ -222,6 +233,7 @@ class UmiStep(BaseModel):
     arguments: Any = None          # the parsed action input (dict when it reads), None when it does not
     answer: str | None = None
 
+# %% ../nbs/04_parse.ipynb
 _ACTION, _ACTION_INPUT = re.compile(r"Action\s*:"), re.compile(r"Action\s*Input\s*:")
 
 def parse_caller(text: str, mode: Mode = "compat") -> tuple[str | None, str | None, Any]:
@@ -249,6 +261,7 @@ def parse_caller(text: str, mode: Mode = "compat") -> tuple[str | None, str | No
                 except ValueError: parsed = None
     return action, raw, parsed
 
+# %% ../nbs/04_parse.ipynb
 def parse_umi(pred: Any, mode: Mode = "compat") -> UmiStep:
     """Parse one predicted step, given in the authors' single-string layout or as a {'planner', 'caller', 'summarizer'}
     dict (a value that is not text counts as missing). Malformed text gives empty fields; only a bad `mode` raises."""

@@ -19,11 +19,15 @@ __all__ = ['PROMPT_STYLES', 'SEAL_INSTRUCTIONS', 'DEER_PREAMBLE', 'DEER_SYSTEM',
 PROMPT_STYLES = ("released", "toolpaper")
 
 def check_style(style: str) -> str:
+    "`style` itself when it is a known prompt style ('released' or 'toolpaper'); a ValueError naming it otherwise."
     if style not in PROMPT_STYLES: raise ValueError(f"prompt style {style!r}: choose {' or '.join(PROMPT_STYLES)}")
     return style
 
+# %% ../nbs/09_prompts.ipynb
 @dataclass
 class PromptExample:
+    """One training / inference example: the prompt (messages or plain text) and the target cut into labelled spans
+    (`target` joins them), with free-form `meta`."""
     id: str
     messages: Union[list[dict], str]                              # a conversation, or a plain-text prompt
     spans: list[tuple[str, str]] = field(default_factory=list)   # (label, text) pieces of the target, in order
@@ -31,10 +35,12 @@ class PromptExample:
     @property
     def target(self) -> str: return "".join(t for _, t in self.spans)
 
+# %% ../nbs/09_prompts.ipynb
 def render_plain(messages: list[dict]) -> str:
     "A readable plain-text rendering for models without a chat template (and for logs)."
     return "\n\n".join(f"{m['role'].upper()}: {m['content']}" for m in messages) + "\n\nASSISTANT: "
 
+# %% ../nbs/09_prompts.ipynb
 def render(tok, messages: Union[list[dict], str]) -> str:
     """The prompt text a model sees: a plain-text prompt as it is; a conversation through its chat template when it has
     one, `render_plain` otherwise."""
@@ -70,6 +76,7 @@ class SealTemplate:
     def render(self, tools: Sequence[dict], query: str) -> str:
         return self.head + repr(list(tools)) + self.mid + query + self.tail
 
+# %% ../nbs/09_prompts.ipynb
 def released_tool_list(prompt: str) -> list[dict]:
     "The tool dicts a released Seal-Tools prompt lists (its `api_list = [...]` literal), in their order."
     import ast
@@ -84,12 +91,14 @@ def released_tool_list(prompt: str) -> list[dict]:
         raise ValueError("a listed tool has no api_name")
     return tools
 
+# %% ../nbs/09_prompts.ipynb
 def seal_template(root: str | None = None) -> SealTemplate:
     """The layout of the released fine-tuning prompts, read from `seal-tools:finetune/dev` (first record) in the data
     folder in use."""
     from toolpaper.data import data_dir
     return _seal_template_in(str(data_dir(root).resolve()))    # cached per resolved folder
 
+# %% ../nbs/09_prompts.ipynb
 @functools.lru_cache(maxsize=16)
 def _seal_template_in(root: str) -> SealTemplate:
     from toolpaper.data import DataMissingError, load
@@ -102,10 +111,12 @@ def _seal_template_in(root: str) -> SealTemplate:
         ) from None
     return SealTemplate.from_records(recs[:1], load("seal-tools:dev", root))
 
+# %% ../nbs/09_prompts.ipynb
 def seal_tool_dict(t: Tool) -> dict:
     "A tool as the released prompts show it: the dict it was read with, or its Seal-Tools layout."
     return dict(t.source) if t.source is not None else t.to_seal_dict()
 
+# %% ../nbs/09_prompts.ipynb
 SEAL_INSTRUCTIONS = (
     "You can use the tools listed below. Decide which of them the task needs and write the calls as a list, one "
     "object per call:\n"
@@ -152,11 +163,13 @@ def split_chain_spans(chain: str) -> list[tuple[str, str]]:
         return [("decision", head + "#CallAPI#"), ("call", tail)]
     return [("decision", chain)]
 
+# %% ../nbs/09_prompts.ipynb
 def deer_plain_prompt(query: str, demos: Sequence[tuple[str, str]] = (), preamble: str = DEER_PREAMBLE) -> str:
     "The released-style prompt: preamble, demonstrations, `Human: <query> Assistant:`."
     turns = "".join(f" Human: {q} Assistant: {c}" for q, c in demos)
     return f"{preamble}{turns} Human: {query} Assistant:"
 
+# %% ../nbs/09_prompts.ipynb
 def deer_prompt(
     s: DecisionSample,
     chain: str | None = None,
@@ -179,6 +192,7 @@ def deer_prompt(
     msgs.append({"role": "user", "content": s.query})
     return PromptExample(s.id, msgs, split_chain_spans(chain), {"branch": s.branch, "style": style})
 
+# %% ../nbs/09_prompts.ipynb
 DEER_STOPS = ("#SearchAPI#", "#NoCallAPI#", "#APIResponse#", "#End#")
 
 def deer_pool_text(chain: str) -> str | None:
@@ -188,6 +202,7 @@ def deer_pool_text(chain: str) -> str | None:
     for m in ("#CallAPI#", "#NoCallAPI#"): tail = tail.split(m, 1)[0]
     return tail
 
+# %% ../nbs/09_prompts.ipynb
 def deer_round_two_prefix(chain: str) -> str | None:
     "What the authors' second round continues from: the gold chain cut just before its branch marker, and '#'."
     for m in ("#CallAPI#", "#NoCallAPI#"):
@@ -210,6 +225,7 @@ def write_examples(path, examples: Sequence[PromptExample]) -> None:
         + "\n",
     )
 
+# %% ../nbs/09_prompts.ipynb
 def read_examples(path) -> list[PromptExample]:
     from toolpaper.io import read_jsonl
     from toolpaper.data import DataError

@@ -12,9 +12,8 @@ import pandas as pd
 from .io import atomic_write_bytes, atomic_write_text
 
 # %% auto 0
-__all__ = ['PROFILES', 'EXPERIMENTS', 'VERSIONED', 'check_profile', 'profile_data_root', 'df_markdown', 'Report', 'Experiment',
-           'repo_root', 'notebook_parameters', 'default_out', 'parse_params', 'package_versions', 'reproduce',
-           'write_index']
+__all__ = ['PROFILES', 'EXPERIMENTS', 'VERSIONED', 'check_profile', 'profile_data_root', 'Report', 'Experiment', 'repo_root',
+           'notebook_parameters', 'default_out', 'parse_params', 'package_versions', 'reproduce', 'write_index']
 
 # %% ../nbs/90_report.ipynb
 PROFILES = ("smoke", "cpu", "paper")
@@ -23,6 +22,7 @@ def check_profile(profile: str) -> str:
     if profile not in PROFILES: raise ValueError(f"unknown profile {profile!r}; choose one of {PROFILES}")
     return profile
 
+# %% ../nbs/90_report.ipynb
 def profile_data_root(profile: str, data_dir: str | None = None) -> str | None:
     "The data folder a profile reads: the packaged sample for smoke, else `data_dir` / TOOLPAPER_DATA_DIR / the cache."
     check_profile(profile)
@@ -30,19 +30,8 @@ def profile_data_root(profile: str, data_dir: str | None = None) -> str | None:
     return "sample" if profile == "smoke" else None
 
 # %% ../nbs/90_report.ipynb
-def _cell(v, digits: int):
-    if v is None or (not isinstance(v, (str, list, dict, tuple)) and pd.isna(v)): return "–"
-    if isinstance(v, bool): return str(v)
-    if isinstance(v, float):
-        if v.is_integer() and abs(v) >= 1: return str(int(v))
-        return f"{v:.{digits}f}".rstrip("0").rstrip(".") or "0"
-    return str(v)
-
-def df_markdown(df: pd.DataFrame, digits: int = 4) -> str:
-    """A DataFrame as a GitHub Markdown table: floats to `digits` decimals, integral floats as integers, missing values
-    as '–'."""
-    shown = pd.DataFrame({c: [_cell(v, digits) for v in df[c].tolist()] for c in df.columns})
-    return shown.to_markdown(index=False, disable_numparse=True)
+# the table formatter lives in toolpaper.metrics (ScoreResult prints with it); re-exported for the report pages
+from .metrics import df_markdown as df_markdown
 
 @dataclass
 class Report:
@@ -112,10 +101,12 @@ class Report:
 # %% ../nbs/90_report.ipynb
 @dataclass(frozen=True)
 class Experiment:
+    "A registered experiment: its name, its notebook (under nbs/experiments) and the title of its report page."
     name: str
     notebook: str      # relative to nbs/experiments
     title: str
 
+# %% ../nbs/90_report.ipynb
 EXPERIMENTS: dict[str, Experiment] = {
     e.name: e
     for e in [
@@ -176,6 +167,7 @@ def repo_root(start: str | os.PathLike | None = None) -> Path:
         "cannot find the toolpaper checkout (settings.ini + nbs/experiments); run from inside the clone"
     )
 
+# %% ../nbs/90_report.ipynb
 def notebook_parameters(path: str | os.PathLike) -> dict[str, Any]:
     "Names and defaults of a notebook's `parameters` cell (an experiment without one cannot be driven by papermill)."
     import papermill as pm
@@ -184,6 +176,7 @@ def notebook_parameters(path: str | os.PathLike) -> dict[str, Any]:
         raise ValueError(f"{path}: no cell tagged 'parameters'")
     return {k: v["default"] for k, v in pm.inspect_notebook(str(path)).items()}
 
+# %% ../nbs/90_report.ipynb
 def default_out(profile: str, root: Path) -> Path:
     "`reports/` for the cpu profile (the committed results), `reports/<profile>/` otherwise."
     return root / "reports" if profile == "cpu" else root / "reports" / profile
@@ -200,6 +193,7 @@ def parse_params(pairs: list[str] | None) -> dict[str, Any]:
         except json.JSONDecodeError: out[k.strip()] = v
     return out
 
+# %% ../nbs/90_report.ipynb
 def _git(root: Path, *args) -> str | None:
     try:
         return (
@@ -208,6 +202,7 @@ def _git(root: Path, *args) -> str | None:
     except Exception:
         return None
 
+# %% ../nbs/90_report.ipynb
 VERSIONED = (
     "toolpaper",
     "torch",
@@ -229,16 +224,19 @@ VERSIONED = (
 )
 
 def package_versions() -> dict[str, str | None]:
+    "Installed versions of the packages a report depends on (None for one that is not installed), for the manifest."
     out = {}
     for p in VERSIONED:
         try: out[p] = importlib.metadata.version(p)
         except importlib.metadata.PackageNotFoundError: out[p] = None
     return out
 
+# %% ../nbs/90_report.ipynb
 def _read_json(p: Path) -> dict:
     try: return json.loads(p.read_text())
     except Exception: return {}
 
+# %% ../nbs/90_report.ipynb
 def reproduce(
     profile: str = "cpu",
     only: list[str] | None = None,
@@ -310,6 +308,7 @@ def reproduce(
         raise RuntimeError(f"experiment(s) failed: {failed}; see {out / 'manifest.json'} and the executed notebooks")
     return manifest
 
+# %% ../nbs/90_report.ipynb
 def write_index(out: str | os.PathLike) -> Path:
     "`README.md` at the top of a reports folder: every experiment page and each of its tables and figures."
     out = Path(out)

@@ -29,6 +29,7 @@ def tool_text(t: Tool, with_name: bool = False, params: str = "required") -> str
     parts = ([t.name] if with_name else []) + [t.description] + [p.description for p in ps]
     return " ".join(x for x in parts if x)
 
+# %% ../nbs/07_retrieval.ipynb
 STOPWORDS = frozenset(
     "a an and are as at be by for from has have i in is it its me my of on or our please that the this to was we what "
     "when where which who will with you your".split()
@@ -37,6 +38,7 @@ STOPWORDS = frozenset(
 def tokenize_authors(text: str) -> list[str]:
     return text.lower().replace(".", "").replace(",", "").split(" ")
 
+# %% ../nbs/07_retrieval.ipynb
 def tokenize_words(text: str) -> list[str]:
     text = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", text).replace("_", " ")
     return [w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in STOPWORDS]
@@ -51,6 +53,7 @@ def rank_scores(scores: np.ndarray, k: int | None = None) -> np.ndarray:
     order = order[:, :k] if k else order
     return order if scores.ndim == 2 else order[0]
 
+# %% ../nbs/07_retrieval.ipynb
 class BM25Index:
     "Okapi BM25 over a tokenised corpus, scored with a sparse matrix (same numbers as `rank_bm25.BM25Okapi`)."
     def __init__(self, docs: Sequence[Sequence[str]], k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25):
@@ -93,6 +96,7 @@ def check_queries(queries) -> list[str]:
     if bad is not None: raise TypeError(f"query {bad} is {type(queries[bad]).__name__}, not a string")
     return queries
 
+# %% ../nbs/07_retrieval.ipynb
 class Retriever:
     """`fit(tools)`, then `scores(queries)` (queries × tools) and `search(queries, k)` (the top `k` tool indices per
     query)."""
@@ -102,6 +106,7 @@ class Retriever:
     def search(self, queries: Sequence[str], k: int = 10) -> np.ndarray:
         return rank_scores(self.scores(check_queries(queries)), k)
 
+# %% ../nbs/07_retrieval.ipynb
 class BM25Retriever(Retriever):
     def __init__(
         self,
@@ -132,6 +137,7 @@ class BM25Retriever(Retriever):
         if self.backend == "sparse": return self.index.scores(qs)
         return np.array([self.index.get_scores(q) for q in qs])
 
+# %% ../nbs/07_retrieval.ipynb
 def _model_id(model) -> str:
     p = getattr(model, "model_card_data", None)
     base = getattr(model, "_toolpaper_id", None) or (str(getattr(p, "base_model", "")) if p else "")
@@ -140,8 +146,12 @@ def _model_id(model) -> str:
         h.update(name.encode()); h.update(t.detach().cpu().float().numpy().tobytes()[:4096])
     return f"{base}-{h.hexdigest()[:12]}"
 
-def dense_text(t: Tool) -> str: return f"{t.name}: {t.description}"
+# %% ../nbs/07_retrieval.ipynb
+def dense_text(t: Tool) -> str:
+    "The text a dense retriever embeds for a tool: 'name: description'."
+    return f"{t.name}: {t.description}"
 
+# %% ../nbs/07_retrieval.ipynb
 class DenseRetriever(Retriever):
     "Bi-encoder retrieval; `model` is a SentenceTransformer or a registered name (default: packaged all-MiniLM-L6-v2)."
 
@@ -201,9 +211,12 @@ def retrieval_metrics(ranked: np.ndarray, gold: list[set[int]], ks: Sequence[int
     df = pd.DataFrame(rows); df["MRR@10"] = mrr
     return df
 
+# %% ../nbs/07_retrieval.ipynb
 def gold_sets(instances: list[Instance], tool_index: dict[str, int]) -> list[set[int]]:
+    "The indices (in `tool_index`) of each instance's gold tools."
     return [{tool_index[c.api] for c in i.calls} for i in instances]
 
+# %% ../nbs/07_retrieval.ipynb
 def evaluate_retriever(
     ret: Retriever, instances: list[Instance], ks=range(1, 11), by_kind: bool = True
 ) -> pd.DataFrame:
@@ -234,12 +247,14 @@ class DPRConfig:
     seed: int = 0
     max_steps: int | None = None
 
+# %% ../nbs/07_retrieval.ipynb
 def _embed(model, texts: list[str], max_length: int):
     import torch.nn.functional as F
     model.max_seq_length = max_length
     feats = {k: (v.to(model.device) if hasattr(v, "to") else v) for k, v in model.tokenize(texts).items()}
     return F.normalize(model(feats)["sentence_embedding"], dim=-1)
 
+# %% ../nbs/07_retrieval.ipynb
 def finetune_dpr(
     model, tools: list[Tool], instances: list[Instance], cfg: DPRConfig | None = None, log: Callable | None = None
 ) -> list[dict]:
@@ -299,6 +314,7 @@ class CandidateList:
     shuffled: bool
     gold_only: bool = False
 
+# %% ../nbs/07_retrieval.ipynb
 def candidate_lists(
     instances: list[Instance],
     ranked: np.ndarray,
@@ -309,7 +325,8 @@ def candidate_lists(
     seed: int = 0,
     gold_only: bool = False,
 ) -> list[CandidateList]:
-    "Candidate tool names per instance from retrieval ranks (see above)."
+    """One `CandidateList` per instance: the top `k` tool names of its row of `ranked`, optionally with missed gold
+    tools put in for the lowest-ranked others (`injected`) and shuffled per query; `gold_only`: the gold tools."""
     out = []
     for n, inst in enumerate(instances):
         gold = list(dict.fromkeys(c.api for c in inst.calls))
@@ -333,6 +350,7 @@ def dpr_key(tools: list[Tool], train: list[Instance], cfg: DPRConfig, base: str)
     for x in train: h.update(f"{x.id}\t{x.query}\n".encode())
     return h.hexdigest()[:16]
 
+# %% ../nbs/07_retrieval.ipynb
 def train_dpr_retriever(
     tools: list[Tool],
     train: list[Instance],
@@ -363,6 +381,7 @@ def train_dpr_retriever(
     ret = DenseRetriever(enc, name=name or f"DPR ({cfg.loss})", cache=False).fit(tools)
     return ret, hist
 
+# %% ../nbs/07_retrieval.ipynb
 def compare_retrievers(retrievers: list[Retriever], splits: dict[str, list[Instance]], ks=range(1, 11)) -> pd.DataFrame:
     "Long table: retriever × split × query kind × K with every metric."
     out = []
@@ -374,6 +393,7 @@ def compare_retrievers(retrievers: list[Retriever], splits: dict[str, list[Insta
             out.append(df)
     return pd.concat(out, ignore_index=True)
 
+# %% ../nbs/07_retrieval.ipynb
 def summary_table(long: pd.DataFrame, ks=(1, 5, 10)) -> pd.DataFrame:
     "One row per retriever and split: all-gold accuracy at `ks`, recall@5, nDCG@5, MRR@10, for all queries."
     a = long[long.queries == "all"]
@@ -386,6 +406,7 @@ def summary_table(long: pd.DataFrame, ks=(1, 5, 10)) -> pd.DataFrame:
         rows.append(row)
     return pd.DataFrame(rows)
 
+# %% ../nbs/07_retrieval.ipynb
 def kind_table(long: pd.DataFrame, k: int = 5) -> pd.DataFrame:
     "all-gold accuracy and recall at `k` for single- vs multiple-tool queries."
     a = long[(long.K == k) & (long.queries != "all")]
@@ -399,6 +420,7 @@ def kind_table(long: pd.DataFrame, k: int = 5) -> pd.DataFrame:
         )
     )
 
+# %% ../nbs/07_retrieval.ipynb
 def plot_topk(long: pd.DataFrame, metric: str = "all-gold acc"):
     "Figure 10 analogue: `metric` against K for every retriever, one panel per split."
     import matplotlib; matplotlib.use("Agg")

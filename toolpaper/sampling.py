@@ -29,6 +29,7 @@ def seeded_subset(items: Sequence, n: int | None, seed: int = 0) -> list:
 # %% ../nbs/08_sampling.ipynb
 @dataclass
 class ToolClusters:
+    "Cluster labels of named tools (rows in `names` order), the cluster centroids and the tools' embeddings."
     names: list[str]
     labels: np.ndarray
     centroids: np.ndarray
@@ -51,7 +52,9 @@ class ToolClusters:
         d = np.linalg.norm(self.centroids - self.centroids[c], axis=1)
         return [int(x) for x in np.argsort(d, kind="stable") if x != c]
 
+# %% ../nbs/08_sampling.ipynb
 def embed_tools(tools: list[Tool], embedder=None) -> np.ndarray:
+    "Normalised embeddings of the tools' descriptions (names where a description is empty), one row per tool."
     from toolpaper.models import load_embedder
     enc = embedder or load_embedder(device="cpu")
     return enc.encode(
@@ -61,6 +64,7 @@ def embed_tools(tools: list[Tool], embedder=None) -> np.ndarray:
         show_progress_bar=False,
     )
 
+# %% ../nbs/08_sampling.ipynb
 def cluster_tools(
     tools: list[Tool], m: int = 30, seed: int = 0, embeddings: np.ndarray | None = None, embedder=None
 ) -> ToolClusters:
@@ -83,9 +87,11 @@ def _fill_from(clusters: ToolClusters, order: list[int], exclude: set[int], n: i
         if len(out) >= n: break
     return out
 
+# %% ../nbs/08_sampling.ipynb
 def sample_pool(clusters: ToolClusters, gold: int, k: int = 5, strategy: str = "mixture", call: bool = True,
                 rng: np.random.Generator | None = None, mixture: dict[str, float] = MIXTURE) -> tuple[list[int], str]:
-    "Indices of a `k`-tool candidate pool and the strategy actually used (see above)."
+    """Indices of a `k`-tool candidate pool for tool `gold`, and the strategy drawn ('random', 'intra' or 'inter';
+    'mixture' draws one with `mixture`'s weights). A Call pool holds `gold` exactly once, a NoCall pool never."""
     rng = rng if rng is not None else np.random.default_rng(0)
     if len(clusters.names) < k + (0 if call else 1):
         raise ValueError(
@@ -140,8 +146,11 @@ def tool_split(
     unseen = sorted(rng.sample(names, n_unseen))
     return [n for n in names if n not in set(unseen)], unseen, f"seeded random split (seed {seed})"
 
+# %% ../nbs/08_sampling.ipynb
 @dataclass
 class DecisionData:
+    """The rebuilt DEER data: train, valid and test samples, the held-out NoSearch queries, and what was done
+    (`info`)."""
     train: list[DecisionSample]
     valid: list[DecisionSample]
     test: list[DecisionSample]
@@ -163,6 +172,7 @@ class DecisionData:
             )
         return pd.DataFrame(rows)
 
+# %% ../nbs/08_sampling.ipynb
 def build_decision_data(
     tools: list[Tool],
     released_valid: list[DecisionSample] | None = None,
@@ -177,7 +187,8 @@ def build_decision_data(
     seed: int = 0,
     max_examples_per_tool: int | None = None,
 ) -> DecisionData:
-    "Deterministic DEER-style train / valid / test decision data (see above)."
+    """DEER decision data rebuilt from `tools`' example query-call pairs: NoSearch, and Call / NoCall samples with
+    sampled pools on training tools, plus held-out valid / unseen-tool test sets; `seed` fixes every draw."""
     released_valid, released_test = released_valid or [], released_test or []
     clusters = clusters or cluster_tools(tools, seed=seed)
     train_names, unseen, how = tool_split(tools, released_test, seed=seed)
@@ -212,7 +223,7 @@ def build_decision_data(
         if max_examples_per_tool: exs = exs[:max_examples_per_tool]
         for n, e in enumerate(exs):
             if t.name in unseen_set: test.append(make(t, n, e, "test"))
-            else: seen_pool.append(make(t, n, e, "train"))
+            else: seen_pool.append((t.name, make(t, n, e, "train")))   # (source tool, sample)
     rng = random.Random(seed)
     ns = [s for s in released_valid if s.branch == "NoSearch"]
     ns_order = list(range(len(ns))); rng.shuffle(ns_order)
@@ -227,8 +238,8 @@ def build_decision_data(
         if valid_frac
         else set()
     )
-    valid = [s for s in seen_pool if s.id.split("-", 1)[1].rsplit("-", 1)[0] in tools_in_valid]
-    train = [s for s in seen_pool if s.id.split("-", 1)[1].rsplit("-", 1)[0] not in tools_in_valid]
+    valid = [s for tool, s in seen_pool if tool in tools_in_valid]
+    train = [s for tool, s in seen_pool if tool not in tools_in_valid]
     n_ns_valid = int(round(len(ns_train) * valid_frac))
     valid += ns_train[:n_ns_valid]; train += ns_train[n_ns_valid:]
     if released_test and not test:
@@ -270,6 +281,7 @@ def render_pool(tools: Sequence[Tool]) -> str:
         + "\n".join(lines)
     )
 
+# %% ../nbs/08_sampling.ipynb
 @dataclass(frozen=True)
 class ChainPhrases:
     "The wording of a DEER chain around its markers."
@@ -294,8 +306,10 @@ class ChainPhrases:
             call_end=" #APIResponse#" + call.split("#APIResponse#", 1)[1],
         )
 
+# %% ../nbs/08_sampling.ipynb
 def _no(what): raise ValueError(f"no released {what} chain to read the phrases from")
 
+# %% ../nbs/08_sampling.ipynb
 TOOLPAPER_PHRASES = ChainPhrases(
     "#Begin# I can answer this from my own knowledge; no tool is needed. #End#",
     "#Begin# A tool may help here, so I check the API pool. ",
@@ -310,6 +324,7 @@ def released_phrases(root: str | None = None) -> ChainPhrases:
     # cached per resolved folder: a changed TOOLPAPER_DATA_DIR is read afresh
     return _phrases_in(str(data_dir(root).resolve()))
 
+# %% ../nbs/08_sampling.ipynb
 @functools.lru_cache(maxsize=16)
 def _phrases_in(folder: str) -> ChainPhrases:
     from toolpaper.data import DataMissingError, load
@@ -317,10 +332,13 @@ def _phrases_in(folder: str) -> ChainPhrases:
     except DataMissingError: samples = load("tooldeer:valid", "sample")
     return ChainPhrases.from_chains([s.chain for s in samples])
 
+# %% ../nbs/08_sampling.ipynb
 def chain_phrases(style: str = "released", root=None) -> ChainPhrases:
+    "The released chains' phrases (`style='released'`, read from the data folder `root`) or the project's own."
     if style not in ("released", "toolpaper"): raise ValueError(f"style {style!r}: expected 'released' or 'toolpaper'")
     return released_phrases(root) if style == "released" else TOOLPAPER_PHRASES
 
+# %% ../nbs/08_sampling.ipynb
 def render_chain(s: DecisionSample, style: str = "released", root=None) -> str:
     """The gold chain of a sample in DEER's marker format, with the released phrases of the data folder `root` (or the
     project's own, `style='toolpaper'`)."""
@@ -330,10 +348,13 @@ def render_chain(s: DecisionSample, style: str = "released", root=None) -> str:
     if s.branch == "NoCall": return head + " #NoCallAPI#" + ph.nocall + "#End#"
     return head + f" #CallAPI# {s.gold_call_text}" + ph.call_end
 
+# %% ../nbs/08_sampling.ipynb
 def to_messages(s: DecisionSample, system: str | None = None) -> list[dict]:
+    "A sample as chat messages: the optional system prompt, the query, and its gold chain as the assistant turn."
     msgs = [{"role": "system", "content": system}] if system else []
     return msgs + [{"role": "user", "content": s.query}, {"role": "assistant", "content": render_chain(s)}]
 
+# %% ../nbs/08_sampling.ipynb
 def to_released_format(samples: list[DecisionSample]) -> list[dict]:
     "Samples in the released valid/test JSON layout (`conversations` = human query, gpt chain)."
     return [
@@ -355,6 +376,7 @@ def save_decision_data(dd: DecisionData, folder) -> dict[str, str]:
     atomic_write_text(folder / "info.json", json.dumps(dd.info, indent=1, sort_keys=True))
     return out
 
+# %% ../nbs/08_sampling.ipynb
 def plot_pools(clusters: ToolClusters, gold: int, k: int = 5, seed: int = 0, call: bool = True):
     "2-D t-SNE map of the tools by cluster with one sampled pool per strategy (DEER Figure 4 analogue)."
     import matplotlib; matplotlib.use("Agg")
@@ -396,6 +418,7 @@ def plot_pools(clusters: ToolClusters, gold: int, k: int = 5, seed: int = 0, cal
     fig.tight_layout()
     return fig
 
+# %% ../nbs/08_sampling.ipynb
 def decision_table(dd: DecisionData) -> pd.DataFrame:
     "Our rebuilt splits beside DEER Table 2 (quoted)."
     from toolpaper.stats import PAPER_DEER_TABLE2

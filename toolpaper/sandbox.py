@@ -23,8 +23,11 @@ class SandboxLimits:
     open_files: int = 64         # RLIMIT_NOFILE
     output_chars: int = 2000     # observation length
 
+# %% ../nbs/22_sandbox.ipynb
 @dataclass
 class ExecResult:
+    """The outcome of one sandboxed run: status, what it printed, the error's last line, time, and whether output was
+    cut."""
     status: str                  # ok | error | blocked | timeout | memory | output_limit | killed
     output: str                  # what the program printed (truncated)
     error: str | None = None     # last line of the error, with its line number
@@ -193,6 +196,7 @@ def _limits(lim: SandboxLimits):
             resource.setrlimit(what, (soft, soft) if what != resource.RLIMIT_CPU else (soft, soft + 1))
     return apply
 
+# %% ../nbs/22_sandbox.ipynb
 _SIGNALS = {
     signal.SIGXCPU: "timeout",
     signal.SIGKILL: "timeout",
@@ -201,7 +205,8 @@ _SIGNALS = {
 }
 
 class PythonSandbox:
-    "Runs Python programs in a limited child process (see above); `stats` counts runs by status."
+    """Run Python programs in a fresh, limited child process (time, memory and file-size limits; audit hooks refuse
+    sockets, subprocesses and writes outside a temporary folder); `stats` counts runs by status."""
     def __init__(self, limits: SandboxLimits = SandboxLimits(), python: str | None = None):
         self.limits, self.python = limits, python or sys.executable
         self.stats: Counter = Counter()

@@ -40,6 +40,7 @@ class Record(BaseModel):
             data[k] = v
         return cls.model_validate(data)
 
+# %% ../nbs/00_schema.ipynb
 def _is_container(annotation) -> bool:
     "Is a field's type a list, a dict or a record (possibly inside `X | None`)?"
     if annotation in (list, dict) or (isinstance(annotation, type) and issubclass(annotation, BaseModel)): return True
@@ -59,6 +60,7 @@ class Param(Record):
     examples: list[Any] = Field(default_factory=list)
     extra: dict[str, Any] = Field(default_factory=dict)
 
+# %% ../nbs/00_schema.ipynb
 class ResponseField(Record):
     "One named output of a tool."
     name: str
@@ -66,6 +68,7 @@ class ResponseField(Record):
     description: str = ""
     extra: dict[str, Any] = Field(default_factory=dict)
 
+# %% ../nbs/00_schema.ipynb
 _EG_OPENERS = ("(e.g.", "(eg.", "(for example")
 
 def description_examples(description: str) -> list[str]:
@@ -97,6 +100,7 @@ class Call(Record):
     arguments: dict[str, Any] = Field(default_factory=dict)
     responses: list[str] = Field(default_factory=list)
 
+# %% ../nbs/00_schema.ipynb
 class ToolExample(Record):
     """A query paired with the call that answers it (DEER's `example` list). `call` is None when the text could not be
     read as a call."""
@@ -104,6 +108,7 @@ class ToolExample(Record):
     call_text: str
     call: Call | None = None
 
+# %% ../nbs/00_schema.ipynb
 class Tool(Record):
     "A tool (API) description, whichever paper it comes from."
     name: str
@@ -152,11 +157,13 @@ class Ref(NamedTuple):
     target: str
     whole: bool
 
+# %% ../nbs/00_schema.ipynb
 class RefError(ValueError):
     "A reference that points nowhere, forward, or to the call itself."
     def __init__(self, msg: str, call: int | None = None, param: str | None = None):
         super().__init__(msg); self.call, self.param = call, param
 
+# %% ../nbs/00_schema.ipynb
 def _strings(v) -> Iterable[str]:
     if isinstance(v, str): yield v
     elif isinstance(v, Mapping):
@@ -164,6 +171,7 @@ def _strings(v) -> Iterable[str]:
     elif isinstance(v, (list, tuple)):
         for x in v: yield from _strings(x)
 
+# %% ../nbs/00_schema.ipynb
 def find_refs(calls: list[Call]) -> list[Ref]:
     "Every `API_call_N` mentioned in any argument (strings inside lists and dicts included)."
     out = []
@@ -174,6 +182,7 @@ def find_refs(calls: list[Call]) -> list[Ref]:
                     out.append(Ref(i, k, m.group(0), s.strip() == m.group(0)))
     return out
 
+# %% ../nbs/00_schema.ipynb
 def producers(calls: list[Call]) -> dict[str, int]:
     "Map each response id to the index of the call producing it; an id produced twice is an error."
     out = {}
@@ -183,6 +192,7 @@ def producers(calls: list[Call]) -> dict[str, int]:
             out[r] = i
     return out
 
+# %% ../nbs/00_schema.ipynb
 def check_refs(calls: list[Call]) -> list[Ref]:
     "Raise `RefError` for a dangling or non-backward reference; return the references otherwise."
     prod, refs = producers(calls), find_refs(calls)
@@ -201,6 +211,7 @@ def check_refs(calls: list[Call]) -> list[Ref]:
             )
     return refs
 
+# %% ../nbs/00_schema.ipynb
 def dependencies(calls: list[Call]) -> dict[int, set[int]]:
     "For each call, the calls whose responses it uses (references to unknown ids are ignored)."
     prod = producers(calls)
@@ -209,6 +220,7 @@ def dependencies(calls: list[Call]) -> dict[int, set[int]]:
         if r.target in prod and prod[r.target] != r.call: deps[r.call].add(prod[r.target])
     return deps
 
+# %% ../nbs/00_schema.ipynb
 def topo_order(calls: list[Call]) -> list[int]:
     """Call indices ordered so that producers come first; among ready calls the lowest index goes first. A cycle raises
     `RefError`."""
@@ -220,6 +232,7 @@ def topo_order(calls: list[Call]) -> list[int]:
         order.append(ready[0]); done.add(ready[0])
     return order
 
+# %% ../nbs/00_schema.ipynb
 def substitute(call: Call, observed: Mapping[str, Any]) -> Call:
     """Replace references by observed values: a whole-value reference takes the value itself (any type), an embedded one
     its text."""
@@ -275,6 +288,7 @@ def _literal(raw: str):
     try: return json.loads(raw)
     except MALFORMED: return raw
 
+# %% ../nbs/00_schema.ipynb
 def _scan_quoted(s: str, i: int) -> tuple[str, int]:
     "Read a quoted value starting at `s[i]`; return (value, index after the closing quote)."
     q = s[i]
@@ -297,6 +311,7 @@ def _scan_quoted(s: str, i: int) -> tuple[str, int]:
     if not isinstance(val, str): val = body
     return val, min(j + 1, len(s))
 
+# %% ../nbs/00_schema.ipynb
 def _scan_bare(s: str, i: int) -> tuple[Any, int]:
     depth, j, quote = 0, i, None
     while j < len(s):
@@ -311,6 +326,7 @@ def _scan_bare(s: str, i: int) -> tuple[Any, int]:
         j += 1
     return _literal(s[i:j]), j
 
+# %% ../nbs/00_schema.ipynb
 def split_call_args(body: str) -> list[tuple[str | None, Any]]:
     "Split the text between a call's parentheses into (keyword or None, value) pairs."
     out, i = [], 0
@@ -326,6 +342,7 @@ def split_call_args(body: str) -> list[tuple[str | None, Any]]:
         out.append((key, val))
     return out
 
+# %% ../nbs/00_schema.ipynb
 def parse_call_expr(text: str, param_names: list[str] | None = None) -> Call | None:
     "Read `Name(k=v, ...)` into a `Call`; positional values take names from `param_names` (else `arg0`, `arg1`, ...)."
     if not isinstance(text, str): return None
@@ -333,6 +350,7 @@ def parse_call_expr(text: str, param_names: list[str] | None = None) -> Call | N
         warnings.simplefilter("ignore")
         return _parse_call_expr(text, param_names)
 
+# %% ../nbs/00_schema.ipynb
 def _parse_call_expr(text: str, param_names: list[str] | None) -> Call | None:
     m = _CALL_HEAD.match(text)
     if not m: return None
@@ -389,10 +407,12 @@ def planner_decision(text: str) -> str | None:
     else: return None
     return dec if head.rstrip().lower().endswith("next:") else None
 
+# %% ../nbs/00_schema.ipynb
 class Turn(Record):
     role: Role
     content: str
 
+# %% ../nbs/00_schema.ipynb
 class Trajectory(Record):
     "A multi-step tool-use dialogue in alpha-UMi's roles."
     id: str
@@ -405,6 +425,7 @@ class Trajectory(Record):
         check_turn_order(self.turns)
         return self
 
+# %% ../nbs/00_schema.ipynb
 def check_turn_order(turns: list[Turn]) -> None:
     "Raise `ValueError` naming the first turn (`turns[i]`) that breaks the role order."
     if not turns: raise ValueError("turns: a trajectory needs at least the user turn")
@@ -446,6 +467,7 @@ def canonical_type(t: str | None) -> str | None:
     t = TYPE_ALIASES.get(t, t)
     return t if t in PARAM_TYPES else None
 
+# %% ../nbs/00_schema.ipynb
 STRUCT_TYPES = {"list", "dict", "array", "object", "tuple", "set", "bytes", "any", "none", "null", "enum"}
 TYPE_NAMES = {
     "str",
@@ -499,6 +521,7 @@ def known_type(t: str | None) -> bool:
     )
     return bool(names) and all(n in TYPE_NAMES for n in names) and all(isinstance(n, allowed) for n in ast.walk(tree))
 
+# %% ../nbs/00_schema.ipynb
 def as_number(v: Any, parse_text: bool = True) -> float | None:
     """`v` as a float: ints and floats always, numeric strings (`' 1,200 '`) when `parse_text`; booleans and anything
     else give None."""
@@ -509,8 +532,10 @@ def as_number(v: Any, parse_text: bool = True) -> float | None:
         except ValueError: return None
     return None
 
+# %% ../nbs/00_schema.ipynb
 def fits_type(value: Any, t: str | None, level: str = "value") -> bool:
-    "Does `value` fit the declared type `t` at strictness `level` (see above)?"
+    """Does `value` fit the declared type `t`? `level`: 'exact' (Python type must match), 'value' (lenient JSON API:
+    whole floats for int, numbers for str) or 'text' (numeric and true/false strings count). Unknown types pass."""
     if level not in TYPE_LEVELS: raise ValueError(f"level {level!r}: choose one of {TYPE_LEVELS}")
     t = canonical_type(t)
     if t is None: return True

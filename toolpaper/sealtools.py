@@ -47,8 +47,9 @@ def candidates(
     seed: int = 0,
     shuffle: bool = True,
 ) -> list[list[Tool]]:
-    """Candidate tools per instance (see above); `retriever` must be fitted on `tools` (unused when `gold_only`);
-    `shuffle=False` keeps the retrieval order."""
+    """Candidate tools per instance: the retriever's top `k`, optionally with missed gold tools swapped in, or the gold
+    tools alone with `gold_only`, in a seeded shuffle unless `shuffle=False`; `retriever` must be fitted on
+    `tools` (unused when `gold_only`); `shuffle=False` keeps the retrieval order."""
     import numpy as np
     from toolpaper.retrieval import candidate_lists
     if gold_only: ranked = np.zeros((len(instances), 0), dtype=int)
@@ -69,6 +70,7 @@ def candidates(
     if missing: raise KeyError(f"gold tools not in the tool list: {missing[:5]}")
     return [[by_name[n] for n in c.tools] for c in lists]
 
+# %% ../nbs/14_sealtools.ipynb
 def released_gold_coverage(instances: Sequence[Instance], records) -> tuple[int, int]:
     "(instances whose released prompt lists every gold tool, instances with a released prompt)."
     by, hit, n = {r.id: r for r in records}, 0, 0
@@ -78,6 +80,7 @@ def released_gold_coverage(instances: Sequence[Instance], records) -> tuple[int,
         n += 1; hit += {c.api for c in x.calls} <= listed
     return hit, n
 
+# %% ../nbs/14_sealtools.ipynb
 def seal_examples(
     instances: Sequence[Instance], cands: Sequence[Sequence[Tool]], style: str = "released", template=None
 ) -> list[PromptExample]:
@@ -86,6 +89,7 @@ def seal_examples(
     if len(instances) != len(cands): raise ValueError(f"{len(instances)} instances but {len(cands)} candidate lists")
     return [seal_prompt(x, c, style=style, template=template) for x, c in zip(instances, cands)]
 
+# %% ../nbs/14_sealtools.ipynb
 def released_examples(
     instances: Sequence[Instance], records, tools: Sequence[Tool], style: str = "released"
 ) -> tuple[list[PromptExample], list[list[str]]]:
@@ -240,8 +244,10 @@ class SealExpConfig:
     gen_batch_size: int = 8
     seed: int = 0
 
+# %% ../nbs/14_sealtools.ipynb
 @dataclass
 class SealRun:
+    "What `run_seal_experiment` returns: config, score table, outputs, test sets, candidates, timings, training info."
     config: dict
     scores: pd.DataFrame
     outputs: dict                   # setting -> {split: [outputs]}
@@ -270,6 +276,7 @@ def make_retrievers(tools: list[Tool], dpr_train: list[Instance], cfg: SealExpCo
         ).fit(tools)
     return out
 
+# %% ../nbs/14_sealtools.ipynb
 def train_examples(
     train: list[Instance], tools: list[Tool], retrievers: dict, cfg: SealExpConfig, released=None
 ) -> list[PromptExample]:
@@ -284,6 +291,7 @@ def train_examples(
         "toolpaper",
     )
 
+# %% ../nbs/14_sealtools.ipynb
 def gold_examples(train: list[Instance], tools: list[Tool], cfg: SealExpConfig, template=None) -> list[PromptExample]:
     "Prompts of the Table 5 model: only the gold tools as candidates."
     return seal_examples(
@@ -293,6 +301,7 @@ def gold_examples(train: list[Instance], tools: list[Tool], cfg: SealExpConfig, 
         template,
     )
 
+# %% ../nbs/14_sealtools.ipynb
 MODELS = ("base", "ft", "ftgold")
 CANDIDATES = ("bm25", "dense", "released", "gold")
 
@@ -302,6 +311,7 @@ def _setting_parts(s: str) -> tuple[str, str]:
         raise ValueError(f"setting {s!r}: expected '<{'|'.join(MODELS)}>:<{'|'.join(CANDIDATES)}>'")
     return model, cand
 
+# %% ../nbs/14_sealtools.ipynb
 SETTING_NAMES = {
     "base": "zero-shot",
     "ft": "fine-tuned",
@@ -312,6 +322,7 @@ SETTING_NAMES = {
     "gold": "gold tools only",
 }
 def setting_label(s: str, model: str = "", dense: str = "DPR") -> str:
+    "The readable name of a setting 'model:candidates' for tables and figures, e.g. 'fine-tuned w/ BM25'."
     m, c = _setting_parts(s)
     return f"{model + ' ' if model else ''}{SETTING_NAMES[m]} w/ {dense if c == 'dense' else SETTING_NAMES[c]}"
 
@@ -326,8 +337,9 @@ def run_seal_experiment(
     released: dict | None = None,
     data_root=None,
 ) -> SealRun:
-    """Fine-tune, answer and score every configured setting (see above); `released` maps 'dev' and each test split to
-    its released prompts (read from `data_root` when needed and not given)."""
+    """Fine-tune the model, answer the test splits in every configured setting (retriever, candidates, prompt) and score
+    them in both modes; `released` maps 'dev' and each test split to its released prompts (read from `data_root`
+    when needed and not given)."""
     from toolpaper.train import SFTConfig, finetune
     from toolpaper.client import LocalClient
     from toolpaper.io import atomic_write_text
@@ -438,6 +450,7 @@ def seal_table(run: SealRun, subset: str = "all", settings: Sequence[str] | None
     if paper: d = pd.concat([d, paper_rows(paper)], ignore_index=True)[cols]
     return d.reset_index(drop=True)
 
+# %% ../nbs/14_sealtools.ipynb
 def error_taxonomy(run: SealRun, setting: str, tools: list[Tool]) -> pd.DataFrame:
     "Error counts of one setting over all test splits (candidate lists taken into account for hallucinated tools)."
     from toolpaper.metrics import seal_error_taxonomy
@@ -447,6 +460,7 @@ def error_taxonomy(run: SealRun, setting: str, tools: list[Tool]) -> pd.DataFram
         cand.update({x.id: c for x, c in zip(insts, run.candidates[setting][split])})
     return seal_error_taxonomy(outs, golds, {t.name: t for t in tools}, cand)
 
+# %% ../nbs/14_sealtools.ipynb
 def param_by_kind(
     run: SealRun, mode: str = "strict", settings: Sequence[str] | None = None, model_label: str = ""
 ) -> pd.DataFrame:
@@ -467,6 +481,7 @@ def param_by_kind(
         }
     ).reset_index(drop=True)
 
+# %% ../nbs/14_sealtools.ipynb
 def plot_param_by_kind(tab: pd.DataFrame, title: str = ""):
     "Figure 7 analogue: grouped bars of Parameter F1 per instance kind, one group per setting, with 95% intervals."
     import matplotlib.pyplot as plt
@@ -488,6 +503,7 @@ def plot_param_by_kind(tab: pd.DataFrame, title: str = ""):
     fig.tight_layout()
     return fig
 
+# %% ../nbs/14_sealtools.ipynb
 def plot_taxonomy(tax: pd.DataFrame, title: str = ""):
     "Horizontal bars of the error counts, one panel per family."
     import matplotlib.pyplot as plt

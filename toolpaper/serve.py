@@ -49,7 +49,7 @@ def _stops(x) -> tuple:
     if isinstance(x, list) and all(isinstance(s, str) for s in x): return tuple(x)
     raise ValueError("stop must be a string or a list of strings")
 
-
+# %% ../nbs/21_serve.ipynb
 def _finish(text: str, reason: str | None, stops: tuple) -> tuple[str, str, str | None]:
     "(text without its stop string, OpenAI finish_reason, the stop string that ended it)."
     from toolpaper.engine import stop_index
@@ -57,7 +57,7 @@ def _finish(text: str, reason: str | None, stops: tuple) -> tuple[str, str, str 
     if hit is not None: return text[:hit[0]], "stop", hit[1]
     return text, "length" if reason == "length" else "stop", None
 
-
+# %% ../nbs/21_serve.ipynb
 def make_app(clients: dict, window: float = 0.01):
     "A FastAPI app serving `clients` ({model name: LocalClient}) with OpenAI-compatible endpoints."
     from fastapi.responses import JSONResponse
@@ -161,7 +161,8 @@ def make_app(clients: dict, window: float = 0.01):
 
 # %% ../nbs/21_serve.ipynb
 def load_clients(model: str, adapters=(), name: str | None = None, **local) -> dict:
-    "{model name: LocalClient} for the base model and each adapter (see above)."
+    """{model name: LocalClient}: the base model under its own name (or `name`) and each adapter, a folder or
+    'NAME=FOLDER', under its name, the base weights loaded once."""
     from toolpaper.client import LocalClient
     out = {name or model: LocalClient(model, name=name or model, **local)}
     for a in adapters:
@@ -172,7 +173,7 @@ def load_clients(model: str, adapters=(), name: str | None = None, **local) -> d
         out[n] = LocalClient(model, adapter=folder, name=n, **local)
     return out
 
-
+# %% ../nbs/21_serve.ipynb
 def serve(model: str, adapters=(), host: str = "127.0.0.1", port: int = 8000, name: str | None = None, **local) -> None:
     "Serve `model` and its adapters until interrupted."
     import uvicorn

@@ -38,6 +38,7 @@ def seal_split_stats(instances: list[Instance]) -> dict:
             "nested instances": sum(i.nested for i in instances),
             "avg. calls per instance": round(sum(len(i.calls) for i in instances) / n, 3) if n else None}
 
+# %% ../nbs/03_stats.ipynb
 def seal_table1(tools: list[Tool], splits: dict[str, list[Instance]]) -> pd.DataFrame:
     "Seal-Tools Table 1 for the loaded data: one column per split, the released total, and the paper's (quoted) column."
     cols = {s: seal_split_stats(v) for s, v in splits.items()}
@@ -61,6 +62,7 @@ def seal_table1(tools: list[Tool], splits: dict[str, list[Instance]]) -> pd.Data
     df["paper (quoted, incl. unreleased train)"] = [PAPER_SEAL_TABLE1.get(r) for r in rows]
     return df.rename_axis("statistic").reset_index()
 
+# %% ../nbs/03_stats.ipynb
 def required_param_hist(tools: list[Tool], cap: int = 6) -> pd.DataFrame:
     "Number and share of tools by their count of required parameters (counts above `cap` pooled as `cap+`)."
     c = Counter(min(len(t.required), cap) for t in tools)
@@ -69,6 +71,7 @@ def required_param_hist(tools: list[Tool], cap: int = 6) -> pd.DataFrame:
     df["share"] = (df["tools"] / max(len(tools), 1)).round(4)
     return df
 
+# %% ../nbs/03_stats.ipynb
 def field_table(tools: list[Tool], fields: dict[str, list[str]]) -> pd.DataFrame:
     "Per top field: subfields listed in field.jsonl, subfields that have tools, and tools."
     by = Counter(t.field for t in tools)
@@ -83,6 +86,7 @@ def field_table(tools: list[Tool], fields: dict[str, list[str]]) -> pd.DataFrame
         }
     )
 
+# %% ../nbs/03_stats.ipynb
 def deer_table2(splits: dict[str, list[DecisionSample]]) -> pd.DataFrame:
     "DEER Table 2: samples per decision branch and split, ours beside the paper's."
     rows = []
@@ -95,6 +99,7 @@ def deer_table2(splits: dict[str, list[DecisionSample]]) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     return df.astype({c: "Int64" for c in df.columns if c != "split"})
 
+# %% ../nbs/03_stats.ipynb
 def deer_tool_stats(tools: list[Tool]) -> dict:
     ex = [e for t in tools for e in t.examples]
     return {

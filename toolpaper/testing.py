@@ -14,7 +14,8 @@ __all__ = ['OracleChat']
 
 # %% ../nbs/95_testing.ipynb
 class OracleChat(Client):
-    "A `Client` that answers the generation prompts from `seal_tools` / `deer_tools`, one method per stage (see above)."
+    """A `Client` that answers the generation pipelines' prompts from known `seal_tools` / `deer_tools`, one method
+    per stage, so the pipelines run end to end without a model."""
     def __init__(self, seal_tools: Sequence = (), deer_tools: Sequence = (), model: str = "oracle"):
         super().__init__()
         self.model = model

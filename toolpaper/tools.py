@@ -16,6 +16,7 @@ __all__ = ['Observation', 'type_ok', 'coerce_args', 'simulated_value', 'tool_fro
 # %% ../nbs/16_tools.ipynb
 @dataclass
 class Observation:
+    "What a tool call returned: `ok` with the response `content`, or the `error` a failed call gets."
     ok: bool
     content: dict = field(default_factory=dict)
     error: str | None = None
@@ -28,10 +29,12 @@ class Observation:
             else json.dumps({"error": self.error}, ensure_ascii=False)
         )
 
+# %% ../nbs/16_tools.ipynb
 def type_ok(value: Any, t: str | None) -> bool:
     "The simulator's argument check: `fits_type` at the `value` level."
     return fits_type(value, t, "value")
 
+# %% ../nbs/16_tools.ipynb
 def coerce_args(tool: Tool, args: dict) -> dict:
     """Arguments with numeric / boolean strings turned into the parameter's declared type when they read cleanly (other
     values unchanged)."""
@@ -53,8 +56,10 @@ def coerce_args(tool: Tool, args: dict) -> dict:
 def _h(*parts) -> int:
     return int(hashlib.sha256("|".join(str(p) for p in parts).encode()).hexdigest()[:16], 16)
 
+# %% ../nbs/16_tools.ipynb
 def simulated_value(tool: str, args: dict, name: str, typ: str | None, seed: int = 0) -> Any:
-    "A deterministic value of type `typ` for response field `name` of a call (see above)."
+    """A value of type `typ` for response field `name` of a call, derived from a hash of the tool, its arguments,
+    the field and `seed`: the same call always gets the same value, different calls different ones."""
     h = _h(seed, tool, json.dumps(args, sort_keys=True, ensure_ascii=False, default=str), name)
     t = canonical_type(typ) or "str"
     if t == "int": return h % 1000
@@ -87,8 +92,10 @@ def tool_from_function(fn: Callable, name: str | None = None, description: str |
         responses=[ResponseField(name="result", type="str", description="return value")],
     )
 
+# %% ../nbs/16_tools.ipynb
 class ToolEnv:
-    "Simulated tools (from schemas) and registered Python functions (see above)."
+    """The tools an agent may call: simulated ones (answers derived from their schemas) and Python functions added
+    with `register`; `call(name, arguments)` validates the arguments and answers."""
     def __init__(self, tools: Sequence[Tool] = (), seed: int = 0):
         self.tools: dict[str, Tool] = {t.name: t for t in tools}
         self.functions: dict[str, Callable] = {}
@@ -151,6 +158,7 @@ def response_types(calls: Sequence[Call], tools: dict[str, Tool]) -> dict[str, s
                 if p is not None and canonical_type(p.type): out[v.strip()] = canonical_type(p.type)
     return out
 
+# %% ../nbs/16_tools.ipynb
 @dataclass
 class Execution:
     """What `execute_calls` did: the call indices in the order they ran, their tools, the arguments as sent and the
@@ -168,6 +176,7 @@ class Execution:
         if self.failed is None: return None
         return f"step {self.failed + 1} {self.apis[self.failed]}: {self.observations[self.failed].error}"
 
+# %% ../nbs/16_tools.ipynb
 def execute_calls(env: ToolEnv, calls: Sequence[Call], typed_refs: bool = True) -> Execution:
     """Run `calls` through `env` in dependency order with references replaced by observed values; stop at the first
     refused call. A reference cycle raises `RefError`."""

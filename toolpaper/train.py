@@ -19,7 +19,8 @@ __all__ = ['tokenize_example', 'SpanCollator', 'SpanTrainer', 'SFTConfig', 'trai
 
 # %% ../nbs/10_train.ipynb
 def tokenize_example(tok, ex: PromptExample, span_labels: Sequence[str], max_length: int = 1024) -> dict:
-    "input_ids, labels and span_ids of one example (see above)."
+    """{'input_ids', 'labels', 'span_ids'} of one example: the chat-templated prompt (labels -100, span 0), then each
+    target span and the end-of-turn token; over `max_length` the prompt is cut from the left, then the target."""
     # a plain prompt gets BOS, as at inference
     p = tok(render(tok, ex.messages), add_special_tokens=isinstance(ex.messages, str))["input_ids"]
     t_ids, t_spans = [], []
@@ -37,6 +38,7 @@ def tokenize_example(tok, ex: PromptExample, span_labels: Sequence[str], max_len
         "length": len(p) + len(t_ids),
     }
 
+# %% ../nbs/10_train.ipynb
 @dataclass
 class SpanCollator:
     "Right-pads a batch; labels with -100, span ids with 0."
@@ -119,6 +121,7 @@ class SFTConfig:
         kw.update(lora_alpha=2 * kw.get("lora_r", cls.lora_r), logging_steps=1)
         return cls(str(output_dir), **{**kw, **over})
 
+# %% ../nbs/10_train.ipynb
 def training_args(cfg: SFTConfig) -> TrainingArguments:
     bf16 = cfg.bf16 if cfg.bf16 is not None else (torch.cuda.is_available() and torch.cuda.is_bf16_supported())
     return TrainingArguments(
@@ -150,10 +153,12 @@ def training_args(cfg: SFTConfig) -> TrainingArguments:
         use_cpu=not torch.cuda.is_available(),
     )
 
+# %% ../nbs/10_train.ipynb
 def build_dataset(tok, examples: Sequence[PromptExample], span_labels: Sequence[str], max_length: int):
     import datasets
     return datasets.Dataset.from_list([tokenize_example(tok, e, span_labels, max_length) for e in examples])
 
+# %% ../nbs/10_train.ipynb
 def lora_config(model, cfg: SFTConfig):
     """The peft `LoraConfig` of `cfg`; with `lora_top_layers` the adapters sit on the linear layers of the top N decoder
     layers only."""
@@ -178,6 +183,7 @@ def lora_config(model, cfg: SFTConfig):
         kw.update(target_modules=list(targets), layers_to_transform=list(range(n - cfg.lora_top_layers, n)))
     return LoraConfig(**kw)
 
+# %% ../nbs/10_train.ipynb
 def finetune(model_name: str, examples: Sequence[PromptExample], cfg: SFTConfig, adapter: str | None = None,
              span_labels: Sequence[str] | None = None, resume: bool = False, callbacks: list | None = None) -> dict:
     """Fine-tune and save to `cfg.output_dir`; returns {'history', 'train_seconds', 'tokens', 'span_labels',

@@ -28,13 +28,16 @@ class TrajConfig:
     distractors: int = 2             # extra tools in each tool list
     seed: int = 0
 
+# %% ../nbs/17_trajectories.ipynb
 def _desc(t: Tool) -> str:
     d = (t.description or t.name).strip().rstrip(".")
     return d[0].lower() + d[1:] if d else t.name
 
+# %% ../nbs/17_trajectories.ipynb
 class TrajectoryError(ValueError):
     "An instance whose gold calls do not pass the tool schemas (it cannot make a clean trajectory)."
 
+# %% ../nbs/17_trajectories.ipynb
 def build_trajectory(
     inst: Instance,
     tools: dict[str, Tool],
@@ -43,7 +46,9 @@ def build_trajectory(
     rng: random.Random | None = None,
     distractors: Sequence[Tool] = (),
 ) -> Trajectory:
-    "A trajectory of `kind` ('normal', 'give_up', 'recovery') for one instance (see above)."
+    """A trajectory for one instance: 'normal' makes the gold calls in dependency order and concludes, 'give_up'
+    gives up for want of a suitable tool, 'recovery' makes one call with a broken input, reads the error and corrects
+    it."""
     rng = rng or random.Random(0)
     order = topo_order(inst.calls)
     calls = [inst.calls[i] for i in order]
@@ -146,6 +151,7 @@ def build_corpus(
             if skipped is not None: skipped.append(str(e))
     return out
 
+# %% ../nbs/17_trajectories.ipynb
 def split_by_instance(
     trajs: Sequence[Trajectory], test_frac: float = 0.2, seed: int = 0
 ) -> tuple[list[Trajectory], list[Trajectory]]:
@@ -157,6 +163,7 @@ def split_by_instance(
         t for t in trajs if t.id.rsplit(":", 1)[0] in test
     ]
 
+# %% ../nbs/17_trajectories.ipynb
 def corpus_table(trajs: Sequence[Trajectory]):
     "Trajectories, steps and calls per kind."
     import pandas as pd
@@ -192,6 +199,7 @@ _TO_UMI = {
 }
 
 def to_umi_records(trajs: Sequence[Trajectory]) -> list[dict]:
+    "Trajectories as alpha-UMi / ToolBench step-format records (id, instruction, tools, conversations)."
     return [
         {
             "id": t.id,
@@ -212,7 +220,9 @@ def to_umi_records(trajs: Sequence[Trajectory]) -> list[dict]:
         for t in trajs
     ]
 
+# %% ../nbs/17_trajectories.ipynb
 def save_trajectories(path, trajs: Sequence[Trajectory]) -> None:
+    "Write `to_umi_records(trajs)` as one JSON list (atomically)."
     from toolpaper.io import atomic_write_text
     atomic_write_text(path, json.dumps(to_umi_records(trajs), ensure_ascii=False, indent=1) + "\n")
 
@@ -233,11 +243,16 @@ def tool_doc(tools: Sequence[Tool]) -> str:
         for t in tools
     )
 
+# %% ../nbs/17_trajectories.ipynb
 _H = {"user": "User", "planner": "Planner", "caller": "Caller", "observation": "Observation", "summarizer": "Answer"}
 def history_text(turns: Sequence[Turn]) -> str:
+    "The dialogue so far as labelled lines ('User: ...', 'Planner: ...', ...), system turns left out."
     return "\n".join(f"{_H.get(t.role, t.role)}: {t.content}" for t in turns if t.role != "system")
 
+# %% ../nbs/17_trajectories.ipynb
 def backbone_messages(tools, turns) -> list[dict]:
+    """Chat messages for the single-LLM backbone: the tools and the procedure (thought, call or answer), then the
+    history."""
     return [
         {
             "role": "system",
@@ -251,7 +266,9 @@ def backbone_messages(tools, turns) -> list[dict]:
         {"role": "user", "content": history_text(turns)},
     ]
 
+# %% ../nbs/17_trajectories.ipynb
 def planner_messages(tools, turns) -> list[dict]:
+    "Chat messages for the planner: the tools and the three decisions it may end with, then the history."
     return [
         {
             "role": "system",
@@ -264,7 +281,9 @@ def planner_messages(tools, turns) -> list[dict]:
         {"role": "user", "content": history_text(turns)},
     ]
 
+# %% ../nbs/17_trajectories.ipynb
 def caller_messages(tools, turns, thought: str) -> list[dict]:
+    "Chat messages for the caller: the tools and the call format, then the history and the planner's `thought`."
     return [
         {
             "role": "system",
@@ -278,7 +297,9 @@ def caller_messages(tools, turns, thought: str) -> list[dict]:
         {"role": "user", "content": history_text(turns) + "\nThought for this step: " + thought},
     ]
 
+# %% ../nbs/17_trajectories.ipynb
 def summarizer_messages(turns) -> list[dict]:
+    "Chat messages for the summarizer: write the final answer from the history."
     return [
         {
             "role": "system",
@@ -288,11 +309,12 @@ def summarizer_messages(turns) -> list[dict]:
         {"role": "user", "content": history_text(turns)},
     ]
 
+# %% ../nbs/17_trajectories.ipynb
 def role_examples(
     trajs: Sequence[Trajectory], role: str, style: str = "toolpaper", templates: dict | None = None, root=None
 ) -> list[PromptExample]:
     """Training examples of `role` ('backbone', 'planner', 'caller', 'summarizer') from every planner step: toolpaper's
-    prompts (see above) or, with `style='released'`, the authors' role-file layout (below)."""
+    own prompts or, with `style='released'`, the layout of the authors' role files."""
     if role not in ("backbone", "planner", "caller", "summarizer"): raise ValueError(f"unknown role {role!r}")
     if style == "released":
         return [
@@ -335,10 +357,12 @@ def umi_tool_dict(t: Tool) -> dict:
         "input": {p.name: f"{p.type}, {p.description}" for p in t.parameters},
     }
 
+# %% ../nbs/17_trajectories.ipynb
 def umi_history(turns: Sequence[Turn]) -> list[dict]:
     "Turns as `from` / `value` records (planner -> assistant, summarizer -> conclusion)."
     return [{"from": _TO_UMI[u.role], "value": u.content} for u in turns if u.role != "system"]
 
+# %% ../nbs/17_trajectories.ipynb
 def render_umi_history(history: Sequence[dict], merge_calls: bool = False) -> str:
     """The history as the authors' inputs hold it: `from: value`, each turn closed by `</s>` except observations.
     `merge_calls`: as in the backbone's input, a planner turn and the call after it are one `assistant` turn
@@ -351,9 +375,11 @@ def render_umi_history(history: Sequence[dict], merge_calls: bool = False) -> st
         out.append(f"{h['from']}: {h['value']}" + ("" if h["from"] == "observation" else "</s>")); i += 1
     return "".join(out)
 
+# %% ../nbs/17_trajectories.ipynb
 @dataclass(frozen=True)
 class UmiRoleTemplate:
-    "The `input` layout of one role file, learned from a released record (see above)."
+    """The `input` layout of one alpha-UMi role file (text before the tool lines, between them and the history, and
+    after it), learned from a released record so toolpaper can write records in the same layout."""
     role: str
     head: str                   # before the tool lines (or before the history when `mid` is None)
     mid: str | None             # between the tool lines and the history; None: the role's input lists no tools
@@ -412,6 +438,7 @@ class UmiRoleTemplate:
             raise ValueError(f"{where}: input: re-rendering the learned layout does not give the record back")
         return t
 
+# %% ../nbs/17_trajectories.ipynb
 @functools.lru_cache(maxsize=8)
 def _templates(folder: str) -> dict:
     out = {}
@@ -426,6 +453,7 @@ def _templates(folder: str) -> dict:
         out[r] = UmiRoleTemplate.learn(r, recs[i], where=f"{p}[record {i}]")
     return out
 
+# %% ../nbs/17_trajectories.ipynb
 def released_role_templates(root=None) -> dict:
     """role -> `UmiRoleTemplate` learned from the released example role files (`alpha-umi/toolbench/train-example/`);
     without them, a ValueError that says what to do."""
@@ -438,6 +466,7 @@ def released_role_templates(root=None) -> dict:
             "use style='toolpaper' (--prompt toolpaper) with data that lacks them"
         ) from None
 
+# %% ../nbs/17_trajectories.ipynb
 def released_planner_text(content: str) -> str:
     "A planner turn with its decision written as the authors' files do: the thought, then `\n Next: <decision>.`."
     from toolpaper.schema import planner_decision
@@ -446,9 +475,11 @@ def released_planner_text(content: str) -> str:
     thought = split_thought(content)
     return (thought + "\n" if thought else "") + " Next: " + dec + "."
 
+# %% ../nbs/17_trajectories.ipynb
 def _released_turns(turns: Sequence[Turn]) -> list[Turn]:
     return [Turn(role=u.role, content=released_planner_text(u.content)) if u.role == "planner" else u for u in turns]
 
+# %% ../nbs/17_trajectories.ipynb
 def split_thought(content: str) -> str:
     "The thought of a planner turn: the text before its final `Next:` decision, trailing whitespace removed."
     from toolpaper.schema import planner_decision
@@ -456,8 +487,10 @@ def split_thought(content: str) -> str:
     i = content.lower().rfind("next")
     return content[:i].rstrip() if i >= 0 else content.rstrip()
 
+# %% ../nbs/17_trajectories.ipynb
 def umi_role_records(trajs: Sequence[Trajectory], role: str, templates: dict | None = None, root=None) -> list[dict]:
-    "Records of the authors' `role` file (tools, history, input, target; see above) from every planner step of `trajs`."
+    """Records in the layout of the authors' `role` file (tools, history, input, target), one per planner step of
+    `trajs`."""
     if role not in ROLES_ALL: raise ValueError(f"unknown role {role!r}; expected one of {ROLES_ALL}")
     from toolpaper.schema import planner_decision
     tpl = (templates or released_role_templates(root))[role]
@@ -490,6 +523,7 @@ def umi_role_records(trajs: Sequence[Trajectory], role: str, templates: dict | N
             out.append({"tools": tools, "history": h, "input": tpl.render(tools, h, th), "target": target})
     return out
 
+# %% ../nbs/17_trajectories.ipynb
 def released_role_input(
     role: str, tools: Sequence[Tool], turns: Sequence[Turn], thought: str = "", templates: dict | None = None, root=None
 ) -> str:
@@ -502,6 +536,7 @@ def released_role_input(
         released_planner_text(thought) if thought else "",
     )
 
+# %% ../nbs/17_trajectories.ipynb
 def umi_role_spans(role: str, target: str) -> list[tuple[str, str]]:
     "A role target cut into labelled spans (rationale / action / answer) for the per-span loss."
     if role == "planner": return [("rationale", target)]
@@ -512,11 +547,13 @@ def umi_role_spans(role: str, target: str) -> list[tuple[str, str]]:
         if i >= 0: return [s for s in (("rationale", target[:i]), (label, target[i:])) if s[1]]
     return [("rationale", target)]
 
+# %% ../nbs/17_trajectories.ipynb
 def write_umi_role_file(path, records: Sequence[dict]) -> None:
     "A role file as the authors' trainer reads it (a JSON list), written atomically."
     from toolpaper.io import atomic_write_text
     atomic_write_text(path, json.dumps(list(records), ensure_ascii=False, indent=1) + "\n")
 
+# %% ../nbs/17_trajectories.ipynb
 def file_role_examples(path, role: str) -> list[PromptExample]:
     """Training examples from a role file in the authors' layout (theirs or one `write_umi_role_file` wrote): the
     `input` as a plain prompt, the target in spans."""

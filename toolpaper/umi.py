@@ -24,6 +24,7 @@ def _cpu_glpft() -> GLPFTConfig:
         lr1=1e-3, epochs1=1, lr2=5e-4, epochs_planner=1, epochs_caller=1, epochs_summarizer=2, batch_size=4
     )
 
+# %% ../nbs/19_umi.ipynb
 @dataclass
 class UmiExpConfig:
     model: str = "smollm2-135m-instruct"       # registered name, HF id or local folder
@@ -43,6 +44,7 @@ class UmiExpConfig:
     ood_n: int | None = 4
     seed: int = 0
 
+# %% ../nbs/19_umi.ipynb
 UMI_COLS = ["plan_acc", "act_em", "hallu", "arg_f1", "rouge_l"]
 UMI_NAMES = {
     "single": "Single-LLM",
@@ -83,6 +85,7 @@ def umi_group(t: Trajectory, instances: dict) -> str:
 # %% ../nbs/19_umi.ipynb
 @dataclass
 class UmiRun:
+    "What `run_umi_experiment` returns: results per method and size, cost, trained models, corpus table and sizes."
     config: dict
     # method × training size with step-level metrics (both modes) and, at the main size, the pass rate
     results: pd.DataFrame
@@ -102,10 +105,12 @@ class UmiRun:
     ood: pd.DataFrame = field(default_factory=pd.DataFrame)
     notes: list = field(default_factory=list)
 
+# %% ../nbs/19_umi.ipynb
 def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance], test_instances: Sequence[Instance],
                        cfg: UmiExpConfig, work_dir: str | Path, ood: Sequence[Trajectory] | None = None) -> UmiRun:
-    """Build trajectories, train every method, evaluate (see above); `ood`: dialogues every main-size method is also
-    scored on step by step (the released ToolBench out-of-domain set)."""
+    """Build the trajectory corpus, train the methods at every scaling size, evaluate step by step in both modes and, at
+    the main size, in real time; `ood`: dialogues every main-size method is also scored on step by step (the
+    released ToolBench out-of-domain set)."""
     from toolpaper.agent import make_agent, realtime_eval, static_predictions, train_methods
     from toolpaper.io import atomic_write_text
     from toolpaper.metrics import bootstrap_ci, ci_pct, mean_ci, pct, umi_scores
@@ -261,12 +266,14 @@ def umi_table1(run: UmiRun) -> pd.DataFrame:
         columns={"plan_acc": "Plan ACC", "act_em": "Act EM", "hallu": "Hallu", "arg_f1": "Arg F1", "rouge_l": "R-L"}
     )
 
+# %% ../nbs/19_umi.ipynb
 def umi_scaling(run: UmiRun) -> pd.DataFrame:
     "Every scaling run of Single-LLM and alpha-UMi, both modes, each metric with its 95% interval."
     from toolpaper.metrics import with_ci
     d = run.results[run.results.method.isin(["single", "alpha_umi", "alpha_umi_wo_reuse"])].reset_index(drop=True)
     return with_ci(d, [f"{k} ({m})" for m in ("compat", "strict") for k in UMI_COLS] + ["pass rate"])
 
+# %% ../nbs/19_umi.ipynb
 def umi_table2(run: UmiRun) -> pd.DataFrame:
     """Table 2 shape: real-time pass rate against the simulator per group of held-out tasks (single / multiple / nested
     / give-up / all), 95% intervals over tasks."""
@@ -280,6 +287,7 @@ def umi_table2(run: UmiRun) -> pd.DataFrame:
     t = t.reindex([m for m in run.groups.method.drop_duplicates()])
     return t.rename(index=UMI_NAMES).reset_index().rename_axis(columns=None)
 
+# %% ../nbs/19_umi.ipynb
 def umi_table2_paper() -> pd.DataFrame:
     """The paper's Table 2 pass rates (quoted; ToolBench groups judged by ChatGPT on live APIs, not comparable with the
     simulator's groups)."""
@@ -288,6 +296,7 @@ def umi_table2_paper() -> pd.DataFrame:
         [{"method": f"{k} [quoted]", **dict(zip(g, v))} for k, v in PAPER_UMI_T2.items() if k != "groups"]
     )
 
+# %% ../nbs/19_umi.ipynb
 def umi_table1_ood(run: UmiRun) -> pd.DataFrame:
     """Table 1 out-of-domain shape: every main-size method scored step by step on the released ToolBench out-of-domain
     dialogues, then the quoted paper rows."""
@@ -305,10 +314,12 @@ def umi_table1_ood(run: UmiRun) -> pd.DataFrame:
         columns={"plan_acc": "Plan ACC", "act_em": "Act EM", "hallu": "Hallu", "arg_f1": "Arg F1", "rouge_l": "R-L"}
     )
 
+# %% ../nbs/19_umi.ipynb
 def umi_cost_table(run: UmiRun) -> pd.DataFrame:
     "Table 3 shape: models kept, storage, training time and tokens (all stages), real-time inference seconds per task."
     return run.cost.assign(method=lambda d: d.method.map(UMI_NAMES))
 
+# %% ../nbs/19_umi.ipynb
 def plot_umi_scaling(run: UmiRun):
     "Figure 4 analogue: each step-level metric against the training-set size (compat; the last panel Plan ACC strict)."
     import matplotlib.pyplot as plt
@@ -323,12 +334,14 @@ def plot_umi_scaling(run: UmiRun):
     axes[0].legend(fontsize=7); fig.tight_layout()
     return fig
 
+# %% ../nbs/19_umi.ipynb
 def _span_curve(info: dict, span: str) -> tuple[list, list]:
     h = pd.DataFrame(info["history"]); k = f"loss_{span}"
     if k not in h or not len(h): return [], []
     h = h.dropna(subset=[k])
     return h["epoch"].tolist(), h[k].tolist()
 
+# %% ../nbs/19_umi.ipynb
 def plot_umi_span_losses(run: UmiRun):
     """Figure 5 analogue: rationale / action / answer loss; stage 1 is shared, then Single-LLM continues while each
     alpha-UMi role trains on its span."""
