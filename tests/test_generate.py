@@ -187,30 +187,14 @@ def test_pipeline_over_a_faulty_server_counts_retries_and_rejections(tmp_path, m
     srv.handle_error = lambda *a: None                 # the client hanging up on a slow reply is part of the script
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
-        c = OpenAIClient(
-            "stub",
-            base_url=f"http://127.0.0.1:{srv.server_address[1]}/v1",
-            timeout=1.0,
-            max_retries=2,
-            backoff=0.01,
-            jitter=0.1,
-            max_wait=0.02,
-            seed=0,
-            prices=(1.0, 1.0),
-        )
+        def stub_client(**kw):
+            return OpenAIClient("stub", base_url=f"http://127.0.0.1:{srv.server_address[1]}/v1", timeout=1.0,
+                                max_retries=2, backoff=0.01, jitter=0.1, max_wait=0.02, seed=0, **kw)
+        c = stub_client(prices=(1.0, 1.0))
         res = generate_seal(c, tmp_path / "faulty", SealGenConfig(**CFG))
         generate_seal(OracleChat(load("seal-tools:tools", "sample")), tmp_path / "clean", SealGenConfig(**CFG))
         seen_first = dict(OracleServer.seen)
-        c2 = OpenAIClient(
-            "stub",
-            base_url=f"http://127.0.0.1:{srv.server_address[1]}/v1",
-            timeout=1.0,
-            max_retries=2,
-            backoff=0.01,
-            jitter=0.1,
-            max_wait=0.02,
-            seed=0,
-        )
+        c2 = stub_client()
         # a restart asks only the failed requests again
         generate_seal(c2, tmp_path / "faulty", SealGenConfig(**CFG))
     finally:
