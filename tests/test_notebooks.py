@@ -2,7 +2,6 @@
 import tempfile
 from pathlib import Path
 import pytest
-from fastcore.test import test_eq
 from nbdev.test import test_nb as run_notebook
 from test_cli import REPRODUCED as REPRODUCED_NAMES
 from toolpaper.report import EXPERIMENTS
@@ -23,8 +22,8 @@ def test_found_notebooks():
     assert "00_schema.ipynb" in names and "04_seal_tools.ipynb" in names
     # every experiment notebook is run once: here or by test_reproduce_smoke
     run_here = {p.name for p in NOTEBOOKS if p.parent.name == "experiments"}
-    test_eq(sorted(run_here | REPRODUCED), sorted(e.notebook for e in EXPERIMENTS.values()))
-    test_eq(run_here & REPRODUCED, set())
+    assert sorted(run_here | REPRODUCED) == sorted(e.notebook for e in EXPERIMENTS.values())
+    assert not run_here & REPRODUCED
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=[str(p.relative_to(NBS)) for p in NOTEBOOKS])
