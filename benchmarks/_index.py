@@ -4,7 +4,7 @@ from pathlib import Path
 
 def write_index(out: Path) -> Path:
     "Write `out/README.md`: one line per benchmark page (its first heading), so the reports index can link them all."
-    from toolpaper.data import atomic_write_text
+    from toolpaper.io import atomic_write_text
     out = Path(out)
     lines = [
         "# Benchmarks",

@@ -332,7 +332,7 @@ def main():
     md = markdown(res)
     print(md)
     if a.out:
-        from toolpaper.data import atomic_write_text
+        from toolpaper.io import atomic_write_text
         out = Path(a.out)
         atomic_write_text(out / "generation_speed.json", json.dumps(res, indent=1) + "\n")
         atomic_write_text(out / "generation_speed.md", md + "\n")

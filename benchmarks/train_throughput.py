@@ -123,7 +123,7 @@ def main():
         f"{res['generation']['tokens_per_s']:.1f} tokens/s"
     )
     if a.out:
-        from toolpaper.data import atomic_write_text
+        from toolpaper.io import atomic_write_text
         out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(out / "train_throughput.json", json.dumps(res, indent=1))
         e, n = res["toolpaper engine"], res["naive pad-to-max"]
