@@ -10,7 +10,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Sequence
 import pandas as pd
-from .schema import DecisionSample, Tool
+from .schema import BRANCHES, DecisionSample, Tool
+from .stats import stratified_subset
 from .prompts import DEER_STOPS, DEER_SYSTEM, deer_prompt
 
 # %% auto 0
@@ -28,17 +29,7 @@ def stratified(
     samples: Sequence[DecisionSample], n: int | None, mix: dict[str, float] | None = None, seed: int = 0
 ) -> list[DecisionSample]:
     "A seeded subset of `n` samples with branch shares `mix` (None: the input's own shares); `n=None` keeps all."
-    if n is None or n >= len(samples): return list(samples)
-    rng = random.Random(seed)
-    by = {b: [i for i, s in enumerate(samples) if s.branch == b] for b in ("NoSearch", "NoCall", "Call")}
-    mix = mix or {b: len(v) / len(samples) for b, v in by.items()}
-    tot = sum(mix.values())
-    want = {b: int(round(n * mix.get(b, 0) / tot)) for b in by}
-    take = set()
-    for b, idx in by.items(): take |= set(rng.sample(idx, min(want[b], len(idx))))
-    rest = [i for i in range(len(samples)) if i not in take]
-    take |= set(rng.sample(rest, min(n - len(take), len(rest)))) if len(take) < n else set()
-    return [samples[i] for i in sorted(take)][:n]
+    return stratified_subset(samples, n, key=lambda s: s.branch, shares=mix, seed=seed, strata=BRANCHES)
 
 # %% ../nbs/15_deer.ipynb
 def pool_text(s: DecisionSample) -> str:

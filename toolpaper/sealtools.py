@@ -4,12 +4,13 @@
 
 # %% ../nbs/14_sealtools.ipynb 3
 from __future__ import annotations
-import json, random, time
+import json, time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 import pandas as pd
 from .schema import Instance, Tool
+from .stats import stratified_subset
 from .prompts import PromptExample, released_tool_list, seal_prompt
 
 # %% auto 0
@@ -23,18 +24,10 @@ __all__ = ['METRIC_COLS', 'CI_KEYS', 'PAPER_SEAL', 'MODELS', 'CANDIDATES', 'SETT
 def subsample(instances: Sequence[Instance], n: int | None, seed: int = 0, min_nested: int = 0) -> list[Instance]:
     """A seeded subset of `n` instances: `min_nested` nested ones first, the rest stratified by kind (single /
     multiple); `None` keeps all."""
-    if n is None or n >= len(instances): return list(instances)
-    rng = random.Random(seed)
-    nested = [i for i, x in enumerate(instances) if x.nested]
-    take = set(rng.sample(nested, min(min_nested, len(nested), n)))
-    rest = [i for i in range(len(instances)) if i not in take]
-    single = [i for i in rest if instances[i].kind == "single"]
-    multi = [i for i in rest if instances[i].kind != "single"]
-    k = n - len(take)
-    n_single = min(len(single), round(k * len(single) / len(rest)))
-    n_single = max(n_single, k - len(multi))
-    take |= set(rng.sample(single, n_single)) | set(rng.sample(multi, k - n_single))
-    return [instances[i] for i in sorted(take)]
+    return stratified_subset(
+        instances, n, key=lambda x: x.kind, seed=seed, strata=("single", "multiple"), first=lambda x: x.nested,
+        n_first=min_nested,
+    )
 
 # %% ../nbs/14_sealtools.ipynb
 def candidates(

@@ -4,7 +4,9 @@
 
 # %% ../nbs/03_stats.ipynb 3
 from __future__ import annotations
+import random
 from collections import Counter
+from typing import Callable, Hashable, Sequence
 import pandas as pd
 from .data import load
 from .schema import DecisionSample, Instance, Tool
@@ -12,7 +14,7 @@ from .schema import DecisionSample, Instance, Tool
 # %% auto 0
 __all__ = ['SEAL_SPLITS', 'PAPER_SEAL_TABLE1', 'PAPER_SEAL_FIG6_ZERO_REQUIRED', 'PAPER_DEER_TABLE2', 'seal_split_stats',
            'seal_table1', 'required_param_hist', 'field_table', 'deer_table2', 'deer_tool_stats', 'load_stats_inputs',
-           'plot_required_params']
+           'plot_required_params', 'stratified_subset']
 
 # %% ../nbs/03_stats.ipynb
 SEAL_SPLITS = ("dev", "test_in_domain", "test_out_domain")
@@ -133,3 +135,32 @@ def plot_required_params(hist: pd.DataFrame, title: str = "Required parameters p
         ax.annotate(str(n), (p.get_x() + p.get_width() / 2, p.get_height()), ha="center", va="bottom", fontsize=8)
     ax.set_ylabel("share of tools"); ax.set_title(title); fig.tight_layout()
     return fig
+
+# %% ../nbs/03_stats.ipynb
+def stratified_subset(
+    items: Sequence,
+    n: int | None,
+    key: Callable[[object], Hashable],
+    shares: dict | None = None,
+    seed: int = 0,
+    strata: Sequence | None = None,
+    first: Callable[[object], bool] | None = None,
+    n_first: int = 0,
+) -> list:
+    """A seeded subset of `n` items in input order, stratified by `key(item)` with weights `shares` (None: the strata's
+    own sizes), drawn in the order `strata` (default: `shares`' keys, then first appearance), after `n_first` items
+    satisfying `first`; `n=None` keeps all."""
+    if n is None or n >= len(items): return list(items)
+    rng = random.Random(seed)
+    pre = [i for i, x in enumerate(items) if first(x)] if first is not None else []
+    take = set(rng.sample(pre, min(n_first, len(pre), n)))
+    groups: dict = {s: [] for s in (strata or shares or ())}
+    for i, x in enumerate(items):
+        if i not in take: groups.setdefault(key(x), []).append(i)
+    weight = dict(shares) if shares else {s: len(g) for s, g in groups.items()}
+    tot, k = sum(weight.values()), n - len(take)
+    for s, g in groups.items(): take |= set(rng.sample(g, min(int(round(k * weight.get(s, 0) / tot)), len(g))))
+    if len(take) < n:
+        left = [i for i in range(len(items)) if i not in take]
+        take |= set(rng.sample(left, min(n - len(take), len(left))))
+    return [items[i] for i in sorted(take)][:n]
