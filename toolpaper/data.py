@@ -753,6 +753,8 @@ class _UmiRaw(BaseModel):
     instruction: Annotated[StrictStr, AfterValidator(_named)]
     conversations: list[_UmiTurnRaw] = Field(min_length=1)
     id: StrictStr | int | None = None
+    instance: StrictStr | None = None       # written by toolpaper for built trajectories
+    kind: StrictStr | None = None
 
 # %% ../nbs/01_data.ipynb
 def umi_tool(raw: _UmiToolRaw) -> Tool:
@@ -806,10 +808,15 @@ def read_umi_steps(path, strict: bool = True) -> list[Trajectory]:
                         stacklevel=2,
                     )
                     out.append(
-                        Trajectory.model_construct(id=tid, instruction=raw.instruction, tools=tools, turns=turns)
+                        Trajectory.model_construct(
+                            id=tid, instruction=raw.instruction, tools=tools, turns=turns, instance=raw.instance,
+                            kind=raw.kind,
+                        )
                     )
                     continue
-            traj = Trajectory(id=tid, instruction=raw.instruction, tools=tools, turns=turns)
+            traj = Trajectory(
+                id=tid, instruction=raw.instruction, tools=tools, turns=turns, instance=raw.instance, kind=raw.kind
+            )
         except ValidationError as e:
             msg = e.errors()[0]["msg"].removeprefix("Value error, ")
             fld, _, rest = msg.partition(": ")

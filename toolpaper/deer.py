@@ -325,7 +325,7 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
                 **{b: c.get(b, 0) for b in ("NoSearch", "NoCall", "Call")},
                 "pools by strategy": dict(
                     Counter(
-                        s.split.split(":")[1] for s in train if s.split and ":" in s.split and s.branch != "NoSearch"
+                        s.strategy for s in train if s.strategy is not None
                     )
                 ),
             }

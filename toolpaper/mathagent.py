@@ -155,7 +155,10 @@ def gsm8k_trajectory(problem: MathProblem, sandbox: PythonSandbox) -> tuple[Traj
         ]
     turns += [Turn(role="planner", content=f"{last or 'The last result answers the question.'} Next: conclusion."),
               Turn(role="summarizer", content=f"The answer is {problem.answer}.")]
-    return Trajectory(id=f"gsm8k-{problem.id}", instruction=problem.question, tools=[tool], turns=turns), "kept"
+    return Trajectory(
+        id=f"gsm8k-{problem.id}", instruction=problem.question, tools=[tool], turns=turns, instance=problem.id,
+        kind="program",
+    ), "kept"
 
 # %% ../nbs/23_math.ipynb
 def build_math_corpus(

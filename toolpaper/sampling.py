@@ -214,7 +214,8 @@ def build_decision_data(
             candidates=cands,
             gold_call=ex.call if call else None,
             gold_call_text=ex.call_text if call else None,
-            split=f"{split}:{used}",
+            split=split,
+            strategy=used,
         )
 
     seen_pool, test = [], []
@@ -229,7 +230,7 @@ def build_decision_data(
     ns_order = list(range(len(ns))); rng.shuffle(ns_order)
     n_train = int(round(nosearch_train_frac * len(ns)))
     ns_train = [
-        ns[i].model_copy(update={"id": f"train-nosearch-{j}", "split": "train:nosearch"})
+        ns[i].model_copy(update={"id": f"train-nosearch-{j}", "split": "train"})
         for j, i in enumerate(sorted(ns_order[:n_train]))
     ]
     heldout = [ns[i] for i in sorted(ns_order[n_train:])]
@@ -262,7 +263,7 @@ def build_decision_data(
         "nosearch_heldout": len(heldout),
         "strategy_counts": dict(
             Counter(
-                s.split.split(":")[1] for s in train + valid + test if s.branch != "NoSearch" and ":" in (s.split or "")
+                s.strategy for s in train + valid + test if s.strategy is not None
             )
         ),
     }

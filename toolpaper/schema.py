@@ -378,6 +378,8 @@ class DecisionSample(Record):
     gold_call_text: str | None = None
     gold_apis: list[str] = Field(default_factory=list)
     split: str | None = None
+    # the candidate-sampling strategy that drew the pool of a rebuilt sample (random / intra / inter); None: released
+    strategy: str | None = None
     source: Literal["chain", "labels"] = "chain"   # "labels": from a DEER baseline file (label names, no chain)
     # the gold chain as released (None: rendered with the released phrases when needed)
     chain: str | None = None
@@ -414,16 +416,25 @@ class Turn(Record):
 
 # %% ../nbs/00_schema.ipynb
 class Trajectory(Record):
-    "A multi-step tool-use dialogue in alpha-UMi's roles."
+    """A multi-step tool-use dialogue in alpha-UMi's roles; `instance` and `kind` say what a built trajectory was made
+    from and how (None for released dialogues)."""
     id: str
     instruction: str
     tools: list[Tool] = Field(default_factory=list)
     turns: list[Turn]
+    # the id of the record it was built from: trajectories of one instance share it (None: the dialogue is its own)
+    instance: str | None = None
+    kind: str | None = None          # how it was built, e.g. normal / recovery / give_up
 
     @model_validator(mode="after")
     def _order(self):
         check_turn_order(self.turns)
         return self
+
+    @property
+    def group_id(self) -> str:
+        "The id trajectories are grouped by: the instance it was built from, else its own id."
+        return self.instance if self.instance is not None else self.id
 
 # %% ../nbs/00_schema.ipynb
 def check_turn_order(turns: list[Turn]) -> None:

@@ -66,7 +66,9 @@ def build_trajectory(
                 "so I cannot complete it. Next: give up.",
             )
         )
-        return Trajectory(id=f"{inst.id}:give_up", instruction=inst.query, tools=listed, turns=turns)
+        return Trajectory(
+            id=f"{inst.id}:give_up", instruction=inst.query, tools=listed, turns=turns, instance=inst.id, kind="give_up"
+        )
     # released values such as "25" for an int become 25; references take observed values
     ex = execute_calls(env, inst.calls)
     if not ex.ok:
@@ -120,7 +122,9 @@ def build_trajectory(
         vals = json.loads(o.content)
         parts.append(f"{c.api} gave " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in vals.items()))
     turns.append(Turn(role="summarizer", content="Here is what I found: " + "; ".join(parts) + "."))
-    return Trajectory(id=f"{inst.id}:{kind}", instruction=inst.query, tools=listed, turns=turns)
+    return Trajectory(
+        id=f"{inst.id}:{kind}", instruction=inst.query, tools=listed, turns=turns, instance=inst.id, kind=kind
+    )
 
 # %% ../nbs/17_trajectories.ipynb
 def build_corpus(
@@ -156,20 +160,18 @@ def split_by_instance(
     trajs: Sequence[Trajectory], test_frac: float = 0.2, seed: int = 0
 ) -> tuple[list[Trajectory], list[Trajectory]]:
     "(train, test) with every instance on one side only."
-    inst = sorted({t.id.rsplit(":", 1)[0] for t in trajs})
+    inst = sorted({t.group_id for t in trajs})
     rng = random.Random(seed); rng.shuffle(inst)
     test = set(inst[: int(round(test_frac * len(inst)))])
-    return [t for t in trajs if t.id.rsplit(":", 1)[0] not in test], [
-        t for t in trajs if t.id.rsplit(":", 1)[0] in test
-    ]
+    return [t for t in trajs if t.group_id not in test], [t for t in trajs if t.group_id in test]
 
 # %% ../nbs/17_trajectories.ipynb
 def corpus_table(trajs: Sequence[Trajectory]):
-    "Trajectories, steps and calls per kind."
+    "Trajectories, steps and calls per kind ('released' for trajectories without one)."
     import pandas as pd
     rows = [
         {
-            "kind": t.id.rsplit(":", 1)[1],
+            "kind": t.kind or "released",
             "planner steps": sum(x.role == "planner" for x in t.turns),
             "calls": sum(x.role == "caller" for x in t.turns),
             "errors": sum(x.role == "observation" and x.content.startswith('{"error"') for x in t.turns),
@@ -199,10 +201,12 @@ _TO_UMI = {
 }
 
 def to_umi_records(trajs: Sequence[Trajectory]) -> list[dict]:
-    "Trajectories as alpha-UMi / ToolBench step-format records (id, instruction, tools, conversations)."
+    """Trajectories as alpha-UMi / ToolBench step-format records (id, instruction, tools, conversations), plus
+    `instance` and `kind` where a trajectory has them (keys the authors' loader does not read)."""
     return [
         {
             "id": t.id,
+            **{k: v for k, v in (("instance", t.instance), ("kind", t.kind)) if v is not None},
             "instruction": t.instruction,
             "tools": [
                 {

@@ -76,7 +76,7 @@ def umi_group(t: Trajectory, instances: dict) -> str:
     """The Table 2 group of a held-out trajectory: 'give-up' when its gold run gives up, else the kind of its Seal-Tools
     instance (nested before multiple)."""
     if any(u.role == "planner" and planner_decision(u.content) == "give up" for u in t.turns): return "give-up"
-    inst = instances.get(t.id.rsplit(":", 1)[0])
+    inst = instances.get(t.group_id)
     if inst is not None and inst.nested: return "nested"
     from toolpaper.agent import gold_calls
     n = len(inst.calls) if inst is not None else len(gold_calls(t))
