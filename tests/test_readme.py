@@ -22,15 +22,14 @@ SMALL = {
     'train_n=None, test_n=None), "runs/seal")':
     # the sample has no released prompts
     (
-        "train_n=6, test_n=4, min_nested=1, k=3, max_steps=2, max_new_tokens=8, batch_size=2, max_length=384, "
-        "dpr_epochs=0, "
-        "prompt_style='toolpaper', settings=('base:bm25', 'ft:bm25', 'ftgold:gold')), \"runs/seal\")"
+        "train_n=6, test_n=4, min_nested=1, k=3, max_new_tokens=8, dpr_epochs=0, "
+        "prompt_style='toolpaper', settings=('base:bm25', 'ft:bm25', 'ftgold:gold'), "
+        "train=__import__('toolpaper.config').config.SFTConfig(max_steps=2, batch_size=2, max_length=384)), "
+        "\"runs/seal\")"
     ),
     '{"ToolBench": load("tooldeer:baselines/tool_bench"), "ToolCorpus": load("tooldeer:baselines/tool_corpus")}': "{}",
     "DE.DeerExpConfig(train_n=None)": (
-        "DE.DeerExpConfig(model='tiny-random-llama', train_n=8, valid_n=6, test_n=4, retention_n=2, "
-        "strategies=('random',), ratios=((2, 1, 2),), "
-        "shots=(2,), clusters=3, max_steps=2, max_new_tokens=8, answer_tokens=8, batch_size=2, max_length=384)"
+        "DE.DeerExpConfig.for_profile('smoke', clusters=3, train={'max_length': 384})"
     ),
     'train_methods("tiny-random-llama", corpus, '
     '"runs/umi")': 'train_methods("tiny-random-llama", corpus, "runs/umi", GLPFTConfig(max_steps=1, batch_size=2, '

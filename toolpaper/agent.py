@@ -8,6 +8,7 @@ import json, re, time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
+from .config import SFTConfig
 from .schema import Tool, Trajectory, Turn, planner_decision
 from .tools import ToolEnv
 from .trajectories import backbone_messages, caller_messages, planner_messages, summarizer_messages
@@ -296,6 +297,8 @@ EXTRA_METHODS = ("alpha_umi_wo_reuse",)     # needs a second, disjoint set of tr
 
 @dataclass
 class GLPFTConfig:
+    """The GLPFT recipe: stage 1 (lr1, epochs1), stage 2's lr2 and epochs per role, and the settings every stage shares;
+    `stage` turns it into one run's `SFTConfig`."""
     lr1: float = 5e-5
     epochs1: float = 2
     lr2: float = 1e-5
@@ -310,6 +313,22 @@ class GLPFTConfig:
     max_steps: int = -1
     seed: int = 0
 
+    def stage(self, output_dir: str | Path, lr: float, epochs: float) -> SFTConfig:
+        "The `SFTConfig` of one stage's run: its folder, learning rate and epochs, and the shared settings."
+        return SFTConfig(
+            str(output_dir),
+            epochs=epochs,
+            lr=lr,
+            max_steps=self.max_steps,
+            batch_size=self.batch_size,
+            grad_accum=self.grad_accum,
+            max_length=self.max_length,
+            lora=self.lora,
+            lora_r=self.lora_r,
+            seed=self.seed,
+            logging_steps=1,
+        )
+
 # %% ../nbs/18_agent.ipynb
 def _dir_bytes(p: Path) -> int:
     return sum(f.stat().st_size for f in Path(p).rglob("*") if f.is_file() and f.suffix in (".safetensors", ".bin"))
@@ -322,7 +341,7 @@ def train_methods(model: str, trajs: Sequence[Trajectory], out: str | Path, cfg:
     'alpha_umi_wo_reuse' (the paper's GLPFT without reuse) trains stage 2 on `stage2`, other instructions than stage
     1's `trajs`."""
     cfg = cfg if cfg is not None else GLPFTConfig()
-    from toolpaper.train import SFTConfig, finetune
+    from toolpaper.train import finetune
     from toolpaper.trajectories import SPAN_LABELS, role_examples
     bad = [m for m in methods if m not in METHODS + EXTRA_METHODS]
     if bad: raise ValueError(f"unknown method(s) {bad}; choose from {METHODS + EXTRA_METHODS}")
@@ -334,7 +353,7 @@ def train_methods(model: str, trajs: Sequence[Trajectory], out: str | Path, cfg:
     runs: dict[str, dict] = {}
     def ft(name, examples, lr, epochs, start=None):
         if name not in runs:
-            sft = SFTConfig.from_experiment(out / name, cfg, epochs=epochs, lr=lr)
+            sft = cfg.stage(out / name, lr=lr, epochs=epochs)
             # full fine-tuning continues from the saved folder
             base, adapter = (model, start) if cfg.lora else (start or model, None)
             runs[name] = finetune(base, examples, sft, adapter=adapter, span_labels=SPAN_LABELS)

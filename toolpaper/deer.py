@@ -6,10 +6,11 @@
 from __future__ import annotations
 import json, random, time
 from collections import Counter
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import ClassVar, Sequence
 import pandas as pd
+from .config import Profiled, SFTConfig, with_overrides
 from .schema import BRANCHES, DecisionSample, Tool
 from .stats import stratified_subset
 from .prompts import DEER_STOPS, DEER_SYSTEM, deer_prompt
@@ -18,8 +19,8 @@ from .prompts import DEER_STOPS, DEER_SYSTEM, deer_prompt
 __all__ = ['PAPER_TRAIN_MIX', 'PAPER_VALID_MIX', 'PAPER_DEER', 'TABLE1_COLS', 'TABLE3_SETS', 'TABLE4_COLS', 'ABLATION_AXES',
            'PAPER_ABLATION', 'stratified', 'pool_text', 'gold_prefix', 'deer_generate', 'compact_chain',
            'demonstrations', 'DeerExpConfig', 'mixture_of', 'DeerRun', 'run_deer_experiment', 'table1', 'table3',
-           'table4', 'plot_strategies', 'plot_span_losses', 'DeerAblation', 'run_deer_ablation', 'ablation_table',
-           'plot_ablation']
+           'table4', 'plot_strategies', 'plot_span_losses', 'DeerAblation', 'DeerAblationConfig', 'run_deer_ablation',
+           'ablation_table', 'plot_ablation']
 
 # %% ../nbs/15_deer.ipynb
 PAPER_TRAIN_MIX = {"NoSearch": 1807 / 9585, "NoCall": 3114 / 9585, "Call": 4664 / 9585}
@@ -119,8 +120,14 @@ def demonstrations(
     return [(s.query, compact_chain(render_chain(s, style)) if compact else render_chain(s, style)) for s in picks]
 
 # %% ../nbs/15_deer.ipynb
+def _deer_train() -> SFTConfig:
+    "DEER's fine-tuning on CPU: LoRA r=16, lr 1e-3, batch 4, random batch order (see the text above)."
+    return SFTConfig(lr=1e-3, batch_size=4, max_length=1024, group_by_length=False, logging_steps=1)
+
+# %% ../nbs/15_deer.ipynb
 @dataclass
-class DeerExpConfig:
+class DeerExpConfig(Profiled):
+    "The DEER experiment: data sizes, sampling variants, baselines, decoding, and the fine-tuning config `train`."
     model: str = "smollm2-135m-instruct"
     train_n: int | None = 40           # training samples per fine-tuned model (None: all)
     train_mix: dict | None = None      # branch shares of the training subset (None: PAPER_TRAIN_MIX)
@@ -139,21 +146,54 @@ class DeerExpConfig:
     k: int = 5
     clusters: int = 30
     call_ratio: float = 0.6
-    epochs: float = 1.0
-    lr: float = 1e-3
-    batch_size: int = 4
-    max_length: int = 1024
-    lora_r: int = 16
-    # LoRA on the top N decoder layers only (faster on CPU); None: all layers, as the papers
-    lora_top_layers: int | None = None
-    # False: random batch order; True: length-sorted mega-batches (less padding, but a small run sees its short NoSearch
-    # chains last)
-    group_by_length: bool = False
-    max_steps: int = -1
+    # fine-tuning of every model (its seed is the experiment's); group_by_length=True: length-sorted mega-batches (less
+    # padding, but a small run sees its short NoSearch chains last); lora_top_layers=N: LoRA on the top N layers only
+    train: SFTConfig = field(default_factory=_deer_train)
     max_new_tokens: int = 96
     answer_tokens: int = 64
     gen_batch_size: int = 8
     seed: int = 0
+    PROFILES: ClassVar[dict] = {
+        "smoke": dict(
+            model="tiny-random-llama",
+            train_n=8,
+            valid_n=6,
+            test_n=4,
+            baseline_n=4,
+            retention_n=2,
+            strategies=("random",),
+            ratios=((2, 1, 2),),
+            shots=(2,),
+            clusters=4,
+            max_new_tokens=8,
+            answer_tokens=8,
+            train=dict(max_steps=2, batch_size=2),
+        ),
+        "cpu": dict(
+            train_n=200,
+            ratios=((2, 1, 2),),
+            valid_n=40,
+            test_n=40,
+            baseline_n=40,
+            retention_n=40,
+            train=dict(batch_size=1),
+        ),
+        "paper": dict(
+            model="meta-llama/Llama-2-7b-hf",
+            train_n=None,
+            valid_n=None,
+            test_n=None,
+            baseline_n=None,
+            retention_n=None,
+            ratios=((2, 1, 2), (1, 1, 1), (1, 2, 1), (2, 2, 1), (1, 1, 2)),
+            shot_trials=6,
+            compact_demos=False,
+            max_new_tokens=256,
+            answer_tokens=256,
+            gen_batch_size=32,
+            train=dict(epochs=3, lr=2e-4, batch_size=8, max_length=2048),
+        ),
+    }
 
 # %% ../nbs/15_deer.ipynb
 PAPER_DEER = {
@@ -253,7 +293,7 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
     """Build the decision data of every sampling variant, fine-tune one LoRA model each and evaluate: valid and test
     (Figure 5), the baseline sets (Table 3), few-shot base-model rows (Tables 1, 3) and retention (Table 4)."""
     from toolpaper.sampling import build_decision_data, cluster_tools
-    from toolpaper.train import SFTConfig, finetune
+    from toolpaper.train import finetune
     from toolpaper.client import LocalClient
     from toolpaper.metrics import ci_pct, pct, retention_ci, retention_scores
     from toolpaper.io import atomic_write_text
@@ -332,7 +372,7 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
         )
         ex = [deer_prompt(s, style=cfg.prompt_style) for s in train]
         out = work / f"adapter_{name.replace(' ', '_').replace(':', '-')}"
-        infos[name] = finetune(cfg.model, ex, SFTConfig.from_experiment(out, cfg), span_labels=["decision", "call"])
+        infos[name] = finetune(cfg.model, ex, cfg.train.for_run(out, seed=cfg.seed), span_labels=["decision", "call"])
         t1 = time.perf_counter()
         gen = LocalClient(cfg.model, adapter=str(out), batch_size=cfg.gen_batch_size)
         evaluate(gen, name, {**evals, **(base_sets if name == main else {})})
@@ -470,11 +510,65 @@ class DeerAblation:
     timings: dict
 
 # %% ../nbs/15_deer.ipynb
+@dataclass
+class DeerAblationConfig(DeerExpConfig):
+    "The DEER ablations: the star setting (every `DeerExpConfig` field) and the `grid` {axis: values} around it."
+    grid: dict = field(default_factory=dict)
+    PROFILES: ClassVar[dict] = {
+        "smoke": dict(
+            model="tiny-random-llama",
+            train_n=6,
+            valid_n=6,
+            clusters=3,
+            k=3,
+            max_new_tokens=8,
+            train=dict(max_steps=2, batch_size=2),
+            grid={"k": [2, 3], "lr": [1e-3, 1e-2]},
+        ),
+        # random order at batch 1, as the deer cpu profile
+        "cpu": dict(
+            train_n=64,
+            valid_n=40,
+            train=dict(batch_size=1),
+            grid={"k": [3, 5, 8], "clusters": [10, 30, 60], "lora_r": [4, 16, 64], "lr": [1e-4, 1e-3, 3e-3]},
+        ),
+        "paper": dict(
+            model="meta-llama/Llama-2-7b-hf",
+            train_n=None,
+            valid_n=None,
+            max_new_tokens=256,
+            gen_batch_size=32,
+            train=dict(epochs=3, lr=2e-4, batch_size=8, max_length=2048),
+            grid={
+                "nosearch": [0, 20, 40, 60, None],
+                "pool": [100, 300, 500, 700, None],
+                "k": [3, 5, 7, 10],
+                "clusters": [10, 20, 30, 40, 50],
+                "lora_r": [8, 16, 32, 64],
+                "batch_size": [4, 8, 16, 32],
+                "lr": [5e-5, 1e-4, 2e-4, 5e-4],
+                "epochs": [1, 2, 3, 4],
+            },
+        ),
+    }
+
+# %% ../nbs/15_deer.ipynb
+def _point_config(cfg: DeerExpConfig, setting: dict) -> DeerExpConfig:
+    "`cfg` at one grid point: the setting's k and clusters, and its LoRA rank, batch size, lr and epochs in `train`."
+    return with_overrides(
+        cfg,
+        k=setting["k"],
+        clusters=setting["clusters"],
+        train={a: setting[a] for a in ("lora_r", "batch_size", "lr", "epochs")},
+    )
+
+# %% ../nbs/15_deer.ipynb
 def _ablation_key(setting: dict, cfg: DeerExpConfig) -> str:
     """A point's identity: its setting and the whole config with the setting applied (any other config change trains
-    afresh)."""
+    afresh; the grid itself does not count)."""
     import hashlib
-    applied = asdict(replace(cfg, **{a: v for a, v in setting.items() if a in cfg.__dataclass_fields__}))
+    applied = asdict(_point_config(cfg, setting))
+    applied.pop("grid", None)
     blob = json.dumps({"setting": setting, "cfg": applied}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -491,7 +585,7 @@ def run_deer_ablation(
     """Train and score one LoRA model per grid point: each axis of `grid` moved from the star setting `cfg` while the
     others stay at the star; stored points are read back instead of retrained."""
     from toolpaper.sampling import build_decision_data, cluster_tools, seeded_subset, tool_split
-    from toolpaper.train import SFTConfig, finetune
+    from toolpaper.train import finetune
     from toolpaper.client import LocalClient
     from toolpaper.io import atomic_write_text
     if not grid: raise ValueError(f"an empty ablation grid; give {{axis: values}} with axes from {list(ABLATION_AXES)}")
@@ -533,10 +627,10 @@ def run_deer_ablation(
         "pool": len(seen),
         "k": cfg.k,
         "clusters": cfg.clusters,
-        "lora_r": cfg.lora_r,
-        "batch_size": cfg.batch_size,
-        "lr": cfg.lr,
-        "epochs": cfg.epochs,
+        "lora_r": cfg.train.lora_r,
+        "batch_size": cfg.train.batch_size,
+        "lr": cfg.train.lr,
+        "epochs": cfg.train.epochs,
     }
     full = {"nosearch": ns_avail, "pool": len(seen)}
     grid = {a: [full[a] if v is None else v for v in vals] for a, vals in grid.items()}
@@ -572,20 +666,12 @@ def run_deer_ablation(
         search = stratified([s for s in d.train if s.branch != "NoSearch"], n_search, search_mix, cfg.seed)
         ns = [s for s in d.train if s.branch == "NoSearch"]
         train = search + seeded_subset(ns, setting["nosearch"], cfg.seed)
-        pcfg = replace(
-            cfg,
-            lora_r=setting["lora_r"],
-            batch_size=setting["batch_size"],
-            lr=setting["lr"],
-            epochs=setting["epochs"],
-            k=setting["k"],
-            clusters=setting["clusters"],
-        )
+        pcfg = _point_config(cfg, setting)
         out = work / f"adapter_{key}"
         info = finetune(
             cfg.model,
             [deer_prompt(s, style=cfg.prompt_style) for s in train],
-            SFTConfig.from_experiment(out, pcfg),
+            pcfg.train.for_run(out, seed=cfg.seed),
             span_labels=["decision", "call"],
         )
         t1 = time.perf_counter()

@@ -5,10 +5,11 @@
 # %% ../nbs/13_generate.ipynb 3
 from __future__ import annotations
 import json, os, random, re, time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, ClassVar, Iterable, Sequence
 import pandas as pd
+from .config import Profiled
 from .schema import PARAM_TYPES, fits_type
 
 # %% auto 0
@@ -18,7 +19,7 @@ __all__ = ['PROMPT_VERSION', 'TOOL_TEMPLATE', 'RELEASE_STR', 'RELEASE_INT', 'REL
            'prompt_multi', 'prompt_deer_examples', 'prompt_deer_filter', 'prompt_deer_check', 'read_yes_no',
            'check_tool', 'check_calls', 'execution_env', 'execution_problems', 'rule_value', 'sensitive_values',
            'program_call', 'SealGenConfig', 'GenResult', 'name_duplicate', 'dedup_tools', 'StageYield', 'generate_seal',
-           'DeerGenConfig', 'generate_deer', 'dataset_shape', 'generated_set']
+           'DeerGenConfig', 'generate_deer', 'YieldExpConfig', 'dataset_shape', 'generated_set']
 
 # %% ../nbs/13_generate.ipynb
 class StageFile:
@@ -1179,6 +1180,53 @@ def generate_deer(client, seeds: Sequence[dict], out: str | Path, cfg: DeerGenCo
         "deer_yield.json",
         "deer_usage.json",
     )
+
+# %% ../nbs/13_generate.ipynb
+def _yield_seal() -> SealGenConfig:
+    return SealGenConfig(
+        subfields_per_field=3, tools_per_subfield=3, n_single=8, n_multi=4, max_tokens=384, max_tool_rounds=3
+    )
+
+# %% ../nbs/13_generate.ipynb
+@dataclass
+class YieldExpConfig(Profiled):
+    "The generation-yield experiment: the model, seeded fields, DEER tools, and the two pipelines' configs."
+    model: str = "smollm2-135m-instruct"     # local model, or the model name at an endpoint (paper)
+    n_fields: int = 3                         # fields seeded from field.jsonl (0: the model names seal.n_fields)
+    deer_tools: int = 6                       # DEER tools to generate query-call pairs for
+    seal: SealGenConfig = field(default_factory=_yield_seal)
+    deer: DeerGenConfig = field(default_factory=lambda: DeerGenConfig(max_tokens=384))
+    seed: int = 0
+    PROFILES: ClassVar[dict] = {
+        "smoke": dict(
+            model="oracle",
+            deer_tools=4,
+            seal=dict(
+                subfields_per_field=2, tools_per_subfield=3, n_single=6, n_multi=3, max_tokens=512, max_tool_rounds=10
+            ),
+            deer=dict(max_tokens=512),
+        ),
+        "cpu": {},
+        "paper": dict(
+            model="gpt-4o-mini",
+            n_fields=0,
+            deer_tools=100,
+            seal=dict(
+                n_fields=5,
+                subfields_per_field=10,
+                tools_per_subfield=10,
+                n_single=500,
+                n_multi=500,
+                max_tokens=2048,
+                max_tool_rounds=50,
+            ),
+            deer=dict(max_tokens=2048),
+        ),
+    }
+
+    def seal_config(self, fields: list[str] | None) -> SealGenConfig:
+        "The run's `SealGenConfig`: `fields` seeded (None: the model names `seal.n_fields`), the experiment's seed."
+        return replace(self.seal, fields=fields, n_fields=self.n_fields or self.seal.n_fields, seed=self.seed)
 
 # %% ../nbs/13_generate.ipynb
 def dataset_shape(tools: Sequence, instances: Sequence) -> dict:

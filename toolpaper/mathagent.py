@@ -6,10 +6,12 @@
 from __future__ import annotations
 import json, math, random, re, time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Sequence
+from typing import ClassVar, Sequence
 import pandas as pd
+from .agent import GLPFTConfig
+from .config import Profiled
 from .data import MathProblem, boxed_answer
 from .schema import Trajectory, Turn
 from .sandbox import PYTHON_TOOL_NAME, PythonSandbox, SandboxLimits, python_tool
@@ -243,7 +245,8 @@ PAPER_UMI_T4 = {
 }
 
 @dataclass
-class MathExpConfig:
+class MathExpConfig(Profiled):
+    "The GSM8K agent experiment: data sizes, methods, agent and sandbox limits, and the GLPFT training config `glpft`."
     model: str = "smollm2-135m-instruct"
     train_n: int | None = 32                 # GSM8K train problems turned into trajectories (None: all)
     test_n: int | None = 40                  # GSM8K test problems scored (None: all 1,319)
@@ -252,11 +255,50 @@ class MathExpConfig:
     max_steps: int = 6                       # agent steps per problem
     max_new_tokens: tuple = (64, 96, 48)     # planner, caller, summarizer
     pal_tokens: int = 192
-    glpft: dict = field(default_factory=dict)   # GLPFTConfig fields
+    glpft: GLPFTConfig = field(default_factory=GLPFTConfig)   # the paper's schedule unless a profile changes it
     gen_batch_size: int = 8
     wall_s: float = 5.0                      # sandbox limits per run
     cpu_s: int = 5
     seed: int = 0
+    PROFILES: ClassVar[dict] = {
+        "smoke": dict(
+            model="tiny-random-llama",
+            train_n=4,
+            test_n=3,
+            shots=2,
+            max_steps=2,
+            max_new_tokens=(8, 8, 8),
+            pal_tokens=8,
+            glpft={"max_steps": 1, "batch_size": 2},
+            wall_s=20,
+        ),
+        # the alpha_umi cpu rates: LoRA on a few trajectories needs more than the paper's 5e-5 / 1e-5
+        "cpu": dict(
+            train_n=32,
+            test_n=40,
+            glpft={
+                "lr1": 1e-3,
+                "epochs1": 1,
+                "lr2": 5e-4,
+                "epochs_planner": 1,
+                "epochs_caller": 1,
+                "epochs_summarizer": 2,
+            },
+        ),
+        "paper": dict(
+            model="meta-llama/Llama-2-7b-hf",
+            train_n=None,
+            test_n=None,
+            methods=("single", "multi_one_stage", "multitask", "alpha_umi"),
+            max_steps=10,
+            max_new_tokens=(256, 512, 256),
+            pal_tokens=512,
+            glpft={"lora": False, "max_length": 4096},
+            gen_batch_size=32,
+            wall_s=10,
+            cpu_s=10,
+        ),
+    }
 
 # %% ../nbs/23_math.ipynb
 @dataclass
@@ -284,7 +326,7 @@ def run_math_experiment(
 ) -> MathRun:
     """Build program-aided trajectories from `train`, train the agents, and score them and the baselines on `test`
     (accuracy with a confidence interval)."""
-    from toolpaper.agent import GLPFTConfig, make_agent, run_agent, train_methods
+    from toolpaper.agent import make_agent, run_agent, train_methods
     from toolpaper.client import LocalClient
     from toolpaper.io import atomic_write_text
     from toolpaper.tools import ToolEnv
@@ -302,7 +344,7 @@ def run_math_experiment(
     tests = seeded_subset(list(test), cfg.test_n, cfg.seed)
     t1 = time.perf_counter()
     trained = train_methods(
-        cfg.model, trajs, work / "models", GLPFTConfig(**{"seed": cfg.seed, **cfg.glpft}), methods=cfg.methods
+        cfg.model, trajs, work / "models", replace(cfg.glpft, seed=cfg.seed), methods=cfg.methods
     )
     timings["train_s"] = time.perf_counter() - t1
     rows, ex_rows, outputs, cache = [], [], {}, {}

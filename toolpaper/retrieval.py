@@ -6,12 +6,13 @@
 from __future__ import annotations
 import hashlib, json, math, os, random, re
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, ClassVar, Sequence
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
+from .config import Profiled
 from .io import atomic_write_bytes, cache_root
 from .schema import Instance, Tool
 
@@ -19,7 +20,8 @@ from .schema import Instance, Tool
 __all__ = ['STOPWORDS', 'TOKENIZERS', 'tool_text', 'tokenize_authors', 'tokenize_words', 'rank_scores', 'BM25Index',
            'check_queries', 'Retriever', 'BM25Retriever', 'dense_text', 'DenseRetriever', 'retrieval_metrics',
            'gold_sets', 'evaluate_retriever', 'DPRConfig', 'finetune_dpr', 'CandidateList', 'candidate_lists',
-           'dpr_key', 'train_dpr_retriever', 'compare_retrievers', 'summary_table', 'kind_table', 'plot_topk']
+           'RetrievalExpConfig', 'dpr_key', 'train_dpr_retriever', 'compare_retrievers', 'summary_table', 'kind_table',
+           'plot_topk']
 
 # %% ../nbs/07_retrieval.ipynb
 def tool_text(t: Tool, with_name: bool = False, params: str = "required") -> str:
@@ -341,6 +343,18 @@ def candidate_lists(
         if shuffle: random.Random(f"{seed}:{inst.id}").shuffle(names)
         out.append(CandidateList(inst.id, names, injected, shuffle, gold_only))
     return out
+
+# %% ../nbs/07_retrieval.ipynb
+@dataclass
+class RetrievalExpConfig(Profiled):
+    "The retrieval experiment (Seal-Tools Figure 10): the DPR fine-tuning config `dpr` and the seed."
+    dpr: DPRConfig = field(default_factory=DPRConfig)
+    seed: int = 0
+    PROFILES: ClassVar[dict] = {"smoke": dict(dpr={"max_steps": 3}), "cpu": {}, "paper": dict(dpr={"epochs": 5})}
+
+    def dpr_config(self, loss: str) -> DPRConfig:
+        "The DPR run with `loss` ('contrastive' or 'multi_positive'), seeded with the experiment's seed."
+        return replace(self.dpr, loss=loss, seed=self.seed)
 
 # %% ../nbs/07_retrieval.ipynb
 def dpr_key(tools: list[Tool], train: list[Instance], cfg: DPRConfig, base: str) -> str:

@@ -7,24 +7,25 @@ from __future__ import annotations
 import functools, hashlib, json, random
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import ClassVar, Sequence
 import numpy as np
 import pandas as pd
+from .config import Profiled
 from .schema import DecisionSample, Tool
+from .stats import stratified_subset
 
 # %% auto 0
 __all__ = ['STRATEGIES', 'MIXTURE', 'TOOLPAPER_PHRASES', 'seeded_subset', 'ToolClusters', 'embed_tools', 'cluster_tools',
            'sample_pool', 'tool_split', 'DecisionData', 'build_decision_data', 'render_pool', 'ChainPhrases',
            'released_phrases', 'chain_phrases', 'render_chain', 'to_messages', 'to_released_format',
-           'save_decision_data', 'plot_pools', 'decision_table']
+           'SamplingExpConfig', 'save_decision_data', 'plot_pools', 'decision_table']
 
 # %% ../nbs/08_sampling.ipynb
 def seeded_subset(items: Sequence, n: int | None, seed: int = 0) -> list:
     """`n` items drawn with `random.Random(seed)`, in their original order; all of them when `n` is None or not smaller
     than the input."""
-    if n is None or n >= len(items): return list(items)
-    if n < 0: raise ValueError(f"seeded_subset: n must be >= 0 or None, got {n}")
-    return [items[i] for i in sorted(random.Random(seed).sample(range(len(items)), n))]
+    if n is not None and n < 0: raise ValueError(f"seeded_subset: n must be >= 0 or None, got {n}")
+    return stratified_subset(items, n, key=lambda _: None, seed=seed)
 
 # %% ../nbs/08_sampling.ipynb
 @dataclass
@@ -362,6 +363,17 @@ def to_released_format(samples: list[DecisionSample]) -> list[dict]:
         {"conversations": [{"from": "human", "value": s.query}, {"from": "gpt", "value": render_chain(s)}]}
         for s in samples
     ]
+
+# %% ../nbs/08_sampling.ipynb
+@dataclass
+class SamplingExpConfig(Profiled):
+    "The DEER sampling experiment: K-means clusters, pool size, Call ratio, validation share of the tools, seed."
+    clusters: int = 30
+    k: int = 5
+    call_ratio: float = 0.6
+    valid_frac: float = 0.1
+    seed: int = 0
+    PROFILES: ClassVar[dict] = {"smoke": dict(clusters=4, valid_frac=0.2), "cpu": {}, "paper": {}}
 
 # %% ../nbs/08_sampling.ipynb
 def save_decision_data(dd: DecisionData, folder) -> dict[str, str]:

@@ -5,10 +5,11 @@
 # %% ../nbs/14_sealtools.ipynb 3
 from __future__ import annotations
 import json, time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import ClassVar, Sequence
 import pandas as pd
+from .config import Profiled, SFTConfig
 from .schema import Instance, Tool
 from .stats import stratified_subset
 from .prompts import PromptExample, released_tool_list, seal_prompt
@@ -195,8 +196,14 @@ def paper_rows(table: str) -> pd.DataFrame:
     )
 
 # %% ../nbs/14_sealtools.ipynb
+def _seal_train() -> SFTConfig:
+    "The cpu profile's fine-tuning: LoRA r=16, lr 1e-3, batch 1 x 4 accumulation steps (~1,500-token prompts)."
+    return SFTConfig(lr=1e-3, batch_size=1, grad_accum=4, max_length=1536, logging_steps=1)
+
+# %% ../nbs/14_sealtools.ipynb
 @dataclass
-class SealExpConfig:
+class SealExpConfig(Profiled):
+    "The Seal-Tools experiment: data subsets, retrievers, settings, decoding, and the fine-tuning config `train`."
     model: str = "smollm2-135m-instruct"   # registered name, HF id or local folder
     train_n: int | None = 32                # dev instances used for fine-tuning (None: all)
     test_n: int | None = 12                 # instances per test split (None: all)
@@ -222,20 +229,35 @@ class SealExpConfig:
         "ft:released",
         "ftgold:gold",
     )
-    epochs: float = 1.0
-    lr: float = 1e-3
-    # x grad_accum = effective batch; 1 keeps CPU memory low (~1,500-token prompts)
-    batch_size: int = 1
-    grad_accum: int = 4
-    max_length: int = 1536
-    lora: bool = True                       # False: full fine-tuning (paper profile)
-    lora_r: int = 16
-    # LoRA on the top N decoder layers only (faster on CPU); None: all layers, as the papers
-    lora_top_layers: int | None = None
-    max_steps: int = -1
+    # fine-tuning (its seed is the experiment's); lora_top_layers=N: LoRA on the top N decoder layers (faster on CPU)
+    train: SFTConfig = field(default_factory=_seal_train)
     max_new_tokens: int = 160
     gen_batch_size: int = 8
     seed: int = 0
+    PROFILES: ClassVar[dict] = {
+        "smoke": dict(
+            model="tiny-random-llama",
+            train_n=8,
+            test_n=6,
+            min_nested=2,
+            k=3,
+            max_new_tokens=16,
+            prompt_style="toolpaper",            # the packaged sample has no released prompts
+            dpr_epochs=0,
+            settings=("base:bm25", "base:dense", "base:gold", "ft:bm25", "ft:dense", "ftgold:gold"),
+            train=dict(max_steps=2, batch_size=2),
+        ),
+        "cpu": dict(test_n=24),
+        "paper": dict(
+            model="meta-llama/Llama-2-7b-hf",
+            train_n=None,
+            test_n=None,
+            dpr_epochs=5,
+            max_new_tokens=512,
+            gen_batch_size=16,
+            train=dict(epochs=3, lr=2e-5, lora=False, batch_size=8, grad_accum=1),
+        ),
+    }
 
 # %% ../nbs/14_sealtools.ipynb
 @dataclass
@@ -333,7 +355,7 @@ def run_seal_experiment(
     """Fine-tune the model, answer the test splits in every configured setting (retriever, candidates, prompt) and score
     them in both modes; `released` maps 'dev' and each test split to its released prompts (read from `data_root`
     when needed and not given)."""
-    from toolpaper.train import SFTConfig, finetune
+    from toolpaper.train import finetune
     from toolpaper.client import LocalClient
     from toolpaper.io import atomic_write_text
     from toolpaper.prompts import check_style
@@ -376,7 +398,7 @@ def run_seal_experiment(
     ):
         if any(s.startswith(m + ":") for s in cfg.settings):
             ex = make()
-            info[m] = finetune(cfg.model, ex, SFTConfig.from_experiment(adapters[m], cfg))
+            info[m] = finetune(cfg.model, ex, cfg.train.for_run(adapters[m], seed=cfg.seed))
             info[m]["examples"] = len(ex)
             timings[f"train_{m}_s"] = info[m]["train_seconds"]
     gens: dict[str, LocalClient] = {}

@@ -4,18 +4,18 @@
 
 # %% ../nbs/10_train.ipynb 3
 from __future__ import annotations
-import json, os
+import json
 from collections import defaultdict
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 import torch
 import torch.nn.functional as F
+from .config import SFTConfig
 from .prompts import PromptExample, render
 
 # %% auto 0
-__all__ = ['tokenize_example', 'SpanCollator', 'SpanTrainer', 'SFTConfig', 'training_args', 'build_dataset', 'lora_config',
-           'finetune']
+__all__ = ['tokenize_example', 'SpanCollator', 'SpanTrainer', 'training_args', 'build_dataset', 'lora_config', 'finetune']
 
 # %% ../nbs/10_train.ipynb
 def tokenize_example(tok, ex: PromptExample, span_labels: Sequence[str], max_length: int = 1024) -> dict:
@@ -84,44 +84,6 @@ class SpanTrainer(Trainer):
         super().log(logs, *args, **kw)
 
 # %% ../nbs/10_train.ipynb
-@dataclass
-class SFTConfig:
-    output_dir: str
-    epochs: float = 1.0
-    max_steps: int = -1
-    lr: float = 2e-4
-    batch_size: int = 8
-    grad_accum: int = 1
-    max_length: int = 1024
-    warmup_ratio: float = 0.0        # share of the steps used for linear warm-up
-    weight_decay: float = 0.0
-    lora: bool = True
-    lora_r: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.05
-    lora_targets: str | list[str] = "all-linear"
-    # LoRA on the top N decoder layers only (the backward pass stops early); None: all layers
-    lora_top_layers: int | None = None
-    group_by_length: bool = True
-    logging_steps: int = 5
-    save_steps: int | None = None
-    save_total_limit: int | None = 2
-    seed: int = 0
-    bf16: bool | None = None          # None: bf16 when a GPU supports it, fp32 otherwise
-    gradient_checkpointing: bool = False
-    deepspeed: str | None = None       # path to a DeepSpeed config (paper profile)
-    report_to: str = "none"
-
-    @classmethod
-    def from_experiment(cls, output_dir: str | os.PathLike, exp, **over) -> "SFTConfig":
-        """Settings for one run of an experiment: the fields of `exp` that `SFTConfig` also has, LoRA alpha = 2·r, the
-        loss logged every step; `over` wins."""
-        names = {f.name for f in fields(cls)} - {"output_dir"}
-        kw = {k: getattr(exp, k) for k in names if hasattr(exp, k)}
-        kw.update(lora_alpha=2 * kw.get("lora_r", cls.lora_r), logging_steps=1)
-        return cls(str(output_dir), **{**kw, **over})
-
-# %% ../nbs/10_train.ipynb
 def training_args(cfg: SFTConfig) -> TrainingArguments:
     bf16 = cfg.bf16 if cfg.bf16 is not None else (torch.cuda.is_available() and torch.cuda.is_bf16_supported())
     return TrainingArguments(
@@ -166,7 +128,7 @@ def lora_config(model, cfg: SFTConfig):
 
     kw = dict(
         r=cfg.lora_r,
-        lora_alpha=cfg.lora_alpha,
+        lora_alpha=cfg.lora_alpha if cfg.lora_alpha is not None else 2 * cfg.lora_r,
         lora_dropout=cfg.lora_dropout,
         target_modules=cfg.lora_targets,
         task_type="CAUSAL_LM",
@@ -191,6 +153,7 @@ def finetune(model_name: str, examples: Sequence[PromptExample], cfg: SFTConfig,
     import time
     from transformers import set_seed
     from toolpaper.models import load_model
+    if not cfg.output_dir: raise ValueError("SFTConfig.output_dir is empty: give the run a folder (for_run)")
     set_seed(cfg.seed)
     span_labels = list(span_labels or dict.fromkeys(l for e in examples for l, _ in e.spans))
     model, tok = load_model(model_name, adapter=adapter, device="cpu" if not torch.cuda.is_available() else None,

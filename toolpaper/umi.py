@@ -7,8 +7,9 @@ from __future__ import annotations
 import random, time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Sequence
+from typing import ClassVar, Sequence
 import pandas as pd
+from .config import Profiled
 from .schema import Instance, Tool, Trajectory, planner_decision
 from .agent import GLPFTConfig, METHODS
 from .sampling import seeded_subset
@@ -26,7 +27,8 @@ def _cpu_glpft() -> GLPFTConfig:
 
 # %% ../nbs/19_umi.ipynb
 @dataclass
-class UmiExpConfig:
+class UmiExpConfig(Profiled):
+    "The alpha-UMi experiment: corpus sizes and mix, scaling points, decoding, and the GLPFT training config `glpft`."
     model: str = "smollm2-135m-instruct"       # registered name, HF id or local folder
     train_n: int | None = 8                     # training trajectories of the main comparison (None: all)
     test_n: int | None = 4                      # held-out trajectories (None: all)
@@ -43,6 +45,27 @@ class UmiExpConfig:
     # released ToolBench out-of-domain dialogues every method is also scored on (None: all 400; 0: none)
     ood_n: int | None = 4
     seed: int = 0
+    PROFILES: ClassVar[dict] = {
+        # the paper's GLPFT schedule, two steps per stage
+        "smoke": dict(
+            model="tiny-random-llama",
+            train_n=6,
+            test_n=3,
+            scaling=(3, 6),
+            glpft=GLPFTConfig(max_steps=2, batch_size=2),
+            max_new_tokens=(12, 12, 12),
+        ),
+        "cpu": {},
+        "paper": dict(
+            model="meta-llama/Llama-2-7b-chat-hf",
+            train_n=None,
+            test_n=None,
+            scaling=None,
+            glpft=GLPFTConfig(lora=False, batch_size=8, grad_accum=6, max_length=4096),
+            max_new_tokens=(256, 256, 512),
+            gen_batch_size=32,
+        ),
+    }
 
 # %% ../nbs/19_umi.ipynb
 UMI_COLS = ["plan_acc", "act_em", "hallu", "arg_f1", "rouge_l"]
