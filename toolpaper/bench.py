@@ -11,9 +11,9 @@ from typing import Any, Sequence
 import pandas as pd
 
 # %% auto 0
-__all__ = ['SUITES', 'MAX_TOKENS', 'PREDICTORS', 'HEADLINE', 'PAPER_UMI_OOD', 'BenchConfig', 'bench_items', 'unit_ids',
-           'native_calls', 'SealPredictor', 'DeerPredictor', 'UmiPredictor', 'BenchError', 'read_predictions',
-           'run_bench', 'score_run', 'bench_rows', 'paper_quotes', 'bench_table']
+__all__ = ['SUITES', 'MAX_TOKENS', 'PREDICTORS', 'HEADLINE', 'BenchConfig', 'bench_items', 'unit_ids', 'native_calls',
+           'SealPredictor', 'DeerPredictor', 'UmiPredictor', 'BenchError', 'read_predictions', 'run_bench', 'score_run',
+           'bench_rows', 'paper_quotes', 'bench_table']
 
 # %% ../nbs/20_bench.ipynb
 SUITES = {"seal": ("test_in_domain", "test_out_domain", "dev"), "deer": ("valid", "test", "tool_bench", "tool_corpus"),
@@ -361,23 +361,11 @@ def bench_rows(res: dict, name: str = "") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 # %% ../nbs/20_bench.ipynb
-PAPER_UMI_OOD = {
-    "ChatGPT (0-shot)": [81.62, 54.67, 8.19, 40.08, 22.85],
-    "GPT-4 (0-shot)": [77.80, 55.26, 5.12, 47.45, 30.61],
-    "ToolLLaMA (len 8192)": [77.76, 45.07, 3.45, 40.41, 18.10],
-    "Single-LLM 7B": [84.61, 56.54, 2.26, 50.09, 47.99],
-    "Multi-LLM one-stage 7B": [88.42, 53.40, 2.52, 45.79, 46.39],
-    "Single-LLM multi-task 7B": [86.55, 56.89, 2.77, 49.50, 32.58],
-    "alpha-UMi w/o reuse 7B": [87.91, 58.02, 2.32, 50.55, 42.59],
-    "alpha-UMi 7B": [89.72, 60.47, 0.45, 53.60, 46.26],
-}
-
-
 def paper_quotes(suite: str, split: str) -> pd.DataFrame:
     "The papers' rows for a suite and split, as leaderboard rows."
     from toolpaper.sealtools import PAPER_SEAL
     from toolpaper.deer import PAPER_DEER
-    from toolpaper.umi import PAPER_UMI
+    from toolpaper.umi import PAPER_UMI, PAPER_UMI_OOD
     cols = HEADLINE[suite]
     if suite == "seal":
         rows = {f"{k} [quoted, Table 2]": v for k, v in PAPER_SEAL["table2"].items()}
