@@ -22,7 +22,8 @@ SMALL = {
     'train_n=None, test_n=None), "runs/seal")':
     # the sample has no released prompts
     (
-        "train_n=6, test_n=4, min_nested=1, k=3, max_new_tokens=8, dpr_epochs=0, "
+        "train_n=6, test_n=4, min_nested=1, k=3, max_new_tokens=8, "
+        "dpr=__import__('toolpaper.retrieval').retrieval.DPRConfig(epochs=0), "
         "prompt_style='toolpaper', settings=('base:bm25', 'ft:bm25', 'ftgold:gold'), "
         "train=__import__('toolpaper.config').config.SFTConfig(max_steps=2, batch_size=2, max_length=384)), "
         "\"runs/seal\")"

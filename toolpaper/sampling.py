@@ -24,7 +24,6 @@ __all__ = ['STRATEGIES', 'MIXTURE', 'TOOLPAPER_PHRASES', 'seeded_subset', 'ToolC
 def seeded_subset(items: Sequence, n: int | None, seed: int = 0) -> list:
     """`n` items drawn with `random.Random(seed)`, in their original order; all of them when `n` is None or not smaller
     than the input."""
-    if n is not None and n < 0: raise ValueError(f"seeded_subset: n must be >= 0 or None, got {n}")
     return stratified_subset(items, n, key=lambda _: None, seed=seed)
 
 # %% ../nbs/08_sampling.ipynb

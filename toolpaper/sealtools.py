@@ -5,11 +5,12 @@
 # %% ../nbs/14_sealtools.ipynb 3
 from __future__ import annotations
 import json, time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar, Sequence
 import pandas as pd
 from .config import Profiled, SFTConfig
+from .retrieval import DPRConfig
 from .schema import Instance, Tool
 from .stats import stratified_subset
 from .prompts import PromptExample, released_tool_list, seal_prompt
@@ -212,10 +213,9 @@ class SealExpConfig(Profiled):
     # "released": the authors' prompt layout and training prompts; "toolpaper": the project's own
     prompt_style: str = "released"
     dense_model: str = "all-minilm-l6-v2"
-    # > 0: the dense retriever is that encoder DPR-fine-tuned on all of `dev` (cached, shared with the retrieval report)
-    dpr_epochs: int = 1
-    dpr_loss: str = "multi_positive"
-    dpr_batch_size: int = 16
+    # dpr.epochs > 0: the dense retriever is that encoder DPR-fine-tuned on all of `dev` with these settings (cached,
+    # shared with the retrieval report: the same config gives the same encoder); 0: the pretrained encoder
+    dpr: DPRConfig = field(default_factory=DPRConfig)
     # toolpaper style: retriever of the training prompts (gold tools swapped in); released style trains on the released
     # prompts
     train_retriever: str = "dense"
@@ -243,7 +243,7 @@ class SealExpConfig(Profiled):
             k=3,
             max_new_tokens=16,
             prompt_style="toolpaper",            # the packaged sample has no released prompts
-            dpr_epochs=0,
+            dpr=dict(epochs=0),
             settings=("base:bm25", "base:dense", "base:gold", "ft:bm25", "ft:dense", "ftgold:gold"),
             train=dict(max_steps=2, batch_size=2),
         ),
@@ -252,7 +252,7 @@ class SealExpConfig(Profiled):
             model="meta-llama/Llama-2-7b-hf",
             train_n=None,
             test_n=None,
-            dpr_epochs=5,
+            dpr=dict(epochs=5),
             max_new_tokens=512,
             gen_batch_size=16,
             train=dict(epochs=3, lr=2e-5, lora=False, batch_size=8, grad_accum=1),
@@ -273,18 +273,13 @@ class SealRun:
 
 # %% ../nbs/14_sealtools.ipynb
 def make_retrievers(tools: list[Tool], dpr_train: list[Instance], cfg: SealExpConfig) -> dict:
-    """{'bm25': ..., 'dense': ...} fitted on `tools`; 'dense' is DPR trained on `dpr_train` when `dpr_epochs` > 0, else
-    the pretrained encoder."""
-    from toolpaper.retrieval import BM25Retriever, DenseRetriever, DPRConfig, train_dpr_retriever
+    """{'bm25': ..., 'dense': ...} fitted on `tools`; 'dense' is DPR trained on `dpr_train` (`cfg.dpr`, the experiment's
+    seed) when `cfg.dpr.epochs` > 0, else the pretrained encoder."""
+    from toolpaper.retrieval import BM25Retriever, DenseRetriever, train_dpr_retriever
     from toolpaper.models import load_embedder
     out = {"bm25": BM25Retriever("words", with_name=True).fit(tools)}
-    if cfg.dpr_epochs > 0:
-        out["dense"], _ = train_dpr_retriever(
-            tools,
-            dpr_train,
-            DPRConfig(loss=cfg.dpr_loss, epochs=cfg.dpr_epochs, batch_size=cfg.dpr_batch_size, seed=cfg.seed),
-            base=cfg.dense_model,
-        )
+    if cfg.dpr.epochs > 0:
+        out["dense"], _ = train_dpr_retriever(tools, dpr_train, replace(cfg.dpr, seed=cfg.seed), base=cfg.dense_model)
     else:
         out["dense"] = DenseRetriever(
             load_embedder(cfg.dense_model, device="cpu"), name=f"dense ({cfg.dense_model})"
@@ -458,7 +453,8 @@ def seal_table(run: SealRun, subset: str = "all", settings: Sequence[str] | None
     d = s[(s.subset == subset) & (s.split == split) & s.setting.isin(settings)].copy()
     d["order"] = d.setting.map({k: i for i, k in enumerate(settings)})
     d = d.sort_values(["mode", "order"]).drop(columns=["order", "subset", "split"])
-    dense = "DPR" if run.config.get("dpr_epochs") else f"{run.config.get('dense_model', 'dense')} (not fine-tuned)"
+    tuned = run.config.get("dpr", {}).get("epochs")
+    dense = "DPR" if tuned else f"{run.config.get('dense_model', 'dense')} (not fine-tuned)"
     d["setting"] = [setting_label(x, model_label, dense) for x in d.setting]
     cols = ["setting", "mode", "n"] + METRIC_COLS + ["Exact"]
     d = with_ci(d[cols + [f"{c} {e}" for c in METRIC_COLS + ["Exact"] for e in ("lo", "hi")]], METRIC_COLS + ["Exact"])
@@ -484,7 +480,7 @@ def param_by_kind(
     s = run.scores
     d = s[(s["mode"] == mode) & (s.split == "all test") & s.subset.isin(["single", "multiple", "nested"])]
     if settings: d = d[d.setting.isin(settings)]
-    dense = "DPR" if run.config.get("dpr_epochs") else "dense"
+    dense = "DPR" if run.config.get("dpr", {}).get("epochs") else "dense"
     return pd.DataFrame(
         {
             "setting": [setting_label(x, model_label, dense) for x in d.setting],

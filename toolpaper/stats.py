@@ -150,6 +150,7 @@ def stratified_subset(
     """A seeded subset of `n` items in input order, stratified by `key(item)` with weights `shares` (None: the strata's
     own sizes), drawn in the order `strata` (default: `shares`' keys, then first appearance), after `n_first` items
     satisfying `first`; `n=None` keeps all."""
+    if n is not None and n < 0: raise ValueError(f"n must be >= 0 or None, got {n}")
     if n is None or n >= len(items): return list(items)
     rng = random.Random(seed)
     pre = [i for i, x in enumerate(items) if first(x)] if first is not None else []
