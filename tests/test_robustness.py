@@ -171,6 +171,10 @@ def _adversarial(n: int) -> dict[str, str]:
         "markers": "#SearchAPI#" * (n // 11),
         "apostrophes": "a'b " * (n // 4),
         "json": '{"api": "' + "x" * n + '"}',
+        "nested braces": "{" * (n // 2) + "}" * (n // 2),
+        "name list": "[" + "a," * (n // 2) + "]",
+        "python dict": "{" + "a: 1, " * (n // 6) + "}",
+        "true words": "[" + "true, " * (n // 6) + "x]",
     }
 
 
@@ -236,6 +240,32 @@ def test_every_parser_and_scorer_is_linear_on_1mb_adversarial_input():
             if t_big > max(2.0, 20_000 * t_small):
                 slow.append(f"{name} on {kind}: {t_big:.2f} s (1 KB: {t_small * 1000:.2f} ms)")
     assert not slow, "superlinear: " + "; ".join(slow)
+
+
+def test_strict_reading_work_is_bounded_on_1mb_adversarial_input(monkeypatch):
+    """Work, not time: the characters the strict parsers hand to JSON and to Python's literal reader. Nested spans
+    used to be read one by one (64 x 1 MB) and Python's parser ran on megabytes (2.5 s each)."""
+    import ast
+    import toolpaper.parse as P
+    read = {"json": 0, "python": 0, "python_max": 0}
+    real_json, real_ast = P.json.loads, ast.literal_eval
+
+    def counting_json(s, *a, **k):
+        read["json"] += len(s); return real_json(s, *a, **k)
+
+    def counting_ast(s, *a, **k):
+        read["python"] += len(s); read["python_max"] = max(read["python_max"], len(s)); return real_ast(s, *a, **k)
+
+    monkeypatch.setattr(P.json, "loads", counting_json)
+    monkeypatch.setattr(ast, "literal_eval", counting_ast)
+    for kind, text in _adversarial(1_000_000).items():
+        for name, f in [("seal", P.parse_seal), ("caller", P.parse_caller), ("umi", lambda t, m: P.parse_umi(
+                {"planner": "Next: caller.", "caller": "Action: a\nAction Input: " + t}, m))]:
+            read.update(json=0, python=0, python_max=0)
+            f(text, "strict")
+            assert read["json"] <= 9 * len(text) + 1_000_000, (name, kind, read)
+            assert read["python_max"] <= P.PYTHON_LITERAL_LIMIT, (name, kind, read)
+            assert read["python"] <= 9 * P.PYTHON_LITERAL_LIMIT + 1_000_000, (name, kind, read)
 
 
 # ------------------------------------------------------------------ the linear rewrites read exactly what the old

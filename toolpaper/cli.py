@@ -113,9 +113,10 @@ def data_export(to, root=None, out=print, fmt: str = "datasets") -> Path:
     return to
 
 # %% ../nbs/99_cli.ipynb
-def read_predictions_file(path, task: str | None = None, lenient: bool = False, warn=None) -> list[dict]:
+def read_predictions_file(path, task: str | None = None, lenient: bool = False, warn=None,
+                          lines: dict | None = None) -> list[dict]:
     """Prediction records of a JSONL file, each checked for `task` (see `metrics.prediction_problem`): a bad line is an
-    error naming file, line and field."""
+    error naming file, line and field. `lines`, when given, is filled with {id: line number}."""
     from toolpaper.metrics import prediction_problem
     p = Path(path)
     if p.is_dir(): raise D.DataError(p, "is a folder; give the predictions file")
@@ -124,8 +125,11 @@ def read_predictions_file(path, task: str | None = None, lenient: bool = False, 
     recs = []
     for n, obj in D.read_jsonl(p, finite=False):
         if not isinstance(obj, dict): raise D.DataError(p, f"expected a JSON object, got {type(obj).__name__}", line=n)
-        if not isinstance(obj.get("id"), (str, int)) or isinstance(obj.get("id"), bool):
-            raise D.DataError(p, "missing or not a string", line=n, field="id")
+        pid = obj.get("id")
+        if "id" not in obj: raise D.DataError(p, "missing", line=n, field="id")
+        if not isinstance(pid, (str, int)) or isinstance(pid, bool):
+            raise D.DataError(p, f"expected a string (or an integer), got {type(pid).__name__} {pid!r}"[:120],
+                              line=n, field="id")
         i = str(obj["id"])
         if i in seen: raise D.DataError(p, f"duplicate id {i!r} (first on line {seen[i]})", line=n, field="id")
         prob = prediction_problem(task, obj) if task else None
@@ -133,6 +137,7 @@ def read_predictions_file(path, task: str | None = None, lenient: bool = False, 
             if not lenient: raise D.DataError(p, prob[1], line=n, field=prob[0])
             warn(f"toolpaper: warning: {p}:{n}: {prob[0]}: {prob[1]} (scored as empty)")
         seen[i] = n; recs.append(obj)
+    if lines is not None: lines.update(seen)
     return recs
 
 # %% ../nbs/99_cli.ipynb
@@ -141,12 +146,18 @@ def run_eval(
 ):
     """Score the predictions file `pred` of `task` against `gold` (a file or a registered split, '@DIR' for another
     data folder) in `mode`; prints a Markdown table, writes `json_out` when given, returns the `ScoreResult`."""
-    from toolpaper.metrics import score
+    from toolpaper.metrics import UnknownIdError, score
 
     if json_out and Path(json_out).is_dir():
         raise D.DataError(json_out, "is a folder; give the path of the JSON file to write")
-    preds = read_predictions_file(pred, task, lenient)
-    res = score(task, preds, gold, mode, lenient=lenient)
+    lines: dict = {}
+    preds = read_predictions_file(pred, task, lenient, lines=lines)
+    try: res = score(task, preds, gold, mode, lenient=lenient)
+    except UnknownIdError as e:
+        raise D.DataError(
+            pred, f"{e.pid!r} is not an item of the gold {gold} ({e.count} unknown id(s) in the file)",
+            line=lines.get(e.pid), field="id",
+        ) from None
     out(f"{task} ({mode}) on {gold}: {len(preds)} predictions")
     out(res.to_markdown())
     for n in res.notes: print(f"toolpaper: note: {n}", file=sys.stderr)

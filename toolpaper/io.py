@@ -96,7 +96,9 @@ def _loads(text: str, path, line: int | None = None):
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise DataError(path, f"invalid JSON ({e.msg} at column {e.colno})", line=line or e.lineno) from None
+        # json's messages may end in "at" ("Unterminated string starting at"): the column follows once
+        what = e.msg.removesuffix(" at")
+        raise DataError(path, f"invalid JSON ({what} at column {e.colno})", line=line or e.lineno) from None
     except RecursionError:
         raise DataError(path, "invalid JSON (nested too deeply)", line=line) from None
 

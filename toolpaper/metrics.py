@@ -32,7 +32,8 @@ __all__ = ['NO_SEARCH_PHRASE', 'SEARCH_PHRASE', 'values_equal', 'SealCounts', 'p
            'match_calls', 'seal_strict_counts', 'seal_scores', 'seal_gold_answer', 'seal_error_taxonomy', 'DeerCounts',
            'deer_summary', 'baseline_action', 'deer_compat_counts', 'deer_item', 'deer_scores', 'umi_gold_steps',
            'arg_f1', 'rouge_l', 'umi_scores', 'retention_scores', 'bootstrap_ci', 'df_markdown', 'ScoreResult',
-           'prediction_problem', 'resolve_references', 'score', 'pct', 'ci_pct', 'mean_ci', 'with_ci', 'retention_ci']
+           'prediction_problem', 'UnknownIdError', 'resolve_references', 'score', 'pct', 'ci_pct', 'mean_ci', 'with_ci',
+           'retention_ci']
 
 # %% ../nbs/05_metrics.ipynb
 def _boolish(v):
@@ -722,6 +723,13 @@ def prediction_problem(task: str, p: dict) -> tuple[str, str] | None:
     return (bad, f"expected text or null, got {_kind(p[bad])}") if bad else None
 
 # %% ../nbs/05_metrics.ipynb
+class UnknownIdError(ValueError):
+    "A prediction whose id is not an item of the gold; `pid` is the first such id, `count` how many there are."
+    def __init__(self, pid: str, count: int = 1):
+        self.pid, self.count = pid, count
+        super().__init__(f"prediction id {pid!r} is not in the gold ({count} unknown id(s))")
+
+# %% ../nbs/05_metrics.ipynb
 def _align(
     predictions: list[dict], gold_ids: list[str], task: str, lenient: bool = False
 ) -> tuple[list[Any], list[str], int]:
@@ -740,7 +748,7 @@ def _align(
             p = {"id": pid}
         by[pid] = p
     unknown = [i for i in by if i not in set(gold_ids)]
-    if unknown: raise ValueError(f"prediction id {unknown[0]!r} is not in the gold ({len(unknown)} unknown id(s))")
+    if unknown: raise UnknownIdError(unknown[0], len(unknown))
     missing = [i for i in gold_ids if i not in by]
     if missing:
         notes.append(

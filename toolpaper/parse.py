@@ -16,8 +16,9 @@ def check_mode(mode: str) -> str:
     return mode
 
 # %% auto 0
-__all__ = ['Mode', 'DEER_MARKERS', 'PLAN_LABELS', 'check_mode', 'SealOutput', 'fenced_blocks', 'balanced_spans', 'load_literal',
-           'parse_seal', 'DeerOutput', 'parse_deer', 'UmiStep', 'parse_caller', 'parse_umi']
+__all__ = ['Mode', 'PYTHON_LITERAL_LIMIT', 'STRICT_WORK', 'DEER_MARKERS', 'PLAN_LABELS', 'check_mode', 'SealOutput',
+           'fenced_blocks', 'balanced_spans', 'load_literal', 'parse_seal', 'DeerOutput', 'parse_deer', 'UmiStep',
+           'parse_caller', 'parse_umi']
 
 # %% ../nbs/04_parse.ipynb
 class SealOutput(BaseModel):
@@ -100,19 +101,26 @@ def balanced_spans(s: str, opens: str = "[{", limit: int = 64) -> list[str]:
     return [s[a:found[a]] for a in sorted(found)]
 
 # %% ../nbs/04_parse.ipynb
-def load_literal(s: str) -> Any:
-    "Read JSON or a Python literal (no code is evaluated); raises ValueError when neither reads."
+PYTHON_LITERAL_LIMIT = 32_000
+
+def load_literal(s: str, python_limit: int = PYTHON_LITERAL_LIMIT) -> Any:
+    """Read JSON or a Python literal (no code is evaluated); raises ValueError when neither reads. Texts longer than
+    `python_limit` characters are read as JSON only: Python's parser takes seconds per megabyte."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")          # odd escapes in model text are not our warnings to show
-        return _load_literal(s.strip())
+        return _load_literal(s.strip(), len(s) <= python_limit)
 
 # %% ../nbs/04_parse.ipynb
-def _load_literal(s: str) -> Any:
-    for attempt in (s, _TRAILING_COMMA.sub(r"\1", s)):
+def _load_literal(s: str, python: bool = True) -> Any:
+    "JSON, then a Python literal (when `python`), each as written and with trailing commas dropped."
+    no_comma, n = _TRAILING_COMMA.subn(r"\1", s)
+    for attempt in (s, no_comma) if n else (s,):
         try: return json.loads(attempt)
         except MALFORMED: pass
+        if not python: continue
         try: return ast.literal_eval(attempt)
         except MALFORMED: pass
+        if not any(w in attempt for w in ("true", "false", "null")): continue      # the JSON words change nothing
         py = _JSON_WORDS.sub(
             lambda m: m.group(1) or {"true": "True", "false": "False", "null": "None"}[m.group(2)], attempt
         )
@@ -157,17 +165,23 @@ def _to_calls(items: Any, lenient: bool = False) -> list[Call] | None:
     return calls
 
 # %% ../nbs/04_parse.ipynb
+STRICT_WORK = (8, 1_000_000)
+
 def _seal_strict(text: str) -> SealOutput:
     cands = fenced_blocks(text) + [text]
     try:
         whole = load_literal(text)
         if isinstance(whole, str): cands.append(whole)    # the answer given as one quoted string
     except ValueError: pass
-    seen, empty = set(), False
+    # every candidate span is read at most once, and all of them together at most STRICT_WORK[0] times the text plus
+    # STRICT_WORK[1] characters: 64 nested spans of a megabyte would otherwise be read 64 times
+    seen, empty, budget = set(), False, STRICT_WORK[0] * len(text) + STRICT_WORK[1]
     for c in cands:
         for span in [c] + balanced_spans(c):
             if span in seen: continue
             seen.add(span)
+            budget -= len(span)
+            if budget < 0: break
             try: obj = load_literal(span)
             except ValueError: continue
             calls = _to_calls(obj)
