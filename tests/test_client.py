@@ -34,6 +34,12 @@ class Stub(http.server.BaseHTTPRequestHandler):
         raw = json.dumps(ok).encode()
         if fault == "truncated" and first: raw = raw[: len(raw) // 2]
         if fault == "nonjson" and first: raw = b"<html>gateway hiccup</html>"
+        # malformed answers: once ('nochoices', 'emptychoices', 'utf16', 'nullmessage') or always ('alwaysnochoices')
+        if fault in ("nochoices", "alwaysnochoices") and (first or fault.startswith("always")):
+            raw = json.dumps({k: v for k, v in ok.items() if k != "choices"}).encode()
+        if fault == "emptychoices" and first: raw = json.dumps({**ok, "choices": []}).encode()
+        if fault == "nullmessage" and first: raw = json.dumps({**ok, "choices": [{"index": 0, "message": None}]}).encode()
+        if fault == "utf16" and first: raw = b"\x00\xd8\x00garbage"
         self._send(200, raw)
 
     def _send(self, code, raw, headers=None):
@@ -85,6 +91,23 @@ def test_faults_are_retried_and_counted(server, monkeypatch):
     assert u.failures == 2
     assert (u.prompt_tokens, u.completion_tokens) == (7 * 7, 3 * 7)
     assert u.cost_usd == pytest.approx((49 * 1.0 + 21 * 2.0) / 1e6)
+
+
+def test_malformed_answers_are_retried_then_named(server):
+    c = client(server)
+    words = ["nochoices-1", "emptychoices-1", "nullmessage-1", "utf16-1", "alwaysnochoices-1"]
+    res = c.complete([[{"role": "user", "content": w}] for w in words], max_tokens=5, errors="return")
+    assert [r.text for r in res[:4]] == [f"answer to {w}" for w in words[:4]]
+    assert c.usage.retries == 4 + 3
+    err = str(res[4])
+    assert isinstance(res[4], LLMError)
+    for part in ("stub-model at " + server, "request 'alwaysnochoices-1'", "after 4 attempt(s)", "no 'choices' list"):
+        assert part in err, (part, err)
+
+
+def test_scheme_less_base_url_is_named():
+    with pytest.raises(ValueError, match="did you mean 'http://127.0.0.1:9/v1'"):
+        OpenAIClient("m", base_url="127.0.0.1:9/v1")
 
 
 def test_backoff_grows_and_is_capped(server):

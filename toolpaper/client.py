@@ -13,7 +13,8 @@ from .engine import cut_at_stop
 
 # %% auto 0
 __all__ = ['Prompt', 'PROMPT_ORIGINS', 'Completion', 'Usage', 'LLMError', 'CacheMiss', 'Params', 'request_key', 'check_prompt',
-           'Client', 'LocalClient', 'OpenAIClient', 'RecordReplay', 'make_client']
+           'Client', 'LocalClient', 'MalformedResponse', 'check_response', 'check_base_url', 'OpenAIClient',
+           'RecordReplay', 'make_client']
 
 # %% ../nbs/12_client.ipynb
 Prompt = Union[str, list, dict]
@@ -243,6 +244,27 @@ class LocalClient(Client):
         return res
 
 # %% ../nbs/12_client.ipynb
+class MalformedResponse(ValueError):
+    "A server's answer without the fields of an OpenAI response (retried like a server error)."
+
+# %% ../nbs/12_client.ipynb
+def check_response(r, api: str = "chat"):
+    """The first choice of a server's response `r` to the `api` endpoint; a `MalformedResponse` saying what is missing
+    when it is not an OpenAI response."""
+    choices = getattr(r, "choices", None)
+    if not isinstance(choices, list):
+        got = type(r).__name__ if not hasattr(r, "choices") else f"'choices' is {type(choices).__name__}"
+        raise MalformedResponse(f"malformed response: no 'choices' list ({got})")
+    if not choices: raise MalformedResponse("malformed response: an empty 'choices' list")
+    ch = choices[0]
+    if api == "completions":
+        if not isinstance(getattr(ch, "text", None), str):
+            raise MalformedResponse("malformed response: choices[0] has no 'text'")
+    elif getattr(ch, "message", None) is None:
+        raise MalformedResponse("malformed response: choices[0] has no 'message'")
+    return ch
+
+# %% ../nbs/12_client.ipynb
 def _retryable(e: Exception) -> bool:
     import openai
 
@@ -255,6 +277,8 @@ def _retryable(e: Exception) -> bool:
             openai.APIConnectionError,
             openai.APIResponseValidationError,
             json.JSONDecodeError,
+            UnicodeDecodeError,
+            MalformedResponse,
         ),
     ): return True
     if isinstance(e, openai.APIStatusError): return e.status_code == 429 or e.status_code >= 500
@@ -267,6 +291,26 @@ def _matched_stop(choice) -> str | None:
         if v is None and getattr(choice, "model_extra", None): v = choice.model_extra.get(k)
         if isinstance(v, str) and v: return v
     return None
+
+# %% ../nbs/12_client.ipynb
+def check_base_url(url: str | None) -> str | None:
+    "`url` itself when it is None or an http(s) URL with a host; a ValueError saying what is wrong otherwise."
+    from urllib.parse import urlparse
+    if url is None: return None
+    u = urlparse(url)
+    if u.scheme not in ("http", "https"):
+        raise ValueError(f"base URL {url!r} has no http:// or https:// scheme (did you mean 'http://{url}'?)")
+    if not u.hostname: raise ValueError(f"base URL {url!r} names no host")
+    try: u.port
+    except ValueError: raise ValueError(f"base URL {url!r}: the port is not a number in 0-65535") from None
+    return url
+
+# %% ../nbs/12_client.ipynb
+def _preview(prompt: Prompt) -> str:
+    "The start of a prompt's last message (or text), quoted, to name a request in an error."
+    if isinstance(prompt, dict): prompt = prompt["messages"]
+    text = prompt if isinstance(prompt, str) else str(prompt[-1].get("content", ""))
+    return repr(text[:40] + ("…" if len(text) > 40 else ""))
 
 # %% ../nbs/12_client.ipynb
 class OpenAIClient(Client):
@@ -291,6 +335,7 @@ class OpenAIClient(Client):
         super().__init__()
         from openai import OpenAI
         if api not in ("chat", "completions"): raise ValueError(f"api {api!r}: expected 'chat' or 'completions'")
+        check_base_url(base_url)
         self.model, self.base_url, self.api, self.concurrency = model, base_url, api, max(1, concurrency)
         self.client = OpenAI(
             base_url=base_url, api_key=os.environ.get(api_key_env) or "EMPTY", timeout=timeout, max_retries=0
@@ -323,7 +368,8 @@ class OpenAIClient(Client):
         )
         if self.api == "completions":
             r = self.client.completions.create(prompt=prompt + prefix, **kw)
-            return r, r.choices[0], r.choices[0].text or ""
+            ch = check_response(r, "completions")
+            return r, ch, ch.text
         tools = prompt["tools"] if isinstance(prompt, dict) else None
         msgs = list(prompt["messages"] if tools is not None else prompt) + (
             [{"role": "assistant", "content": prefix}] if prefix else []
@@ -331,8 +377,8 @@ class OpenAIClient(Client):
         extra = {"continue_final_message": True, "add_generation_prompt": False} if prefix else None
         if tools is not None: kw["tools"] = tools
         r = self.client.chat.completions.create(messages=msgs, extra_body=extra, **kw)
-        msg = r.choices[0].message
-        text = msg.content or ""
+        msg = check_response(r, "chat").message
+        text = msg.content if isinstance(msg.content, str) else ""
         calls = getattr(msg, "tool_calls", None) or []
         # native tool calls come back as {"name", "arguments"} objects after the text
         if calls:
@@ -357,7 +403,8 @@ class OpenAIClient(Client):
                 self.usage.add(seconds=time.perf_counter() - t0)
                 if not _retryable(e) or attempt == self.max_retries: break
                 time.sleep(self.wait(attempt)); continue
-            pt, ct = (r.usage.prompt_tokens or 0, r.usage.completion_tokens or 0) if r.usage else (0, 0)
+            u = getattr(r, "usage", None)
+            pt, ct = (getattr(u, "prompt_tokens", 0) or 0, getattr(u, "completion_tokens", 0) or 0) if u else (0, 0)
             cost = (pt * self.prices[0] + ct * self.prices[1]) / 1e6 if self.prices else 0.0
             self.usage.add(prompt_tokens=pt, completion_tokens=ct, cost_usd=cost, seconds=time.perf_counter() - t0)
             hit = _matched_stop(ch)
@@ -365,7 +412,7 @@ class OpenAIClient(Client):
                 text += hit
             return Completion(
                 cut_at_stop(text, par.stop, par.include_stop),
-                r.model or self.model,
+                getattr(r, "model", None) or self.model,
                 pt,
                 ct,
                 False,
@@ -374,7 +421,8 @@ class OpenAIClient(Client):
             )
         self.usage.add(failures=1)
         return LLMError(
-            f"{self.model}: request failed after {attempt + 1} attempt(s): {type(last).__name__}: {str(last)[:200]}"
+            f"{self.model} at {self.base_url or 'the OpenAI API'}: request {_preview(prompt)} failed after "
+            f"{attempt + 1} attempt(s): {type(last).__name__}: {str(last)[:200]}"
         )
 
     def _complete(self, items, progress=False):
