@@ -93,6 +93,63 @@ def server():
     except subprocess.TimeoutExpired: p.kill()
 
 
+def _post(url, body: bytes | dict, timeout=60):
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    req = urllib.request.Request(url + "/chat/completions", raw, {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r: return r.status, json.load(r)
+    except urllib.error.HTTPError as e: return e.code, json.load(e)
+
+
+def test_serve_refuses_bad_requests_at_once_and_keeps_answering(server):
+    hi = [{"role": "user", "content": "Say hi"}]
+    t0 = time.time()
+    code, r = _post(server, {"model": "tiny-random-llama", "messages": hi, "max_tokens": 10**12})
+    assert code == 400 and "the model's context is 2048 tokens" in r["error"]["message"], r
+    assert time.time() - t0 < 10
+    code, r = _post(server, {"model": "tiny-random-llama", "messages": [{"role": "wizard", "content": "x"}]})
+    assert code == 400 and "'wizard'" in r["error"]["message"], r
+    code, r = _post(server, b'{"model": "tiny-random-llama", "messages": [{"role": "user", "content": "x"}], '
+                            b'"temperature": NaN}')
+    assert code == 400 and "temperature" in r["error"]["message"], r
+    code, r = _post(server, {"model": "tiny-random-llama", "messages": hi, "max_tokens": 4}, timeout=30)
+    assert code == 200 and r["usage"]["completion_tokens"] <= 4
+
+
+def test_serve_exits_promptly_and_cleanly_on_sigterm(tmp_path):
+    """Requests in flight (16 long generations) do not hold a SIGTERM: the server stops accepting, gives them its
+    grace period and exits 0."""
+    import threading
+    port = _free_port()
+    p = subprocess.Popen([str(EXE.with_name("toolpaper")), "serve", "--model", "tiny-random-llama", "--port", str(port)],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/models", timeout=2): break
+        except OSError: time.sleep(0.5)
+    body = {"model": "tiny-random-llama", "messages": [{"role": "user", "content": "Tell a long story"}],
+            "max_tokens": 2000, "temperature": 1.0}
+    answers = []
+    ts = [threading.Thread(target=lambda: answers.append(_try_post(url, body)), daemon=True) for _ in range(16)]
+    for t in ts: t.start()
+    time.sleep(3)
+    t0 = time.time()
+    p.send_signal(signal.SIGTERM)
+    try: rc = p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill(); raise AssertionError("toolpaper serve ignored SIGTERM for 30 s")
+    took = time.time() - t0
+    assert rc == 0, p.stdout.read()[-2000:]
+    assert took < 10, took
+
+
+def _try_post(url, body):
+    try: return _post(url, body, timeout=60)[0]
+    except OSError as e: return type(e).__name__
+
+
 @pytest.mark.parametrize(
     "suite,extra", [("seal", ["--candidates", "gold", "--prompt", "toolpaper"]), ("deer", ["--api", "completions"])]
 )

@@ -180,7 +180,7 @@ class LocalClient(Client):
         loaded: tuple | None = None,
     ):
         super().__init__()
-        from toolpaper.engine import make_engine
+        from toolpaper.engine import context_length, make_engine
         from toolpaper.models import load_model
         self.model_obj, self.tok = loaded if loaded is not None else load_model(model, adapter=adapter, device=device)
         kw = (
@@ -189,6 +189,7 @@ class LocalClient(Client):
             else {"precision": precision, "prefix_cache_mb": prefix_cache_mb, "draft": draft}
         )
         self.engine = make_engine(self.model_obj, self.tok, engine, batch_size=batch_size, **kw)
+        self.context_length = context_length(self.model_obj)       # prompt + new tokens the model holds (or None)
         self.model = name or (str(model) + (f"+{Path(str(adapter).rstrip('/')).name}" if adapter else ""))
         self.seed = seed
 

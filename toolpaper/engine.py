@@ -10,8 +10,8 @@ from typing import Sequence
 import numpy as np
 
 # %% auto 0
-__all__ = ['SUPPORTED', 'causal_lm', 'engine_support', 'Request', 'Output', 'EngineStats', 'stop_index', 'cut_at_stop',
-           'PrefixCache', 'lookup_draft', 'Engine', 'generate', 'HFEngine', 'make_engine']
+__all__ = ['SUPPORTED', 'causal_lm', 'engine_support', 'context_length', 'check_context', 'Request', 'Output', 'EngineStats',
+           'stop_index', 'cut_at_stop', 'PrefixCache', 'lookup_draft', 'Engine', 'generate', 'HFEngine', 'make_engine']
 
 # %% ../nbs/11_engine.ipynb
 SUPPORTED = ("llama", "mistral", "qwen2", "qwen3")
@@ -34,6 +34,24 @@ def engine_support(model) -> str | None:
     if not all(hasattr(a, p) for p in ("q_proj", "k_proj", "v_proj", "o_proj")):
         return "attention without q/k/v/o projections"
     return None
+
+# %% ../nbs/11_engine.ipynb
+def context_length(model) -> int | None:
+    "The most tokens (prompt and new tokens together) `model` takes: its config's `max_position_embeddings`, or None."
+    n = getattr(getattr(causal_lm(model), "config", None), "max_position_embeddings", None)
+    return n if isinstance(n, int) and n > 0 else None
+
+# %% ../nbs/11_engine.ipynb
+def check_context(reqs, limit: int | None) -> None:
+    """A ValueError naming the first request whose prompt and `max_new_tokens` together pass `limit` tokens: no
+    cache is allocated for a sequence the model cannot hold."""
+    if limit is None: return
+    for i, r in enumerate(reqs):
+        if len(r.ids) + r.max_new_tokens > limit:
+            raise ValueError(
+                f"request {i}: {len(r.ids)} prompt tokens + max_new_tokens {r.max_new_tokens} exceed the model's "
+                f"context of {limit} tokens (at most {max(0, limit - len(r.ids))} new tokens for this prompt)"
+            )
 
 # %% ../nbs/11_engine.ipynb
 @dataclass
@@ -203,6 +221,7 @@ class Engine:
         self.eos = set(eos) | ({tok.eos_token_id} if tok.eos_token_id is not None else set())
         # [layers, 2 (k, v), slots, kv heads, capacity, head dim]
         self.kv = None
+        self.cancel = None          # a threading.Event: when set, generate stops between steps with a RuntimeError
         self.q8 = self._quantize() if precision == "int8" else None
         self._torch = torch
 
@@ -338,6 +357,7 @@ def generate(self, reqs: Sequence[Request], progress: bool = False) -> list[Outp
     for i, r in enumerate(reqs):
         if len(r.ids) == 0: raise ValueError(f"request {i}: empty prompt")
         if r.max_new_tokens < 1: raise ValueError(f"request {i}: max_new_tokens must be at least 1")
+    check_context(reqs, context_length(self.lm))
     cap = max(len(r.ids) + r.max_new_tokens for r in reqs)
     if self.window and cap > self.window:
         raise ValueError(f"a sequence of {cap} tokens exceeds the model's sliding window ({self.window}); use HFEngine")
@@ -391,6 +411,7 @@ def generate(self, reqs: Sequence[Request], progress: bool = False) -> list[Outp
 
     try:
         while queue or live:
+            if self.cancel is not None and self.cancel.is_set(): raise RuntimeError("generation cancelled")
             while queue and len(live) < slots: admit(queue.pop())
             for b in range(len(live) - 1, -1, -1):
                 s, r = live[b], reqs[live[b]["i"]]
@@ -452,6 +473,7 @@ class HFEngine:
         import torch
         from tqdm.auto import tqdm
         reqs = list(reqs)
+        check_context(reqs, context_length(self.model))
         out: list[Output | None] = [None] * len(reqs)
         groups: dict[tuple, list[int]] = {}
         for i, r in enumerate(reqs): groups.setdefault((r.max_new_tokens, tuple(r.stop), r.temperature), []).append(i)

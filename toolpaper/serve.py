@@ -4,43 +4,61 @@
 
 # %% ../nbs/21_serve.ipynb 3
 from __future__ import annotations
-import asyncio, queue, threading, time, uuid
+import asyncio, math, queue, threading, time, uuid
 from concurrent.futures import Future
 from pathlib import Path
 from fastapi import FastAPI, Request          # at module level: FastAPI reads the endpoints' annotations from here
 
 # %% auto 0
-__all__ = ['Batcher', 'make_app', 'load_clients', 'serve']
+__all__ = ['ROLES', 'Batcher', 'read_request', 'make_app', 'load_clients', 'serve']
 
 # %% ../nbs/21_serve.ipynb
 class Batcher:
-    "A worker thread that answers queued `(model, prompt, prefix, Params)` requests in batches."
+    """A worker thread that answers queued `(model, prompt, prefix, Params)` requests in batches; a failed batch is
+    retried one request at a time, so a bad request fails alone."""
     def __init__(self, clients: dict, window: float = 0.01, max_batch: int = 64):
         self.clients, self.window, self.max_batch = clients, window, max_batch
         self.q: queue.Queue = queue.Queue()
+        self.stopping = threading.Event()
+        for c in clients.values():       # a local engine checks this between decode steps: stop() cancels its batch
+            if hasattr(getattr(c, "engine", None), "cancel"): c.engine.cancel = self.stopping
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
     def submit(self, model: str, prompt, prefix: str, params) -> Future:
         f: Future = Future()
+        if self.stopping.is_set(): f.set_exception(RuntimeError("the server is shutting down")); return f
         self.q.put((model, prompt, prefix, params, f))
         return f
 
-    def _run(self):
+    def stop(self) -> None:
+        "Refuse new requests, fail the queued ones and cancel the batch being decoded (on a local engine)."
+        self.stopping.set()
         while True:
-            jobs = [self.q.get()]
+            try: *_, f = self.q.get_nowait()
+            except queue.Empty: return
+            f.set_exception(RuntimeError("the server is shutting down"))
+
+    def _run(self):
+        while not self.stopping.is_set():
+            try: jobs = [self.q.get(timeout=0.2)]
+            except queue.Empty: continue
             end = time.monotonic() + self.window
             while len(jobs) < self.max_batch:
                 try: jobs.append(self.q.get(timeout=max(0.0, end - time.monotonic())))
                 except queue.Empty: break
             by: dict[str, list] = {}
             for j in jobs: by.setdefault(j[0], []).append(j)
-            for model, group in by.items():
-                try:
-                    res = self.clients[model]._complete([(p, pre, par) for _, p, pre, par, _ in group])
-                    for (*_, f), r in zip(group, res): f.set_result(r)
-                except Exception as e:          # a failed batch fails its requests, not the server
-                    for *_, f in group: f.set_exception(e)
+            for model, group in by.items(): self._answer(model, group)
+
+    def _answer(self, model: str, group: list) -> None:
+        try:
+            res = self.clients[model]._complete([(p, pre, par) for _, p, pre, par, _ in group])
+            for (*_, f), r in zip(group, res): f.set_result(r)
+        except Exception as e:          # a failed batch is retried request by request: only the bad one fails
+            if len(group) == 1: group[0][-1].set_exception(e)
+            else:
+                for j in group: self._answer(model, [j])
 
 # %% ../nbs/21_serve.ipynb
 def _stops(x) -> tuple:
@@ -58,38 +76,122 @@ def _finish(text: str, reason: str | None, stops: tuple) -> tuple[str, str, str 
     return text, "length" if reason == "length" else "stop", None
 
 # %% ../nbs/21_serve.ipynb
-def make_app(clients: dict, window: float = 0.01):
-    "A FastAPI app serving `clients` ({model name: LocalClient}) with OpenAI-compatible endpoints."
-    from fastapi.responses import JSONResponse
-    from toolpaper.client import Params, check_prompt
-    app = FastAPI(title="toolpaper serve")
-    batcher = Batcher(clients, window)
+ROLES = ("system", "developer", "user", "assistant", "tool")
 
-    def err(code: int, msg: str, kind: str = "invalid_request_error"):
-        return JSONResponse({"error": {"message": msg, "type": kind, "code": code}}, status_code=code)
+def _number(b: dict, key: str, default, lo: float, hi: float, integer: bool = False):
+    v = b.get(key)
+    if v is None: return default
+    if isinstance(v, bool) or not isinstance(v, int if integer else (int, float)):
+        raise ValueError(f"{key} must be {'an integer' if integer else 'a number'}, got {v!r}"[:120])
+    if not (math.isfinite(v) and lo <= v <= hi):
+        raise ValueError(f"{key} must be {'an integer' if integer else 'a finite number'} in [{lo}, {hi}], got {v!r}")
+    return v
 
-    async def body_of(req: Request):
-        try: b = await req.json()
-        except Exception: return None, err(400, "the request body is not JSON")
-        if not isinstance(b, dict): return None, err(400, "the request body must be a JSON object")
-        if b.get("stream"): return None, err(400, "streaming is not supported by toolpaper serve")
-        if b.get("n", 1) != 1: return None, err(400, "n > 1 is not supported by toolpaper serve")
-        if b.get("model") not in clients:
-            return None, err(
-                404, f"model {b.get('model')!r} is not served; served: {sorted(clients)}", "not_found_error"
+# %% ../nbs/21_serve.ipynb
+def _chat_prompt(b: dict):
+    "(prompt, assistant prefix) of a chat request; a ValueError for a role or message the server does not take."
+    from toolpaper.client import check_prompt
+    msgs = b.get("messages")
+    if not isinstance(msgs, list) or not msgs: raise ValueError("messages must be a non-empty list")
+    for k, m in enumerate(msgs):
+        if not isinstance(m, dict) or m.get("role") not in ROLES:
+            role = m.get("role") if isinstance(m, dict) else m
+            raise ValueError(f"messages[{k}].role must be one of {', '.join(ROLES)}, got {role!r}"[:160])
+    prefix = ""
+    if b.get("continue_final_message") and msgs[-1].get("role") == "assistant":
+        prefix, msgs = str(msgs[-1].get("content") or ""), msgs[:-1]
+    return check_prompt({"messages": msgs, "tools": b["tools"]} if b.get("tools") else msgs, 0), prefix
+
+# %% ../nbs/21_serve.ipynb
+def read_request(b: dict, client, chat: bool = True) -> list[tuple]:
+    """The `(prompt, prefix, Params)` items of a request body `b` to `client`, every field checked; a ValueError that
+    says what is wrong (and, for `max_tokens` past the context, how many new tokens fit)."""
+    from toolpaper.client import Params
+    limit = getattr(client, "context_length", None) or 2 ** 31
+    asked = _number(b, "max_completion_tokens", None, 1, 2 ** 63, True)
+    asked = _number(b, "max_tokens", asked, 1, 2 ** 63, True) if asked is None else asked
+    t = float(_number(b, "temperature", 0.0, 0.0, 2.0))
+    if chat: items = [_chat_prompt(b)]
+    else:
+        ps = b.get("prompt")
+        ps = [ps] if isinstance(ps, str) else ps
+        if not (isinstance(ps, list) and ps and all(isinstance(p, str) for p in ps)):
+            raise ValueError("prompt must be a text or a list of texts")
+        items = [(p, "") for p in ps]
+    out = []
+    for prompt, prefix in items:
+        n = len(client.encode(prompt, prefix)) if hasattr(client, "encode") else 0
+        room = limit - n
+        if room < 1 or (asked is not None and asked > room):
+            raise ValueError(
+                f"max_tokens {asked if asked is not None else 'default'} is too large: the prompt has {n} tokens and "
+                f"the model's context is {limit} tokens, so at most {max(0, room)} new tokens fit"
             )
-        return b, None
+        out.append((prompt, prefix, Params(asked or min(256, room), _stops(b.get("stop")), True, t)))
+    return out
 
-    def params(b: dict) -> Params:
-        mt = b.get("max_completion_tokens", b.get("max_tokens")) or 256
-        if not isinstance(mt, int) or mt < 1: raise ValueError("max_tokens must be a positive integer")
-        t = b.get("temperature") or 0.0
-        if not isinstance(t, (int, float)) or t < 0: raise ValueError("temperature must be a non-negative number")
-        return Params(mt, _stops(b.get("stop")), True, float(t))
+# %% ../nbs/21_serve.ipynb
+def _answer_chat(b: dict, c, stop: tuple) -> dict:
+    text, reason, hit = _finish(c.text, c.finish_reason, stop)
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
+        "model": b["model"],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": reason,
+                     "stop_reason": hit}],
+        "usage": _usage([c]),
+    }
 
-    def usage(cs) -> dict:
-        pt, ct = sum(c.prompt_tokens for c in cs), sum(c.completion_tokens for c in cs)
-        return {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}
+# %% ../nbs/21_serve.ipynb
+def _answer_completions(b: dict, cs: list, stop: tuple) -> dict:
+    choices = []
+    for i, c in enumerate(cs):
+        text, reason, hit = _finish(c.text, c.finish_reason, stop)
+        choices.append({"index": i, "text": text, "finish_reason": reason, "stop_reason": hit, "logprobs": None})
+    return {"id": f"cmpl-{uuid.uuid4().hex[:24]}", "object": "text_completion", "created": int(time.time()),
+            "model": b["model"], "choices": choices, "usage": _usage(cs)}
+
+# %% ../nbs/21_serve.ipynb
+def _usage(cs) -> dict:
+    pt, ct = sum(c.prompt_tokens for c in cs), sum(c.completion_tokens for c in cs)
+    return {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}
+
+# %% ../nbs/21_serve.ipynb
+def _error(code: int, msg: str, kind: str = "invalid_request_error"):
+    from fastapi.responses import JSONResponse
+    return JSONResponse({"error": {"message": msg, "type": kind, "code": code}}, status_code=code)
+
+# %% ../nbs/21_serve.ipynb
+async def _body(req: Request, clients: dict):
+    "(body, None) for a request the endpoints can take, else (None, the error response)."
+    import json
+    try: b = json.loads(await req.body())
+    except (ValueError, RecursionError): return None, _error(400, "the request body is not JSON")
+    if not isinstance(b, dict): return None, _error(400, "the request body must be a JSON object")
+    if b.get("stream"): return None, _error(400, "streaming is not supported by toolpaper serve")
+    if b.get("n", 1) != 1: return None, _error(400, "n > 1 is not supported by toolpaper serve")
+    if not isinstance(b.get("model"), str) or b["model"] not in clients:
+        return None, _error(404, f"model {b.get('model')!r} is not served; served: {sorted(clients)}", "not_found_error")
+    return b, None
+
+# %% ../nbs/21_serve.ipynb
+async def _generate(batcher: Batcher, b: dict, clients: dict, chat: bool):
+    "(the completions of a checked request, its stop strings), or (None, the error response)."
+    try: items = read_request(b, clients[b["model"]], chat)
+    except ValueError as e: return None, _error(400, str(e))
+    futs = [asyncio.wrap_future(batcher.submit(b["model"], p, pre, par)) for p, pre, par in items]
+    try: cs = await asyncio.gather(*futs)
+    except ValueError as e: return None, _error(400, str(e))
+    except Exception as e:
+        if batcher.stopping.is_set(): return None, _error(503, "the server is shutting down", "server_error")
+        return None, _error(500, f"{type(e).__name__}: {e}"[:300], "server_error")
+    return (cs, items[0][2].stop), None
+
+# %% ../nbs/21_serve.ipynb
+def make_app(clients: dict, window: float = 0.01):
+    """A FastAPI app serving `clients` ({model name: LocalClient}) with OpenAI-compatible endpoints; its batcher is
+    `app.state.batcher`."""
+    app = FastAPI(title="toolpaper serve")
+    app.state.batcher = batcher = Batcher(clients, window)
 
     @app.get("/v1/models")
     async def models():
@@ -100,62 +202,17 @@ def make_app(clients: dict, window: float = 0.01):
 
     @app.post("/v1/chat/completions")
     async def chat(req: Request):
-        b, bad = await body_of(req)
+        b, bad = await _body(req, clients)
         if bad: return bad
-        try:
-            par = params(b)
-            msgs, prefix = list(b.get("messages") or []), ""
-            if (
-                b.get("continue_final_message")
-                and msgs
-                and isinstance(msgs[-1], dict)
-                and msgs[-1].get("role") == "assistant"
-            ):
-                prefix, msgs = str(msgs[-1].get("content") or ""), msgs[:-1]
-            prompt = check_prompt({"messages": msgs, "tools": b["tools"]} if b.get("tools") else msgs, 0)
-        except ValueError as e: return err(400, str(e))
-        try: c = await asyncio.wrap_future(batcher.submit(b["model"], prompt, prefix, par))
-        except ValueError as e: return err(400, str(e))
-        text, reason, hit = _finish(c.text, c.finish_reason, par.stop)
-        return {
-            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": b["model"],
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": reason,
-                    "stop_reason": hit,
-                }
-            ],
-            "usage": usage([c]),
-        }
+        got, bad = await _generate(batcher, b, clients, chat=True)
+        return bad or _answer_chat(b, got[0][0], got[1])
 
     @app.post("/v1/completions")
     async def completions(req: Request):
-        b, bad = await body_of(req)
+        b, bad = await _body(req, clients)
         if bad: return bad
-        prompts = b.get("prompt")
-        prompts = [prompts] if isinstance(prompts, str) else prompts
-        if not (isinstance(prompts, list) and prompts and all(isinstance(p, str) for p in prompts)):
-            return err(400, "prompt must be a text or a list of texts")
-        try: par = params(b)
-        except ValueError as e: return err(400, str(e))
-        cs = await asyncio.gather(*[asyncio.wrap_future(batcher.submit(b["model"], p, "", par)) for p in prompts])
-        choices = []
-        for i, c in enumerate(cs):
-            text, reason, hit = _finish(c.text, c.finish_reason, par.stop)
-            choices.append({"index": i, "text": text, "finish_reason": reason, "stop_reason": hit, "logprobs": None})
-        return {
-            "id": f"cmpl-{uuid.uuid4().hex[:24]}",
-            "object": "text_completion",
-            "created": int(time.time()),
-            "model": b["model"],
-            "choices": choices,
-            "usage": usage(cs),
-        }
+        got, bad = await _generate(batcher, b, clients, chat=False)
+        return bad or _answer_completions(b, *got)
 
     return app
 
@@ -174,9 +231,24 @@ def load_clients(model: str, adapters=(), name: str | None = None, **local) -> d
     return out
 
 # %% ../nbs/21_serve.ipynb
-def serve(model: str, adapters=(), host: str = "127.0.0.1", port: int = 8000, name: str | None = None, **local) -> None:
-    "Serve `model` and its adapters until interrupted."
+def serve(model: str, adapters=(), host: str = "127.0.0.1", port: int = 8000, name: str | None = None,
+          grace: float = 3.0, **local) -> None:
+    """Serve `model` and its adapters until interrupted; on SIGTERM or Ctrl-C the server stops accepting, gives
+    requests in flight `grace` seconds, fails the rest and returns."""
     import uvicorn
     clients = load_clients(model, adapters, name, **local)
+    app = make_app(clients)
+    batcher = app.state.batcher
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame):
+            if not self.should_exit:
+                print(f"toolpaper serve: signal {sig}: stopping (requests in flight get {grace:g} s)", flush=True)
+                threading.Timer(grace, batcher.stop).start()
+            super().handle_exit(sig, frame)
+            self._captured_signals.clear()          # a requested stop is a clean exit (0), not death by the signal
+
     print(f"serving {', '.join(clients)} at http://{host}:{port}/v1", flush=True)
-    uvicorn.run(make_app(clients), host=host, port=port, log_level="warning")
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=grace + 2)
+    try: Server(config).run()
+    finally: batcher.stop()
