@@ -51,7 +51,9 @@ class BenchConfig:
             ("agent", self.agent, ("single", "umi")),
         ]:
             if val not in ok: raise ValueError(f"{name} {val!r}: choose {', '.join(ok)}")
-        if self.limit is not None and self.limit < 1: raise ValueError("limit must be at least 1")
+        for name in ("limit", "chunk", "k"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or v < 1): raise ValueError(f"{name} must be at least 1, got {v!r}")
         if self.suite != "seal" and self.prompt == "native": raise ValueError("prompt='native' is for the seal suite")
         if self.max_tokens is None: self.max_tokens = MAX_TOKENS[self.suite]
 

@@ -4,14 +4,14 @@
 
 # %% ../nbs/99_cli.ipynb 3
 from __future__ import annotations
-import argparse, json, os, shutil, sys, tempfile
+import argparse, json, os, shutil, sys, tempfile, warnings
 from pathlib import Path
 from . import data as D
-from .report import EXPERIMENTS, PROFILES, df_markdown, parse_params, reproduce
+from .report import EXPERIMENTS, PROFILES, parse_params, reproduce
 
 # %% auto 0
 __all__ = ['data_check', 'data_stats', 'export_tools', 'data_export', 'read_predictions_file', 'run_eval', 'bench_client',
-           'run_bench_cli', 'bench_table_cli', 'build_parser', 'main']
+           'run_bench_cli', 'bench_table_cli', 'positive_int', 'port_number', 'check_cli_paths', 'build_parser', 'main']
 
 # %% ../nbs/99_cli.ipynb
 def data_check(root=None, download: bool = True, out=print) -> bool:
@@ -61,6 +61,7 @@ def data_check(root=None, download: bool = True, out=print) -> bool:
 def data_stats(root=None, out=print) -> None:
     "Seal-Tools Table 1 and DEER Table 2 of the data folder as Markdown, then the DEER tool statistics as JSON."
     from toolpaper import stats as S
+    from toolpaper.metrics import df_markdown
     inp = S.load_stats_inputs(root)
     out(df_markdown(S.seal_table1(inp["seal_tools"], inp["seal_splits"])))
     out("")
@@ -239,6 +240,53 @@ def bench_table_cli(folders, md_out: str | None = None, out=print) -> None:
     if md_out: D.atomic_write_text(md_out, text)
 
 # %% ../nbs/99_cli.ipynb
+def positive_int(text: str) -> int:
+    "An argparse type: an integer of at least 1."
+    try: v = int(text)
+    except ValueError: raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 1: raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    return v
+
+# %% ../nbs/99_cli.ipynb
+def port_number(text: str) -> int:
+    "An argparse type: a TCP port, 1-65535."
+    try: v = int(text)
+    except ValueError: raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= v <= 65535: raise argparse.ArgumentTypeError(f"a port is 1-65535, got {v}")
+    return v
+
+# %% ../nbs/99_cli.ipynb
+def _looks_like_path(name: str) -> bool:
+    "A model argument meant as a folder: absolute, relative with ./ or ~, or deeper than a Hugging Face 'org/name'."
+    return name.startswith(("/", "./", "../", "~", ".\\")) or name.count("/") > 1 or "\\" in name
+
+# %% ../nbs/99_cli.ipynb
+def check_cli_paths(args) -> None:
+    """A ValueError naming the flag when a model folder, adapter folder, record file or data folder the command names
+    does not exist, or a base URL has no scheme; run before anything loads."""
+    from toolpaper.client import check_base_url
+    from toolpaper.models import MODELS
+    model = getattr(args, "model", None)
+    if model and not getattr(args, "base_url", None) and model not in MODELS and _looks_like_path(model):
+        if not Path(model).expanduser().exists():
+            raise ValueError(f"--model {model}: no such folder (give a registered name — {', '.join(MODELS)} — a "
+                             "Hugging Face id such as org/name, or an existing folder)")
+    adapters = getattr(args, "adapter", None)
+    for a in adapters if isinstance(adapters, list) else [adapters] if adapters else []:
+        folder = a.partition("=")[2] if "=" in a else a
+        if not Path(folder, "adapter_config.json").exists():
+            raise ValueError(f"--adapter {a}: {folder} is not a PEFT adapter folder (no adapter_config.json)")
+    for flag in ("replay", "pred", "examples"):
+        v = getattr(args, flag, None)
+        if v and not Path(v).is_file(): raise ValueError(f"--{flag} {v}: no such file")
+    d = getattr(args, "data_dir", None)                # (data check may fill a new folder: it is not checked here)
+    if d and d != "sample" and args.cmd != "data" and not Path(d).is_dir():
+        raise ValueError(f"--data-dir {d}: no such folder")
+    if getattr(args, "base_url", None):
+        try: check_base_url(args.base_url)
+        except ValueError as e: raise ValueError(f"--base-url: {e}") from None
+
+# %% ../nbs/99_cli.ipynb
 def build_parser() -> argparse.ArgumentParser:
     "The `toolpaper` argument parser with all its subcommands."
     ap = argparse.ArgumentParser(prog="toolpaper", description="Reproduce Seal-Tools, alpha-UMi and DEER experiments.")
@@ -292,7 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--replay", default=None, help="answer from this record file (offline, exact)")
     b.add_argument("--no-record", action="store_true", help="do not write OUT/requests.jsonl")
     b.add_argument("--split", default=None)
-    b.add_argument("--limit", type=int, default=None, help="a seeded, stratified subset of N items")
+    b.add_argument("--limit", type=positive_int, default=None, help="a seeded, stratified subset of N items")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument(
         "--out", default=None, help="run folder (predictions, metrics); default runs/bench/<suite>-<split>-<model>"
@@ -308,7 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--candidates", choices=["bm25", "dense", "gold", "released"], default="bm25", help="(seal) candidate tools"
     )
     b.add_argument("--subset", choices=["all", "single", "multiple", "nested"], default="all", help="(seal) instances")
-    b.add_argument("--k", type=int, default=5, help="(seal) candidates per prompt")
+    b.add_argument("--k", type=positive_int, default=5, help="(seal) candidates per prompt")
     b.add_argument(
         "--dense-model",
         default="all-minilm-l6-v2",
@@ -326,8 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for r in ("planner", "caller", "summarizer"):
         b.add_argument(f"--{r}", default=None, help=f"(umi --agent umi) the {r}'s adapter folder or server model name")
-    b.add_argument("--max-tokens", type=int, default=None)
-    b.add_argument("--batch-size", type=int, default=16, help="sequences decoded at once (local models)")
+    b.add_argument("--max-tokens", type=positive_int, default=None)
+    b.add_argument("--batch-size", type=positive_int, default=16, help="sequences decoded at once (local models)")
     b.add_argument("--engine", choices=["auto", "fast", "reference"], default="auto", help="local generation path")
     b.add_argument(
         "--precision",
@@ -335,8 +383,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="int8: int8 decode steps on CPU (faster, not exact)",
     )
-    b.add_argument("--concurrency", type=int, default=8, help="requests in flight (servers)")
-    b.add_argument("--chunk", type=int, default=32, help="items predicted and saved together")
+    b.add_argument("--concurrency", type=positive_int, default=8, help="requests in flight (servers)")
+    b.add_argument("--chunk", type=positive_int, default=32, help="items predicted and saved together")
     b.add_argument("--data-dir", default=None)
     b.add_argument("--md", default=None, help="(bench table) also write the tables to this Markdown file")
     b.add_argument("--no-progress", action="store_true")
@@ -350,8 +398,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--name", default=None, help="model name of the base model (default: --model)")
     s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8000)
-    s.add_argument("--batch-size", type=int, default=16)
+    s.add_argument("--port", type=port_number, default=8000)
+    s.add_argument("--batch-size", type=positive_int, default=16)
     s.add_argument("--engine", choices=["auto", "fast", "reference"], default="auto")
     s.add_argument("--precision", choices=["auto", "int8"], default="auto")
     t = sub.add_parser(
@@ -367,9 +415,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--epochs", type=float, default=1.0)
     t.add_argument("--max-steps", type=int, default=-1)
     t.add_argument("--lr", type=float, default=2e-4)
-    t.add_argument("--batch-size", type=int, default=8)
-    t.add_argument("--grad-accum", type=int, default=1)
-    t.add_argument("--max-length", type=int, default=1024)
+    t.add_argument("--batch-size", type=positive_int, default=8)
+    t.add_argument("--grad-accum", type=positive_int, default=1)
+    t.add_argument("--max-length", type=positive_int, default=1024)
     t.add_argument("--save-steps", type=int, default=None)
     t.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
     t.add_argument("--deepspeed", default=None, help="DeepSpeed config (e.g. toolpaper/configs/deepspeed_zero3.json)")
@@ -393,10 +441,16 @@ def _default_out(args) -> str:
     return str(Path("runs") / "bench" / f"{args.suite}-{args.split or SUITES[args.suite][0]}-{who}")
 
 # %% ../nbs/99_cli.ipynb
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    "How the command line shows a warning: one line on standard error, without the Python source line."
+    print(f"toolpaper: warning: {message}", file=sys.stderr)
+
+# %% ../nbs/99_cli.ipynb
 def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)          # bad flags stop here, before anything heavy is imported
     from toolpaper.bench import BenchError
     from toolpaper.client import CacheMiss, LLMError
-    args = build_parser().parse_args(argv)
+    warnings.showwarning = _one_line_warning
     try:
         rc = _dispatch(args)
         sys.stdout.flush()                      # a closed pipe shows here, inside the handler, not at interpreter exit
@@ -423,6 +477,7 @@ def main(argv: list[str] | None = None) -> int:
 # %% ../nbs/99_cli.ipynb
 def _dispatch(args) -> int:
     "Run the parsed command; its exit code."
+    check_cli_paths(args)
     if args.cmd == "data":
         if args.action == "check": return 0 if data_check(args.data_dir, download=not args.no_download) else 1
         if args.action == "stats": data_stats(args.data_dir); return 0

@@ -7,9 +7,9 @@ from __future__ import annotations
 import datetime as _dt, importlib.metadata, json, os, platform, subprocess, tempfile, time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 from .io import atomic_write_bytes, atomic_write_text
+if TYPE_CHECKING: import pandas as pd     # pandas and the metrics load on first use: `toolpaper --help` stays fast
 
 # %% auto 0
 __all__ = ['PROFILES', 'EXPERIMENTS', 'VERSIONED', 'check_profile', 'profile_data_root', 'Report', 'Experiment', 'repo_root',
@@ -30,8 +30,13 @@ def profile_data_root(profile: str, data_dir: str | None = None) -> str | None:
     return "sample" if profile == "smoke" else None
 
 # %% ../nbs/90_report.ipynb
-# the table formatter lives in toolpaper.metrics (ScoreResult prints with it); re-exported for the report pages
-from .metrics import df_markdown as df_markdown
+# the table formatter lives in toolpaper.metrics (ScoreResult prints with it); `report.df_markdown` still reads it,
+# loaded on first use so that importing this module (the command line does) does not load scipy and pandas
+def __getattr__(name: str):
+    if name == "df_markdown":
+        from toolpaper.metrics import df_markdown
+        return df_markdown
+    raise AttributeError(f"module 'toolpaper.report' has no attribute {name!r}")
 
 @dataclass
 class Report:
@@ -54,6 +59,7 @@ class Report:
 
     def table(self, key: str, df: pd.DataFrame, caption: str, digits: int = 4, show: bool = True) -> pd.DataFrame:
         "Write `key.csv` and `key.md`; `show=False` links a long table from the page instead of printing it there."
+        from toolpaper.metrics import df_markdown
         atomic_write_text(self.out_dir / f"{key}.csv", df.to_csv(index=False))
         atomic_write_text(self.out_dir / f"{key}.md", f"{caption}\n\n{df_markdown(df, digits)}\n")
         self.items.append(
