@@ -67,7 +67,8 @@ def main():
     a = ap.parse_args()
     caller = lambda m: (lambda t: parse_caller("Action: f\nAction Input: " + t, m))
     umi = lambda m: (lambda t: parse_umi({"planner": "Next: caller.", "caller": "Action: f\nAction Input: " + t}, m))
-    parsers = {"parse_seal compat": lambda t: parse_seal(t, "compat"), "parse_seal strict": lambda t: parse_seal(t, "strict"),
+    parsers = {"parse_seal compat": lambda t: parse_seal(t, "compat"),
+               "parse_seal strict": lambda t: parse_seal(t, "strict"),
                "parse_caller compat": caller("compat"), "parse_caller strict": caller("strict"),
                "parse_umi compat": umi("compat"), "parse_umi strict": umi("strict")}
     if not a.no_before: parsers["parse_seal strict, before the bound (reference)"] = old_seal_strict

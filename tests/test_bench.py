@@ -121,8 +121,8 @@ def test_serve_exits_promptly_and_cleanly_on_sigterm(tmp_path):
     grace period and exits 0."""
     import threading
     port = _free_port()
-    p = subprocess.Popen([str(EXE.with_name("toolpaper")), "serve", "--model", "tiny-random-llama", "--port", str(port)],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    cmd = [str(EXE.with_name("toolpaper")), "serve", "--model", "tiny-random-llama", "--port", str(port)]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.time() + 180
     while time.time() < deadline:

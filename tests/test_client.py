@@ -38,7 +38,8 @@ class Stub(http.server.BaseHTTPRequestHandler):
         if fault in ("nochoices", "alwaysnochoices") and (first or fault.startswith("always")):
             raw = json.dumps({k: v for k, v in ok.items() if k != "choices"}).encode()
         if fault == "emptychoices" and first: raw = json.dumps({**ok, "choices": []}).encode()
-        if fault == "nullmessage" and first: raw = json.dumps({**ok, "choices": [{"index": 0, "message": None}]}).encode()
+        if fault == "nullmessage" and first:
+            raw = json.dumps({**ok, "choices": [{"index": 0, "message": None}]}).encode()
         if fault == "utf16" and first: raw = b"\x00\xd8\x00garbage"
         self._send(200, raw)
 

@@ -53,7 +53,8 @@ class BenchConfig:
             if val not in ok: raise ValueError(f"{name} {val!r}: choose {', '.join(ok)}")
         for name in ("limit", "chunk", "k"):
             v = getattr(self, name)
-            if v is not None and (not isinstance(v, int) or v < 1): raise ValueError(f"{name} must be at least 1, got {v!r}")
+            if v is not None and (not isinstance(v, int) or v < 1):
+                raise ValueError(f"{name} must be at least 1, got {v!r}")
         if self.suite != "seal" and self.prompt == "native": raise ValueError("prompt='native' is for the seal suite")
         if self.max_tokens is None: self.max_tokens = MAX_TOKENS[self.suite]
 

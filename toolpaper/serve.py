@@ -170,7 +170,8 @@ async def _body(req: Request, clients: dict):
     if b.get("stream"): return None, _error(400, "streaming is not supported by toolpaper serve")
     if b.get("n", 1) != 1: return None, _error(400, "n > 1 is not supported by toolpaper serve")
     if not isinstance(b.get("model"), str) or b["model"] not in clients:
-        return None, _error(404, f"model {b.get('model')!r} is not served; served: {sorted(clients)}", "not_found_error")
+        msg = f"model {b.get('model')!r} is not served; served: {sorted(clients)}"
+        return None, _error(404, msg, "not_found_error")
     return b, None
 
 # %% ../nbs/21_serve.ipynb
