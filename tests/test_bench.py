@@ -279,3 +279,39 @@ def test_export_openai_tools(tmp_path):
         and f["parameters"]["type"] == "object"
         and set(f["parameters"]["required"]) <= set(f["parameters"]["properties"])
     )
+
+
+class _Counting:
+    """A deterministic stand-in client that notes, at each call, how many predictions the run has saved so far."""
+    def __new__(cls, pred_path):
+        from toolpaper.client import Client, Completion
+
+        class C(Client):
+            model = "counting-fake"
+            saved_at_call: list = []
+
+            def _complete(self, items, progress=False):
+                p = Path(pred_path)
+                self.saved_at_call.append(len(p.read_text().splitlines()) if p.exists() else 0)
+                self.usage.add(requests=len(items))
+                return [Completion('[{"api": "x", "parameters": {}, "responses": []}]', self.model) for _ in items]
+
+        return C()
+
+
+def test_bench_saves_item_by_item_counts_usage_across_resumes_and_builds_only_bm25(tmp_path, monkeypatch):
+    from toolpaper import models
+    from toolpaper.bench import BenchConfig, run_bench
+    monkeypatch.setattr(models, "load_embedder", lambda *a, **k: pytest.fail("BM25 candidates loaded an encoder"))
+    out = tmp_path / "run"
+    cfg = BenchConfig("seal", split="dev", candidates="bm25", prompt="toolpaper", limit=4, n_boot=10, data_dir="sample")
+    assert cfg.chunk == 32
+    client = _Counting(out / "predictions.jsonl")
+    res = run_bench(cfg, client, out)
+    assert client.saved_at_call == [0, 1, 2, 3]          # a record saved after every item, not once at the end
+    assert res["usage"]["requests"] == 4
+    lines = (out / "predictions.jsonl").read_text().splitlines()
+    (out / "predictions.jsonl").write_text("\n".join(lines[:2]) + "\n")     # as if killed after two items
+    res = run_bench(cfg, _Counting(out / "predictions.jsonl"), out)
+    assert (res["usage_this_session"]["requests"], res["usage"]["requests"]) == (2, 6)
+    assert json.loads((out / "usage.json").read_text())["sessions"] == 2

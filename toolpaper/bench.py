@@ -12,8 +12,8 @@ import pandas as pd
 
 # %% auto 0
 __all__ = ['SUITES', 'MAX_TOKENS', 'PREDICTORS', 'HEADLINE', 'BenchConfig', 'bench_items', 'unit_ids', 'native_calls',
-           'SealPredictor', 'DeerPredictor', 'UmiPredictor', 'BenchError', 'read_predictions', 'run_bench', 'score_run',
-           'bench_rows', 'paper_quotes', 'bench_table']
+           'SealPredictor', 'DeerPredictor', 'UmiPredictor', 'BenchError', 'read_predictions', 'chunk_size', 'UsageLog',
+           'run_bench', 'score_run', 'bench_rows', 'paper_quotes', 'bench_table']
 
 # %% ../nbs/20_bench.ipynb
 SUITES = {"seal": ("test_in_domain", "test_out_domain", "dev"), "deer": ("valid", "test", "tool_bench", "tool_corpus"),
@@ -139,7 +139,8 @@ class SealPredictor:
             if missing: raise ValueError(f"{len(missing)} instance(s) have no released prompt, e.g. {missing[0]!r}")
         elif cfg.candidates in ("bm25", "dense"):
             from toolpaper.sealtools import SealExpConfig, make_retrievers
-            self.retriever = make_retrievers(self.tools, [], SealExpConfig(dense_model=cfg.dense_model))[cfg.candidates]
+            exp = SealExpConfig(dense_model=cfg.dense_model)
+            self.retriever = make_retrievers(self.tools, [], exp, only=(cfg.candidates,))[cfg.candidates]
         self.template = None
         if cfg.prompt == "released" and cfg.candidates != "released":
             from toolpaper.prompts import seal_template
@@ -262,36 +263,39 @@ def _usage(client) -> dict:
     return client.usage.as_dict()
 
 # %% ../nbs/20_bench.ipynb
-def run_bench(cfg: BenchConfig, client, out, progress: bool = False) -> dict:
-    """Predict every item not yet in `out/predictions.jsonl` (a rerun resumes a crashed run), then write
-    `metrics.json` with bootstrap intervals and the leaderboard rows; returns the metrics record."""
+def _open_run(cfg: BenchConfig, client, out: Path) -> None:
+    "Check (or write) the run folder's config.json: a folder holds one run's settings."
     from toolpaper.io import atomic_write_text
-    from tqdm.auto import tqdm
-    out = Path(out)
     if out.exists() and not out.is_dir(): raise BenchError(f"--out {out} is a file; give a folder")
     if cfg.suite == "umi" and cfg.prompt == "released":           # fail before anything is written
         from toolpaper.trajectories import released_role_templates
         released_role_templates(cfg.data_dir)
     out.mkdir(parents=True, exist_ok=True)
-    ident = cfg.identity()
-    conf_p, pred_p = out / "config.json", out / "predictions.jsonl"
-    if conf_p.exists():
-        try:
-            old = json.loads(conf_p.read_text())["run"]
-        except (json.JSONDecodeError, KeyError, TypeError):
-            raise BenchError(f"{conf_p}: unreadable; remove the folder or choose another --out") from None
-        # umi runs made before `prompt` applied to umi used toolpaper's prompts
-        if ident["suite"] == "umi": old.setdefault("prompt", "toolpaper")
-        if old != ident:
-            diff = {k: (old.get(k), ident.get(k)) for k in set(old) | set(ident) if old.get(k) != ident.get(k)}
-            raise BenchError(f"{out} holds a run with other settings {diff}; choose another --out")
-    else: atomic_write_text(conf_p, json.dumps({"run": ident, "model": _model_info(client)}, indent=1) + "\n")
-    items = bench_items(cfg)
-    ids = unit_ids(cfg, items)
+    ident, conf_p = cfg.identity(), out / "config.json"
+    if not conf_p.exists():
+        atomic_write_text(conf_p, json.dumps({"run": ident, "model": _model_info(client)}, indent=1) + "\n"); return
+    try: old = json.loads(conf_p.read_text())["run"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise BenchError(f"{conf_p}: unreadable; remove the folder or choose another --out") from None
+    # umi runs made before `prompt` applied to umi used toolpaper's prompts
+    if ident["suite"] == "umi": old.setdefault("prompt", "toolpaper")
+    if old != ident:
+        diff = {k: (old.get(k), ident.get(k)) for k in set(old) | set(ident) if old.get(k) != ident.get(k)}
+        raise BenchError(f"{out} holds a run with other settings {diff}; choose another --out")
+
+# %% ../nbs/20_bench.ipynb
+def _resume(pred_p: Path, ids: list[list[str]]) -> list[bool]:
+    """Which items are done: every prediction of the item is in the file. A cut last line, the predictions of a
+    half-done item and repeats are dropped from the file; an id that is no item of the run is an error naming its
+    line."""
+    from toolpaper.io import atomic_write_text
     want = {i for u in ids for i in u}
     recs, cut = read_predictions(pred_p)
-    unknown = [r["id"] for r in recs if r["id"] not in want]
-    if unknown: raise BenchError(f"{pred_p}: prediction id {unknown[0]!r} is not an item of this run")
+    unknown = next((r["id"] for r in recs if r["id"] not in want), None)
+    if unknown is not None:
+        lines = pred_p.read_text(encoding="utf-8").split("\n")
+        n = next((k for k, l in enumerate(lines, 1) if l.strip() and json.loads(l).get("id") == unknown), None)
+        raise BenchError(f"{pred_p}:{n}: id: {unknown!r} is not an item of this run")
     have = {r["id"] for r in recs}
     done = [all(i in have for i in u) for u in ids]
     keep_ids = {i for u, d in zip(ids, done) if d for i in u}
@@ -300,25 +304,65 @@ def run_bench(cfg: BenchConfig, client, out, progress: bool = False) -> dict:
         for r in recs:
             if r["id"] in keep_ids and r["id"] not in seen: seen.add(r["id"]); kept.append(r)
         atomic_write_text(pred_p, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept))
+    return done
+
+# %% ../nbs/20_bench.ipynb
+def chunk_size(cfg: BenchConfig, n_todo: int) -> int:
+    """Items predicted (and saved) together: `cfg.chunk`, but small enough that a run saves and shows progress at
+    least eight times (a `--limit 8` run saves item by item)."""
+    return max(1, min(cfg.chunk, -(-n_todo // 8)))
+
+# %% ../nbs/20_bench.ipynb
+class UsageLog:
+    """The client's work summed over every session of a run folder (`usage.json`, rewritten after each chunk, so a
+    killed session's requests still count)."""
+    def __init__(self, out: Path, client):
+        self.path, self.client, self.start = Path(out) / "usage.json", client, _usage(client)
+        try: self.before = json.loads(self.path.read_text())["total"] if self.path.exists() else {}
+        except (json.JSONDecodeError, KeyError, TypeError): self.before = {}
+        self.sessions = 0
+        if self.path.exists():
+            try: self.sessions = int(json.loads(self.path.read_text()).get("sessions", 0))
+            except (json.JSONDecodeError, TypeError, ValueError, AttributeError): pass
+
+    def session(self) -> dict:
+        now = _usage(self.client)
+        return {k: round(v - self.start.get(k, 0), 6) for k, v in now.items()}
+
+    def total(self) -> dict:
+        s = self.session()
+        return {k: round(self.before.get(k, 0) + s.get(k, 0), 6) for k in set(s) | set(self.before)}
+
+    def save(self) -> None:
+        from toolpaper.io import atomic_write_text
+        rec = {"sessions": self.sessions + 1, "total": self.total(), "this_session": self.session()}
+        atomic_write_text(self.path, json.dumps(rec, indent=1, sort_keys=True) + "\n")
+
+# %% ../nbs/20_bench.ipynb
+def run_bench(cfg: BenchConfig, client, out, progress: bool = False) -> dict:
+    """Predict every item not yet in `out/predictions.jsonl` (a rerun resumes a crashed run), saving as it goes, then
+    write `metrics.json` with bootstrap intervals and the leaderboard rows; returns the metrics record."""
+    from toolpaper.io import atomic_write_text
+    from tqdm.auto import tqdm
+    out = Path(out)
+    _open_run(cfg, client, out)
+    items = bench_items(cfg)
+    pred_p = out / "predictions.jsonl"
+    done = _resume(pred_p, unit_ids(cfg, items))
     todo = [x for x, d in zip(items, done) if not d]
-    t0 = time.perf_counter()
+    usage, t0 = UsageLog(out, client), time.perf_counter()
     if todo:
-        predict = PREDICTORS[cfg.suite](cfg, client, items)
-        bar = tqdm(
-            total=len(items),
-            initial=len(items) - len(todo),
-            disable=not progress,
-            desc=f"bench {cfg.suite}:{cfg.split}",
-        )
-        for i in range(0, len(todo), cfg.chunk):
-            chunk = todo[i:i + cfg.chunk]
-            _append(pred_p, predict(chunk))
-            bar.update(len(chunk))
-        bar.close()
-    secs = time.perf_counter() - t0
+        predict, step = PREDICTORS[cfg.suite](cfg, client, items), chunk_size(cfg, len(todo))
+        desc = f"bench {cfg.suite}:{cfg.split}"
+        with tqdm(total=len(items), initial=len(items) - len(todo), disable=not progress, desc=desc) as bar:
+            for i in range(0, len(todo), step):
+                chunk = todo[i:i + step]
+                _append(pred_p, predict(chunk))
+                usage.save(); bar.update(len(chunk))
+    usage.save()
     res = score_run(cfg, items, read_predictions(pred_p)[0])
-    res.update({"model": _model_info(client), "usage": _usage(client), "seconds_this_session": round(secs, 2),
-                "predicted_this_session": len(todo)})
+    res.update({"model": _model_info(client), "usage": usage.total(), "usage_this_session": usage.session(),
+                "seconds_this_session": round(time.perf_counter() - t0, 2), "predicted_this_session": len(todo)})
     atomic_write_text(out / "metrics.json", json.dumps(res, indent=1) + "\n")
     rows = bench_rows(res, str(out))
     atomic_write_text(out / "row.csv", rows.to_csv(index=False))

@@ -278,7 +278,8 @@ def check_cli_paths(args) -> None:
             raise ValueError(f"--adapter {a}: {folder} is not a PEFT adapter folder (no adapter_config.json)")
     for flag in ("replay", "pred", "examples"):
         v = getattr(args, flag, None)
-        if v and not Path(v).is_file(): raise ValueError(f"--{flag} {v}: no such file")
+        if v and Path(v).is_dir(): raise ValueError(f"--{flag} {v}: is a folder; give the file")
+        if v and not Path(v).exists(): raise ValueError(f"--{flag} {v}: no such file")
     d = getattr(args, "data_dir", None)                # (data check may fill a new folder: it is not checked here)
     if d and d != "sample" and args.cmd != "data" and not Path(d).is_dir():
         raise ValueError(f"--data-dir {d}: no such folder")

@@ -272,12 +272,15 @@ class SealRun:
     train_info: dict | None = None
 
 # %% ../nbs/14_sealtools.ipynb
-def make_retrievers(tools: list[Tool], dpr_train: list[Instance], cfg: SealExpConfig) -> dict:
-    """{'bm25': ..., 'dense': ...} fitted on `tools`; 'dense' is DPR trained on `dpr_train` (`cfg.dpr`, the experiment's
-    seed) when `cfg.dpr.epochs` > 0, else the pretrained encoder."""
+def make_retrievers(tools: list[Tool], dpr_train: list[Instance], cfg: SealExpConfig,
+                    only: tuple = ("bm25", "dense")) -> dict:
+    """{'bm25': ..., 'dense': ...} fitted on `tools` (only those named in `only`); 'dense' is DPR trained on `dpr_train`
+    (`cfg.dpr`, the experiment's seed) when `cfg.dpr.epochs` > 0, else the pretrained encoder (its tool embeddings
+    cached on disk, keyed by encoder and tools)."""
     from toolpaper.retrieval import BM25Retriever, DenseRetriever, train_dpr_retriever
     from toolpaper.models import load_embedder
-    out = {"bm25": BM25Retriever("words", with_name=True).fit(tools)}
+    out = {"bm25": BM25Retriever("words", with_name=True).fit(tools)} if "bm25" in only else {}
+    if "dense" not in only: return out
     if cfg.dpr.epochs > 0:
         out["dense"], _ = train_dpr_retriever(tools, dpr_train, replace(cfg.dpr, seed=cfg.seed), base=cfg.dense_model)
     else:
