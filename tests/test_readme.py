@@ -102,3 +102,27 @@ def test_readme_overview_is_the_index_notebook():
     assert README.startswith("\n\n".join(head)), (
         "README.md's overview differs from nbs/index.ipynb: edit the notebook and copy it over"
     )
+
+
+def test_readme_hand_made_prediction_files_score_as_described(tmp_path, released):
+    """The README's three hand-written prediction files, made by its own bash block, score item by item as the README
+    says."""
+    from toolpaper.cli import read_predictions_file
+    from toolpaper.metrics import score
+    block = next(b for b in re.findall(r"```bash\n(.*?)```", README, re.S) if "cat > seal.jsonl" in b)
+    subprocess.run(["bash", "-c", block], cwd=tmp_path, check=True)
+    at = f"@{released}"
+    seal = score("seal", read_predictions_file(tmp_path / "seal.jsonl", "seal"), "seal-tools:test_in_domain" + at,
+                 "strict", n_boot=0)
+    items = {it["id"]: it for it in seal.items}
+    assert items["test_in_domain-easy-0"]["counts"]["exact"] == 1
+    c = items["test_in_domain-easy-1"]["counts"]
+    assert (c["correct_tools"], c["gold_params"], c["correct_params"]) == (1, 2, 1)
+    deer = score("deer", read_predictions_file(tmp_path / "deer.jsonl", "deer"), "tooldeer:valid" + at, n_boot=0)
+    ok = {it["id"]: it["counts"] for it in deer.items if it["id"] in ("0", "1", "2")}
+    assert (ok["0"]["nocall_ok"], ok["1"]["call_ok"], ok["2"]["nosearch_ok"]) == (1, 1, 1)
+    assert ok["0"]["search_ok"] == ok["1"]["search_ok"] == 1
+    umi = score("umi", read_predictions_file(tmp_path / "umi.jsonl", "umi"), "alpha-umi:toolbench/test_out_domain" + at,
+                n_boot=0)
+    first = next(it for it in umi.items if it["id"] == "0:0")
+    assert first["values"] == {"plan": 1.0, "hallu": 0.0, "act": 1.0, "arg": 1.0}

@@ -11,13 +11,16 @@ from typing import Any, Sequence
 import pandas as pd
 
 # %% auto 0
-__all__ = ['SUITES', 'MAX_TOKENS', 'PREDICTORS', 'HEADLINE', 'BenchConfig', 'bench_items', 'unit_ids', 'native_calls',
-           'SealPredictor', 'DeerPredictor', 'UmiPredictor', 'BenchError', 'read_predictions', 'chunk_size', 'UsageLog',
-           'run_bench', 'score_run', 'bench_rows', 'paper_quotes', 'bench_table']
+__all__ = ['SUITES', 'SPLIT_ALIASES', 'MAX_TOKENS', 'PREDICTORS', 'HEADLINE', 'BenchConfig', 'bench_items', 'unit_ids',
+           'native_calls', 'SealPredictor', 'DeerPredictor', 'UmiPredictor', 'BenchError', 'read_predictions',
+           'chunk_size', 'UsageLog', 'run_bench', 'score_run', 'bench_rows', 'paper_quotes', 'bench_table']
 
 # %% ../nbs/20_bench.ipynb
 SUITES = {"seal": ("test_in_domain", "test_out_domain", "dev"), "deer": ("valid", "test", "tool_bench", "tool_corpus"),
-          "umi": ("toolbench_ood", "seal_heldout")}
+          "umi": ("toolbench/test_out_domain", "seal_heldout")}
+# a bench split is its registered data name without the dataset prefix (`alpha-umi:toolbench/test_out_domain`);
+# the name runs made before used is still read
+SPLIT_ALIASES = {"toolbench_ood": "toolbench/test_out_domain"}
 MAX_TOKENS = {"seal": 512, "deer": 256, "umi": (256, 256, 512)}
 
 
@@ -41,7 +44,7 @@ class BenchConfig:
 
     def __post_init__(self):
         if self.suite not in SUITES: raise ValueError(f"unknown suite {self.suite!r}; choose {', '.join(SUITES)}")
-        self.split = self.split or SUITES[self.suite][0]
+        self.split = SPLIT_ALIASES.get(self.split, self.split) or SUITES[self.suite][0]
         if self.split not in SUITES[self.suite]:
             raise ValueError(f"unknown {self.suite} split {self.split!r}; choose {', '.join(SUITES[self.suite])}")
         for name, val, ok in [
@@ -83,7 +86,7 @@ def bench_items(cfg: BenchConfig) -> list:
         from toolpaper.deer import stratified
         name = f"tooldeer:baselines/{cfg.split}" if cfg.split.startswith("tool_") else f"tooldeer:{cfg.split}"
         return stratified(D.load(name, root), cfg.limit, None, cfg.seed)
-    if cfg.split == "toolbench_ood": trajs = D.load("alpha-umi:toolbench/test_out_domain", root)
+    if cfg.split == "toolbench/test_out_domain": trajs = D.load("alpha-umi:toolbench/test_out_domain", root)
     else:
         from toolpaper.trajectories import TrajConfig, build_corpus
 
@@ -279,6 +282,7 @@ def _open_run(cfg: BenchConfig, client, out: Path) -> None:
         raise BenchError(f"{conf_p}: unreadable; remove the folder or choose another --out") from None
     # umi runs made before `prompt` applied to umi used toolpaper's prompts
     if ident["suite"] == "umi": old.setdefault("prompt", "toolpaper")
+    old["split"] = SPLIT_ALIASES.get(old.get("split"), old.get("split"))
     if old != ident:
         diff = {k: (old.get(k), ident.get(k)) for k in set(old) | set(ident) if old.get(k) != ident.get(k)}
         raise BenchError(f"{out} holds a run with other settings {diff}; choose another --out")
@@ -422,7 +426,8 @@ def paper_quotes(suite: str, split: str) -> pd.DataFrame:
         j = {"test": 0, "tool_bench": 1, "tool_corpus": 2}[split]
         cols = ["p_nocall", "p_call", "p_dc"]
         rows = {f"{k} [quoted, Table 3]": v[3 * j: 3 * j + 3] for k, v in PAPER_DEER["table3"].items()}
-    elif split == "toolbench_ood": rows = {f"{k} [quoted, Table 1 out-of-domain]": v for k, v in PAPER_UMI_OOD.items()}
+    elif SPLIT_ALIASES.get(split, split) == "toolbench/test_out_domain":
+        rows = {f"{k} [quoted, Table 1 out-of-domain]": v for k, v in PAPER_UMI_OOD.items()}
     else: rows = {f"{k} 7B [quoted, Table 1 in-domain]": v for k, v in PAPER_UMI.items()}
     return pd.DataFrame(
         [
@@ -440,7 +445,9 @@ def bench_table(folders: Sequence, quotes: bool = True) -> dict[tuple[str, str],
         if not p.exists(): raise BenchError(f"{f}: no metrics.json (not a finished bench run)")
         try: res = json.loads(p.read_text())
         except json.JSONDecodeError: raise BenchError(f"{p}: not JSON") from None
-        groups.setdefault((res["run"]["suite"], res["run"]["split"]), []).append(bench_rows(res, str(f)))
+        split = SPLIT_ALIASES.get(res["run"]["split"], res["run"]["split"])
+        res["run"]["split"] = split
+        groups.setdefault((res["run"]["suite"], split), []).append(bench_rows(res, str(f)))
     out = {}
     for (suite, split), frames in groups.items():
         d = pd.concat(frames + ([paper_quotes(suite, split)] if quotes else []), ignore_index=True)

@@ -439,7 +439,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _default_out(args) -> str:
     from toolpaper.bench import SUITES
     who = Path((args.adapter or args.model or Path(args.replay or "replay").stem).rstrip("/")).name
-    return str(Path("runs") / "bench" / f"{args.suite}-{args.split or SUITES[args.suite][0]}-{who}")
+    split = (args.split or SUITES[args.suite][0]).replace("/", "_")
+    return str(Path("runs") / "bench" / f"{args.suite}-{split}-{who}")
 
 # %% ../nbs/99_cli.ipynb
 def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
