@@ -38,6 +38,8 @@ def __getattr__(name: str):
         return df_markdown
     raise AttributeError(f"module 'toolpaper.report' has no attribute {name!r}")
 
+
+# %% ../nbs/90_report.ipynb
 @dataclass
 class Report:
     name: str

@@ -245,7 +245,9 @@ def serve(model: str, adapters=(), host: str = "127.0.0.1", port: int = 8000, na
         def handle_exit(self, sig, frame):
             if not self.should_exit:
                 print(f"toolpaper serve: signal {sig}: stopping (requests in flight get {grace:g} s)", flush=True)
-                threading.Timer(grace, batcher.stop).start()
+                timer = threading.Timer(grace, batcher.stop)
+                timer.daemon = True                 # an idle server exits at once, not after the grace period
+                timer.start()
             super().handle_exit(sig, frame)
             self._captured_signals.clear()          # a requested stop is a clean exit (0), not death by the signal
 
