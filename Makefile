@@ -30,7 +30,7 @@ $(STAMP): requirements.txt requirements-models.txt settings.ini setup.py
 	touch $(STAMP)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n auto --durations=25 tests
 
 reports: $(STAMP)
 	$(BIN)/toolpaper reproduce --profile $(PROFILE)

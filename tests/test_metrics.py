@@ -464,7 +464,7 @@ def test_cli_eval_unknown_id_and_bad_line(tmp_path):
         capture_output=True,
         text=True,
     )
-    assert r.returncode == 2 and "'nope' is not in the gold" in r.stderr
+    assert r.returncode == 2 and "p.jsonl:1: id: 'nope' is not an item of the gold tooldeer:valid@sample" in r.stderr
     (tmp_path / "p.jsonl").write_text('{"id": "0", "output": "x"}\n{"id": \n')
     r = subprocess.run(
         [EXE, "eval", "deer", "--pred", str(tmp_path / "p.jsonl"), "--gold", "tooldeer:valid@sample"],

@@ -40,13 +40,14 @@ class Batcher:
             f.set_exception(RuntimeError("the server is shutting down"))
 
     def _run(self):
+        empty = queue.Empty              # bound here: the thread may outlive the module's globals at interpreter exit
         while not self.stopping.is_set():
             try: jobs = [self.q.get(timeout=0.2)]
-            except queue.Empty: continue
+            except empty: continue
             end = time.monotonic() + self.window
             while len(jobs) < self.max_batch:
                 try: jobs.append(self.q.get(timeout=max(0.0, end - time.monotonic())))
-                except queue.Empty: break
+                except empty: break
             by: dict[str, list] = {}
             for j in jobs: by.setdefault(j[0], []).append(j)
             for model, group in by.items(): self._answer(model, group)
