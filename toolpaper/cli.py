@@ -288,10 +288,8 @@ def check_cli_paths(args) -> None:
         except ValueError as e: raise ValueError(f"--base-url: {e}") from None
 
 # %% ../nbs/99_cli.ipynb
-def build_parser() -> argparse.ArgumentParser:
-    "The `toolpaper` argument parser with all its subcommands."
-    ap = argparse.ArgumentParser(prog="toolpaper", description="Reproduce Seal-Tools, alpha-UMi and DEER experiments.")
-    sub = ap.add_subparsers(dest="cmd", required=True)
+def _data_args(sub) -> None:
+    "`toolpaper data check | stats | export`."
     d = sub.add_parser("data", help="check, summarise or export the released datasets")
     dsub = d.add_subparsers(dest="action", required=True)
     for a, h in [
@@ -310,6 +308,10 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--to", required=True)
             p.add_argument("--format", choices=["datasets", "openai-tools"], default="datasets",
                            help="datasets folders, or every tool set as OpenAI function schemas")
+
+# %% ../nbs/99_cli.ipynb
+def _eval_args(sub) -> None:
+    "`toolpaper eval`."
     e = sub.add_parser("eval", help="score a prediction file")
     e.add_argument("task", choices=["seal", "deer", "umi"])
     e.add_argument("--pred", required=True, help="JSONL predictions")
@@ -321,6 +323,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="score an unreadable prediction as empty (counted and warned) instead of stopping",
     )
+
+# %% ../nbs/99_cli.ipynb
+def _bench_args(sub) -> None:
+    "`toolpaper bench`: the suite, the model and where the run goes; then its options."
     b = sub.add_parser(
         "bench", help="evaluate a model on Seal-Tools, DEER or alpha-UMi (or collect runs: bench table DIR...)"
     )
@@ -353,6 +359,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=["compat", "strict"],
         help="modes shown (both are always scored)",
     )
+    _bench_options(b)
+
+# %% ../nbs/99_cli.ipynb
+def _bench_options(b) -> None:
+    "The options of a bench run: candidates, prompts, agent roles, decoding and batching."
     b.add_argument(
         "--candidates", choices=["bm25", "dense", "gold", "released"], default="bm25", help="(seal) candidate tools"
     )
@@ -389,6 +400,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--data-dir", default=None)
     b.add_argument("--md", default=None, help="(bench table) also write the tables to this Markdown file")
     b.add_argument("--no-progress", action="store_true")
+
+# %% ../nbs/99_cli.ipynb
+def _serve_args(sub) -> None:
+    "`toolpaper serve`."
     s = sub.add_parser("serve", help="serve a local model (and adapters) over an OpenAI-compatible API")
     s.add_argument("--model", required=True, help="registered name, Hugging Face id or folder")
     s.add_argument(
@@ -403,6 +418,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--batch-size", type=positive_int, default=16)
     s.add_argument("--engine", choices=["auto", "fast", "reference"], default="auto")
     s.add_argument("--precision", choices=["auto", "int8"], default="auto")
+
+# %% ../nbs/99_cli.ipynb
+def _train_args(sub) -> None:
+    "`toolpaper train`."
     t = sub.add_parser(
         "train", help="fine-tune a model on a JSONL file of prompt examples (works under accelerate launch)"
     )
@@ -423,6 +442,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
     t.add_argument("--deepspeed", default=None, help="DeepSpeed config (e.g. toolpaper/configs/deepspeed_zero3.json)")
     t.add_argument("--seed", type=int, default=0)
+
+# %% ../nbs/99_cli.ipynb
+def _reproduce_args(sub) -> None:
+    "`toolpaper reproduce`."
     r = sub.add_parser("reproduce", help="run the registered experiment notebooks with papermill")
     r.add_argument("--profile", choices=PROFILES, default="cpu")
     r.add_argument("--only", action="append", choices=list(EXPERIMENTS), help="run only this experiment (repeatable)")
@@ -433,6 +456,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", default=None, help="reports folder (default: reports/ for cpu, reports/<profile>/ otherwise)"
     )
     r.add_argument("--no-progress", action="store_true")
+
+# %% ../nbs/99_cli.ipynb
+def build_parser() -> argparse.ArgumentParser:
+    "The `toolpaper` argument parser with all its subcommands."
+    ap = argparse.ArgumentParser(prog="toolpaper", description="Reproduce Seal-Tools, alpha-UMi and DEER experiments.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for add in (_data_args, _eval_args, _bench_args, _serve_args, _train_args, _reproduce_args): add(sub)
     return ap
 
 # %% ../nbs/99_cli.ipynb
