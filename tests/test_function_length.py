@@ -16,10 +16,8 @@ STILL_LONG = {
     "sampling.build_decision_data": 95,
     "trajectories.build_trajectory": 87,
     "mathagent.run_math_experiment": 81,
-    "report.reproduce": 70,
     "metrics.seal_error_taxonomy": 68,
     "generate.generate_seal": 68,
-    "metrics.bootstrap_ci": 61,
 }
 
 

@@ -547,6 +547,52 @@ def _ratio_arrays(a, b):
     with np.errstate(divide="ignore", invalid="ignore"): return np.where(b > 0, a / np.where(b > 0, b, 1), np.nan)
 
 # %% ../nbs/05_metrics.ipynb
+def _umi_boot(items: list[dict], rng, n_boot: int) -> dict:
+    "{metric: n_boot resampled values} of alpha-UMi step items, resampling whole dialogues."
+    dialogues = sorted({it["dialogue"] for it in items})
+    pos = {d: i for i, d in enumerate(dialogues)}
+    keys = ["plan", "act", "hallu", "arg", "rouge_l"]
+    tot, cnt = np.zeros((len(dialogues), len(keys))), np.zeros((len(dialogues), len(keys)))
+    for it in items:
+        for j, k in enumerate(keys):
+            if k in it["values"]: tot[pos[it["dialogue"]], j] += it["values"][k]; cnt[pos[it["dialogue"]], j] += 1
+    idx = rng.integers(0, len(dialogues), (n_boot, len(dialogues)))
+    T, C = tot[idx].sum(1), cnt[idx].sum(1)
+    stats = {
+        name: _ratio_arrays(T[:, j], C[:, j])
+        for j, name in enumerate(["plan_acc", "act_em", "hallu", "arg_f1", "rouge_l"])
+    }
+    return stats
+
+# %% ../nbs/05_metrics.ipynb
+def _count_boot(task: str, items: list[dict], rng, n_boot: int, mode: str) -> dict:
+    "{metric: n_boot resampled values} of Seal-Tools or DEER items, resampling instances."
+    names = list(items[0]["counts"])
+    X = np.array([[it["counts"][k] for k in names] for it in items], dtype=float)
+    S = X[rng.integers(0, len(items), (n_boot, len(items)))].sum(1)
+    c = {k: S[:, j] for j, k in enumerate(names)}
+    if task == "seal":
+        stats = {"format_acc": _ratio_arrays(c["format_ok"], c["n"])}
+        for fam, (cor, pr, go) in {
+            "tool": ("correct_tools", "pred_tools", "gold_tools"),
+            "param": ("correct_params", "pred_params", "gold_params"),
+        }.items():
+            p, r, f = _prf_arrays(c[cor], c[pr], c[go], mode)
+            stats.update({f"{fam}.p": p, f"{fam}.r": r, f"{fam}.f1": f})
+        if mode == "strict": stats["exact_match"] = _ratio_arrays(c["exact"], c["n"])
+    elif task == "deer":
+        stats = {
+            "p_nosearch": _ratio_arrays(c["nosearch_ok"], c["nosearch"]),
+            "p_search": _ratio_arrays(c["search_ok"], c["search"]),
+            "p_ds": _ratio_arrays(c["nosearch_ok"] + c["search_ok"], c["nosearch"] + c["search"]),
+            "p_nocall": _ratio_arrays(c["nocall_ok"], c["nocall"]),
+            "p_call": _ratio_arrays(c["call_ok"], c["call"]),
+            "p_dc": _ratio_arrays(c["nocall_ok"] + c["call_ok"], c["nocall"] + c["call"]),
+        }
+    else: raise ValueError(f"unknown task {task!r}; choose seal, deer or umi")
+    return stats
+
+# %% ../nbs/05_metrics.ipynb
 def bootstrap_ci(
     task: str,
     items: list[dict],
@@ -560,44 +606,7 @@ def bootstrap_ci(
     defined. `average`: also `avg`, the mean of the metrics defined in each draw."""
     if not items: return {}
     rng = np.random.default_rng(seed)
-    if task == "umi":
-        dialogues = sorted({it["dialogue"] for it in items})
-        pos = {d: i for i, d in enumerate(dialogues)}
-        keys = ["plan", "act", "hallu", "arg", "rouge_l"]
-        tot, cnt = np.zeros((len(dialogues), len(keys))), np.zeros((len(dialogues), len(keys)))
-        for it in items:
-            for j, k in enumerate(keys):
-                if k in it["values"]: tot[pos[it["dialogue"]], j] += it["values"][k]; cnt[pos[it["dialogue"]], j] += 1
-        idx = rng.integers(0, len(dialogues), (n_boot, len(dialogues)))
-        T, C = tot[idx].sum(1), cnt[idx].sum(1)
-        stats = {
-            name: _ratio_arrays(T[:, j], C[:, j])
-            for j, name in enumerate(["plan_acc", "act_em", "hallu", "arg_f1", "rouge_l"])
-        }
-    else:
-        names = list(items[0]["counts"])
-        X = np.array([[it["counts"][k] for k in names] for it in items], dtype=float)
-        S = X[rng.integers(0, len(items), (n_boot, len(items)))].sum(1)
-        c = {k: S[:, j] for j, k in enumerate(names)}
-        if task == "seal":
-            stats = {"format_acc": _ratio_arrays(c["format_ok"], c["n"])}
-            for fam, (cor, pr, go) in {
-                "tool": ("correct_tools", "pred_tools", "gold_tools"),
-                "param": ("correct_params", "pred_params", "gold_params"),
-            }.items():
-                p, r, f = _prf_arrays(c[cor], c[pr], c[go], mode)
-                stats.update({f"{fam}.p": p, f"{fam}.r": r, f"{fam}.f1": f})
-            if mode == "strict": stats["exact_match"] = _ratio_arrays(c["exact"], c["n"])
-        elif task == "deer":
-            stats = {
-                "p_nosearch": _ratio_arrays(c["nosearch_ok"], c["nosearch"]),
-                "p_search": _ratio_arrays(c["search_ok"], c["search"]),
-                "p_ds": _ratio_arrays(c["nosearch_ok"] + c["search_ok"], c["nosearch"] + c["search"]),
-                "p_nocall": _ratio_arrays(c["nocall_ok"], c["nocall"]),
-                "p_call": _ratio_arrays(c["call_ok"], c["call"]),
-                "p_dc": _ratio_arrays(c["nocall_ok"] + c["call_ok"], c["nocall"] + c["call"]),
-            }
-        else: raise ValueError(f"unknown task {task!r}; choose seal, deer or umi")
+    stats = _umi_boot(items, rng, n_boot) if task == "umi" else _count_boot(task, items, rng, n_boot, mode)
     if average:
         M = np.vstack(list(stats.values()))
         n_def = (~np.isnan(M)).sum(0)

@@ -245,6 +245,45 @@ def _read_json(p: Path) -> dict:
     except Exception: return {}
 
 # %% ../nbs/90_report.ipynb
+def _run_experiment(name: str, profile: str, params: dict | None, out: Path, root: Path, progress: bool,
+                    manifest: dict, log, step: str = "") -> dict:
+    """Execute one experiment notebook with papermill into `out/name` (`step`, e.g. '[2/5]', heads its log line);
+    its manifest record (status 'ok' or 'failed')."""
+    import papermill as pm
+    exp = EXPERIMENTS[name]
+    exp_out = out / name
+    exp_out.mkdir(parents=True, exist_ok=True)
+    nb_path = root / "nbs" / "experiments" / exp.notebook
+    prm = {"profile": profile, "out_dir": str(exp_out.resolve()), **(params or {})}
+    extra = sorted(set(prm) - set(notebook_parameters(nb_path)))
+    if extra:
+        raise ValueError(
+            f"{exp.notebook} has no parameter(s) {extra}; it takes {sorted(notebook_parameters(nb_path))}"
+        )
+    log(f"{step} {name} ({profile}) -> {exp_out}")
+    started, t0 = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), time.perf_counter()
+    tmp_nb = exp_out / f".{name}.tmp.ipynb"
+    status, error = "ok", None
+    try:
+        pm.execute_notebook(str(nb_path), str(tmp_nb), parameters=prm, kernel_name="python3",
+                            progress_bar=progress, cwd=str(root / "nbs" / "experiments"), report_mode=False)
+    except Exception as e:
+        status, error = "failed", f"{type(e).__name__}: {str(e)[-2000:]}"
+    finally:
+        if tmp_nb.exists(): os.replace(tmp_nb, exp_out / f"{name}.ipynb")
+    return {
+        "notebook": f"nbs/experiments/{exp.notebook}",
+        "parameters": prm
+        | {"out_dir": str(exp_out.relative_to(out)) if exp_out.is_relative_to(out) else prm["out_dir"]},
+        "started": started,
+        "wall_s": round(time.perf_counter() - t0, 1),
+        "status": status,
+        "git_commit": manifest["git_commit"],
+        "git_dirty": manifest["git_dirty"],
+        **({"error": error} if error else {}),
+    }
+
+# %% ../nbs/90_report.ipynb
 def reproduce(
     profile: str = "cpu",
     only: list[str] | None = None,
@@ -255,7 +294,6 @@ def reproduce(
     log=print,
 ) -> dict:
     "Run registered experiment notebooks; write outputs, executed notebooks, `manifest.json` and the index under `out`."
-    import papermill as pm
     check_profile(profile)
     root = repo_root(root)
     out = Path(out) if out else default_out(profile, root)
@@ -277,39 +315,9 @@ def reproduce(
     runs = manifest.setdefault("experiments", {})
     failed = []
     for k, name in enumerate(names, 1):
-        exp = EXPERIMENTS[name]
-        exp_out = out / name
-        exp_out.mkdir(parents=True, exist_ok=True)
-        nb_path = root / "nbs" / "experiments" / exp.notebook
-        prm = {"profile": profile, "out_dir": str(exp_out.resolve()), **(params or {})}
-        extra = sorted(set(prm) - set(notebook_parameters(nb_path)))
-        if extra:
-            raise ValueError(
-                f"{exp.notebook} has no parameter(s) {extra}; it takes {sorted(notebook_parameters(nb_path))}"
-            )
-        log(f"[{k}/{len(names)}] {name} ({profile}) -> {exp_out}")
-        started, t0 = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), time.perf_counter()
-        tmp_nb = exp_out / f".{name}.tmp.ipynb"
-        status, error = "ok", None
-        try:
-            pm.execute_notebook(str(nb_path), str(tmp_nb), parameters=prm, kernel_name="python3",
-                                progress_bar=progress, cwd=str(root / "nbs" / "experiments"), report_mode=False)
-        except Exception as e:
-            status, error = "failed", f"{type(e).__name__}: {str(e)[-2000:]}"; failed.append(name)
-        finally:
-            if tmp_nb.exists(): os.replace(tmp_nb, exp_out / f"{name}.ipynb")
-        runs[name] = {
-            "notebook": f"nbs/experiments/{exp.notebook}",
-            "parameters": prm
-            | {"out_dir": str(exp_out.relative_to(out)) if exp_out.is_relative_to(out) else prm["out_dir"]},
-            "started": started,
-            "wall_s": round(time.perf_counter() - t0, 1),
-            "status": status,
-            "git_commit": manifest["git_commit"],
-            "git_dirty": manifest["git_dirty"],
-            **({"error": error} if error else {}),
-        }
-        log(f"    {status} in {runs[name]['wall_s']} s")
+        runs[name] = _run_experiment(name, profile, params, out, root, progress, manifest, log, f"[{k}/{len(names)}]")
+        if runs[name]["status"] != "ok": failed.append(name)
+        log(f"    {runs[name]['status']} in {runs[name]['wall_s']} s")
         atomic_write_text(out / "manifest.json", json.dumps(manifest, indent=1, sort_keys=True))
     write_index(out)
     if failed:
