@@ -16,7 +16,6 @@ STILL_LONG = {
     "sampling.build_decision_data": 95,
     "trajectories.build_trajectory": 87,
     "mathagent.run_math_experiment": 81,
-    "metrics.seal_error_taxonomy": 68,
     "generate.generate_seal": 68,
 }
 

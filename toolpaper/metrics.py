@@ -218,6 +218,49 @@ def seal_gold_answer(inst: Instance) -> str:
     return repr([{"api": c.api, "parameters": c.arguments, "responses": c.responses} for c in inst.calls])
 
 # %% ../nbs/05_metrics.ipynb
+_TAXONOMY = [
+    ("format", "format error"),
+    ("tool", "missing gold tool"),
+    ("tool", "hallucinated tool"),
+    ("tool", "wrong tool"),
+    ("tool", "extra call"),
+    ("parameter", "required parameter missing"),
+    ("parameter", "optional parameter missing"),
+    ("parameter", "added, not in query"),
+    ("parameter", "added, in query"),
+    ("parameter", "wrong type/format"),
+    ("parameter", "wrong value"),
+]
+
+# %% ../nbs/05_metrics.ipynb
+def _parameter_errors(cnt: Counter, p: Call, gc: Call, tools: dict, q: str, pprod, gprod, to_gold) -> None:
+    "Count the parameter errors of predicted call `p` against its matched gold call `gc` into `cnt`."
+    schema = tools.get(gc.api)
+    for k in gc.arguments:
+        if k not in p.arguments:
+            req = schema is None or k in schema.required
+            cnt[("parameter", "required parameter missing" if req else "optional parameter missing")] += 1
+    for k, v in p.arguments.items():
+        if k not in gc.arguments:
+            cnt[
+                (
+                    "parameter",
+                    "added, in query"
+                    if isinstance(v, (str, int, float)) and _fold(str(v)) in q
+                    else "added, not in query",
+                )
+            ] += 1
+        elif not values_equal(_canon(v, pprod, to_gold, "p"), _canon(gc.arguments[k], gprod, None, "g")):
+            par = schema.param(k) if schema else None
+            bad_type = (
+                par is not None
+                and canonical_type(par.type) is not None
+                and not _is_ref(v)
+                and not fits_type(v, par.type, "text")
+            )
+            cnt[("parameter", "wrong type/format" if bad_type else "wrong value")] += 1
+
+# %% ../nbs/05_metrics.ipynb
 def seal_error_taxonomy(outputs: list[Any], golds: list[Instance], tools: dict[str, Tool] | None = None,
                         candidates: dict[str, list[str]] | None = None) -> pd.DataFrame:
     """Counts and shares of Seal-Tools errors: tool errors (missing gold tool, hallucinated, wrong, extra call) and,
@@ -244,46 +287,8 @@ def seal_error_taxonomy(outputs: list[Any], golds: list[Instance], tools: dict[s
         cnt[("tool", "extra call")] += len(real) - wrong
         pprod, gprod, to_gold = _producers(pred), _producers(g.calls), dict(pairs)
         q = _fold(g.query)
-        for i, j in pairs:
-            p, gc = pred[i], g.calls[j]
-            schema = tools.get(gc.api)
-            for k in gc.arguments:
-                if k not in p.arguments:
-                    req = schema is None or k in schema.required
-                    cnt[("parameter", "required parameter missing" if req else "optional parameter missing")] += 1
-            for k, v in p.arguments.items():
-                if k not in gc.arguments:
-                    cnt[
-                        (
-                            "parameter",
-                            "added, in query"
-                            if isinstance(v, (str, int, float)) and _fold(str(v)) in q
-                            else "added, not in query",
-                        )
-                    ] += 1
-                elif not values_equal(_canon(v, pprod, to_gold, "p"), _canon(gc.arguments[k], gprod, None, "g")):
-                    par = schema.param(k) if schema else None
-                    bad_type = (
-                        par is not None
-                        and canonical_type(par.type) is not None
-                        and not _is_ref(v)
-                        and not fits_type(v, par.type, "text")
-                    )
-                    cnt[("parameter", "wrong type/format" if bad_type else "wrong value")] += 1
-    cats = [
-        ("format", "format error"),
-        ("tool", "missing gold tool"),
-        ("tool", "hallucinated tool"),
-        ("tool", "wrong tool"),
-        ("tool", "extra call"),
-        ("parameter", "required parameter missing"),
-        ("parameter", "optional parameter missing"),
-        ("parameter", "added, not in query"),
-        ("parameter", "added, in query"),
-        ("parameter", "wrong type/format"),
-        ("parameter", "wrong value"),
-    ]
-    df = pd.DataFrame([{"family": f, "error": e, "count": cnt[(f, e)]} for f, e in cats])
+        for i, j in pairs: _parameter_errors(cnt, pred[i], g.calls[j], tools, q, pprod, gprod, to_gold)
+    df = pd.DataFrame([{"family": f, "error": e, "count": cnt[(f, e)]} for f, e in _TAXONOMY])
     df["share of family"] = df.groupby("family")["count"].transform(lambda s: s / s.sum() if s.sum() else 0.0)
     return df
 
