@@ -16,7 +16,6 @@ STILL_LONG = {
     "sampling.build_decision_data": 95,
     "trajectories.build_trajectory": 87,
     "mathagent.run_math_experiment": 81,
-    "generate.generate_seal": 68,
 }
 
 

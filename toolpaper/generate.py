@@ -933,15 +933,9 @@ def _seal_multi(run: _Run, combos: list, problems: Callable) -> tuple[list[tuple
     return made, rejects, StageYield(len(combos), parsed, len(made))
 
 # %% ../nbs/13_generate.ipynb
-def generate_seal(client, out: str | Path, cfg: SealGenConfig | None = None, embedder=None, progress: bool = False,
-                  functions: dict[str, Callable] | None = None) -> GenResult:
-    """Run (or resume) the Seal-Tools self-instruct pipeline into `out`: stage files under `out/stages/`, the dataset
-    under `out/seal-tools/`, per-stage yields in `out/yield.json`. `functions` are real implementations of
-    generated tools (by name) for the execution check."""
-    cfg = cfg if cfg is not None else SealGenConfig()
-    from toolpaper.schema import Call, Instance
-    out = Path(out); t0 = time.perf_counter(); u0 = dict(client.usage.as_dict())
-    run, Y = _Run(client, cfg, out / "stages"), {}
+def _seal_tool_stages(run, cfg: SealGenConfig, embedder, Y: dict) -> tuple:
+    """Fields, subfields, tools, back-fill and the embedding de-duplication of the Seal-Tools pipeline, their yields
+    recorded in `Y`; (the tools stage's result, the kept tools, the tools dropped as duplicates)."""
     fields, Y["fields"] = _seal_fields(run)
     subs, Y["subfields"] = _seal_subfields(run, fields)
     tools, Y["tools"] = _seal_tools(run, subs)
@@ -958,6 +952,33 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig | None = None, emb
     n_in = len(cand) + len(tools.early)
     Y["tools"].kept, Y["dedup"] = len(kept), StageYield(n_in, n_in, n_in, len(kept))
     for row in tools.trace: row["kept"] = sum(t["field"] == f"{row['field']}/{row['subfield']}" for t in kept)
+    return tools, kept, dropped
+
+# %% ../nbs/13_generate.ipynb
+def _nested_and_cross(instances: list[dict], by_name: dict) -> tuple[int, int]:
+    "(nested instances, instances whose calls span more than one field) among generated `instances`."
+    from toolpaper.schema import Call, Instance
+    nested = sum(
+        Instance(
+            id=x["id"],
+            query=x["query"],
+            calls=[Call(api=c["api"], arguments=c["parameters"], responses=c["responses"]) for c in x["calling"]],
+        ).nested
+        for x in instances
+    )
+    cross = sum(len({by_name[c["api"]]["field"].split("/")[0] for c in x["calling"]}) > 1 for x in instances)
+    return nested, cross
+
+# %% ../nbs/13_generate.ipynb
+def generate_seal(client, out: str | Path, cfg: SealGenConfig | None = None, embedder=None, progress: bool = False,
+                  functions: dict[str, Callable] | None = None) -> GenResult:
+    """Run (or resume) the Seal-Tools self-instruct pipeline into `out`: stage files under `out/stages/`, the dataset
+    under `out/seal-tools/`, per-stage yields in `out/yield.json`. `functions` are real implementations of
+    generated tools (by name) for the execution check."""
+    cfg = cfg if cfg is not None else SealGenConfig()
+    out = Path(out); t0 = time.perf_counter(); u0 = dict(client.usage.as_dict())
+    run, Y = _Run(client, cfg, out / "stages"), {}
+    tools, kept, dropped = _seal_tool_stages(run, cfg, embedder, Y)
     by_name = {t["api_name"]: t for t in kept}
     env = execution_env(kept, functions, cfg.seed) if cfg.execute else None
     problems = lambda calls, query: (
@@ -968,15 +989,7 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig | None = None, emb
     multis, rej3, Y["multi"] = _seal_multi(run, combos, problems)
     made = singles + multis
     instances = [x for x, _ in made]
-    nested = sum(
-        Instance(
-            id=x["id"],
-            query=x["query"],
-            calls=[Call(api=c["api"], arguments=c["parameters"], responses=c["responses"]) for c in x["calling"]],
-        ).nested
-        for x in instances
-    )
-    cross = sum(len({by_name[c["api"]]["field"].split("/")[0] for c in x["calling"]}) > 1 for x in instances)
+    nested, cross = _nested_and_cross(instances, by_name)
     Y["nested"], Y["cross_field"] = StageYield(valid=nested, kept=nested), StageYield(valid=cross, kept=cross)
     stages = {k: asdict(v) for k, v in Y.items()}
     report = {"prompt_version": PROMPT_VERSION, "stages": stages, "requests": run.requests, "per_subfield": tools.trace,
