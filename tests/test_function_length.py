@@ -14,7 +14,6 @@ STILL_LONG = {
     "deer.run_deer_experiment": 105,
     "sealtools.run_seal_experiment": 104,
     "sampling.build_decision_data": 95,
-    "trajectories.build_trajectory": 87,
     "mathagent.run_math_experiment": 81,
 }
 

@@ -38,6 +38,47 @@ class TrajectoryError(ValueError):
     "An instance whose gold calls do not pass the tool schemas (it cannot make a clean trajectory)."
 
 # %% ../nbs/17_trajectories.ipynb
+def _step_turns(s: int, t: Tool, args: dict, uses: list[int], broken: bool, env: ToolEnv, obs) -> list[Turn]:
+    """The turns of step `s` (0-based) calling tool `t` with `args`: the plan (naming the steps it takes results from),
+    with `broken` first a call that fails and its correction, then the call and its observation `obs`."""
+    out: list[Turn] = []
+    why = f" It takes the result of step {', '.join(str(u + 1) for u in uses)}." if uses else ""
+    out.append(
+        Turn(
+            role="planner", content=f"Step {s + 1}: I need to {_desc(t)}.{why} I will call {t.name}. Next: caller."
+        )
+    )
+    if broken:
+        req = [p.name for p in t.parameters if p.required and p.name in args]
+        bad = {k: v for k, v in args.items() if k != req[0]} if req else {**args, "extra_option": "yes"}
+        out.append(
+            Turn(role="caller", content=f"Action: {t.name}\nAction Input: {json.dumps(bad, ensure_ascii=False)}")
+        )
+        err = env.call(t.name, bad)
+        out.append(Turn(role="observation", content=err.text))
+        out.append(
+            Turn(
+                role="planner",
+                content=f"The call failed: {err.error}. I will call {t.name} again with the input fixed. Next: "
+                        "caller.",
+            )
+        )
+    out.append(
+        Turn(role="caller", content=f"Action: {t.name}\nAction Input: {json.dumps(args, ensure_ascii=False)}")
+    )
+    out.append(Turn(role="observation", content=obs.text))
+    return out
+
+# %% ../nbs/17_trajectories.ipynb
+def _summary_turn(calls: list, turns: list[Turn]) -> Turn:
+    "The summarizer's turn: what each call gave, read from the last observations."
+    parts = []
+    for c, o in zip(calls, [t for t in turns if t.role == "observation"][-len(calls):]):
+        vals = json.loads(o.content)
+        parts.append(f"{c.api} gave " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in vals.items()))
+    return Turn(role="summarizer", content="Here is what I found: " + "; ".join(parts) + ".")
+
+# %% ../nbs/17_trajectories.ipynb
 def build_trajectory(
     inst: Instance,
     tools: dict[str, Tool],
@@ -79,7 +120,6 @@ def build_trajectory(
     broken_at = rng.randrange(len(calls)) if kind == "recovery" else None
     step_of = {}
     for s, c in enumerate(calls):
-        t = tools[c.api]
         uses = sorted(
             {
                 step_of[m.group(0)]
@@ -89,39 +129,10 @@ def build_trajectory(
                 if m.group(0) in step_of
             }
         )
-        why = f" It takes the result of step {', '.join(str(u + 1) for u in uses)}." if uses else ""
-        turns.append(
-            Turn(
-                role="planner", content=f"Step {s + 1}: I need to {_desc(t)}.{why} I will call {t.name}. Next: caller."
-            )
-        )
-        args = ex.arguments[s]
-        if s == broken_at:
-            req = [p.name for p in t.parameters if p.required and p.name in args]
-            bad = {k: v for k, v in args.items() if k != req[0]} if req else {**args, "extra_option": "yes"}
-            turns.append(
-                Turn(role="caller", content=f"Action: {t.name}\nAction Input: {json.dumps(bad, ensure_ascii=False)}")
-            )
-            err = env.call(t.name, bad)
-            turns.append(Turn(role="observation", content=err.text))
-            turns.append(
-                Turn(
-                    role="planner",
-                    content=f"The call failed: {err.error}. I will call {t.name} again with the input fixed. Next: "
-                            "caller.",
-                )
-            )
-        turns.append(
-            Turn(role="caller", content=f"Action: {t.name}\nAction Input: {json.dumps(args, ensure_ascii=False)}")
-        )
-        turns.append(Turn(role="observation", content=ex.observations[s].text))
+        turns += _step_turns(s, tools[c.api], ex.arguments[s], uses, s == broken_at, env, ex.observations[s])
         for rid in c.responses: step_of[rid] = s
     turns.append(Turn(role="planner", content="I have all the results the request needs. Next: conclusion."))
-    parts = []
-    for c, o in zip(calls, [t for t in turns if t.role == "observation"][-len(calls):]):
-        vals = json.loads(o.content)
-        parts.append(f"{c.api} gave " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in vals.items()))
-    turns.append(Turn(role="summarizer", content="Here is what I found: " + "; ".join(parts) + "."))
+    turns.append(_summary_turn(calls, turns))
     return Trajectory(
         id=f"{inst.id}:{kind}", instruction=inst.query, tools=listed, turns=turns, instance=inst.id, kind=kind
     )
