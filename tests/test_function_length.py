@@ -13,7 +13,6 @@ STILL_LONG = {
     "engine.generate": 113,
     "deer.run_deer_experiment": 105,
     "sealtools.run_seal_experiment": 104,
-    "sampling.build_decision_data": 95,
     "mathagent.run_math_experiment": 81,
 }
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools, hashlib, json, random
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import ClassVar, Sequence
+from typing import ClassVar, NamedTuple, Sequence
 import numpy as np
 import pandas as pd
 from .config import Profiled
@@ -173,6 +173,53 @@ class DecisionData:
         return pd.DataFrame(rows)
 
 # %% ../nbs/08_sampling.ipynb
+class _PoolContext(NamedTuple):
+    "What every sampled DEER decision sample of one `build_decision_data` call shares."
+    views: dict
+    index: dict
+    by_name: dict
+    k: int
+    call_ratio: float
+    strategy: str
+    mixture: dict
+    seed: int
+
+# %% ../nbs/08_sampling.ipynb
+def _decision_sample(ctx: _PoolContext, tool: Tool, ex_no: int, ex, split: str) -> DecisionSample:
+    """A Call or NoCall sample for example `ex_no` of `tool`, its candidate pool sampled from the `split` view; the
+    draw is seeded by (seed, tool, example), so it does not depend on the other samples."""
+    h = int(hashlib.sha256(f"{ctx.seed}|{tool.name}|{ex_no}".encode()).hexdigest()[:12], 16)
+    rng = np.random.default_rng(h)
+    call = bool(rng.random() < ctx.call_ratio)
+    view = ctx.views[split]
+    pool, used = sample_pool(view, ctx.index[split][tool.name], ctx.k, ctx.strategy, call, rng, ctx.mixture)
+    cands = [ctx.by_name[view.names[i]] for i in pool]
+    cands = [c.model_copy(update={"examples": []}) for c in cands]
+    return DecisionSample(
+        id=f"{split}-{tool.name}-{ex_no}",
+        query=ex.query,
+        branch="Call" if call else "NoCall",
+        candidates=cands,
+        gold_call=ex.call if call else None,
+        gold_call_text=ex.call_text if call else None,
+        split=split,
+        strategy=used,
+    )
+
+# %% ../nbs/08_sampling.ipynb
+def _nosearch_split(released_valid: list[DecisionSample], train_frac: float, seed: int) -> tuple[list, list]:
+    "(training NoSearch samples, renamed into the train split; held-out ones) drawn from the released valid set."
+    rng = random.Random(seed)
+    ns = [s for s in released_valid if s.branch == "NoSearch"]
+    ns_order = list(range(len(ns))); rng.shuffle(ns_order)
+    n_train = int(round(train_frac * len(ns)))
+    ns_train = [
+        ns[i].model_copy(update={"id": f"train-nosearch-{j}", "split": "train"})
+        for j, i in enumerate(sorted(ns_order[:n_train]))
+    ]
+    return ns_train, [ns[i] for i in sorted(ns_order[n_train:])]
+
+# %% ../nbs/08_sampling.ipynb
 def build_decision_data(
     tools: list[Tool],
     released_valid: list[DecisionSample] | None = None,
@@ -195,45 +242,17 @@ def build_decision_data(
     unseen_set = set(unseen)
     # pools never mix seen and unseen tools
     views = {"train": clusters.subset(train_names), "test": clusters.subset(unseen)}
-    index = {v: {n: i for i, n in enumerate(c.names)} for v, c in views.items()}
+    ctx = _PoolContext(views, {v: {n: i for i, n in enumerate(c.names)} for v, c in views.items()},
+                       {t.name: t for t in tools}, k, call_ratio, strategy, mixture, seed)
     banned = {s.query for s in released_valid + released_test}
-    by_name = {t.name: t for t in tools}
-
-    def make(tool: Tool, ex_no: int, ex, split: str) -> DecisionSample:
-        h = int(hashlib.sha256(f"{seed}|{tool.name}|{ex_no}".encode()).hexdigest()[:12], 16)
-        rng = np.random.default_rng(h)
-        call = bool(rng.random() < call_ratio)
-        view = views[split]
-        pool, used = sample_pool(view, index[split][tool.name], k, strategy, call, rng, mixture)
-        cands = [by_name[view.names[i]] for i in pool]
-        cands = [c.model_copy(update={"examples": []}) for c in cands]
-        return DecisionSample(
-            id=f"{split}-{tool.name}-{ex_no}",
-            query=ex.query,
-            branch="Call" if call else "NoCall",
-            candidates=cands,
-            gold_call=ex.call if call else None,
-            gold_call_text=ex.call_text if call else None,
-            split=split,
-            strategy=used,
-        )
-
     seen_pool, test = [], []
     for t in tools:
         exs = [e for e in t.examples if e.query not in banned]
         if max_examples_per_tool: exs = exs[:max_examples_per_tool]
         for n, e in enumerate(exs):
-            if t.name in unseen_set: test.append(make(t, n, e, "test"))
-            else: seen_pool.append((t.name, make(t, n, e, "train")))   # (source tool, sample)
-    rng = random.Random(seed)
-    ns = [s for s in released_valid if s.branch == "NoSearch"]
-    ns_order = list(range(len(ns))); rng.shuffle(ns_order)
-    n_train = int(round(nosearch_train_frac * len(ns)))
-    ns_train = [
-        ns[i].model_copy(update={"id": f"train-nosearch-{j}", "split": "train"})
-        for j, i in enumerate(sorted(ns_order[:n_train]))
-    ]
-    heldout = [ns[i] for i in sorted(ns_order[n_train:])]
+            if t.name in unseen_set: test.append(_decision_sample(ctx, t, n, e, "test"))
+            else: seen_pool.append((t.name, _decision_sample(ctx, t, n, e, "train")))   # (source tool, sample)
+    ns_train, heldout = _nosearch_split(released_valid, nosearch_train_frac, seed)
     tools_in_valid = (
         set(random.Random(seed + 1).sample(sorted(train_names), max(1, int(round(valid_frac * len(train_names))))))
         if valid_frac
@@ -247,25 +266,12 @@ def build_decision_data(
         test, test_source = list(released_test), "the released test.json (every unseen-tool example is in it)"
     else: test_source = "sampled from the unseen tools' examples"
     info = {
-        "tool_split": how,
-        "test_source": test_source,
-        "train_tools": len(train_names),
-        "unseen_tools": len(unseen),
+        "tool_split": how, "test_source": test_source, "train_tools": len(train_names), "unseen_tools": len(unseen),
         "valid_tools": len(tools_in_valid),
         "examples_excluded_as_eval_queries": sum(e.query in banned for t in tools for e in t.examples),
-        "call_ratio": call_ratio,
-        "strategy": strategy,
-        "mixture": mixture,
-        "k": k,
-        "clusters": clusters.m,
-        "seed": seed,
-        "nosearch_train": len(ns_train),
-        "nosearch_heldout": len(heldout),
-        "strategy_counts": dict(
-            Counter(
-                s.strategy for s in train + valid + test if s.strategy is not None
-            )
-        ),
+        "call_ratio": call_ratio, "strategy": strategy, "mixture": mixture, "k": k, "clusters": clusters.m,
+        "seed": seed, "nosearch_train": len(ns_train), "nosearch_heldout": len(heldout),
+        "strategy_counts": dict(Counter(s.strategy for s in train + valid + test if s.strategy is not None)),
     }
     return DecisionData(train, valid, test, heldout, info)
 
