@@ -10,7 +10,6 @@ LIMIT = 60
 STILL_LONG = {
     "deer.run_deer_ablation": 147,
     "umi.run_umi_experiment": 133,
-    "engine.generate": 113,
     "deer.run_deer_experiment": 105,
     "sealtools.run_seal_experiment": 104,
     "mathagent.run_math_experiment": 81,

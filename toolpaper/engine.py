@@ -347,6 +347,89 @@ def _drafts(self, live: list[dict], reqs: Sequence[Request]) -> list[list[int]]:
 Engine._pick, Engine._drafts = _pick, _drafts
 
 # %% ../nbs/11_engine.ipynb
+def _admit(self, reqs: Sequence[Request], i: int, live: list[dict]) -> None:
+    "Prefill request `i` into the next free cache slot, reusing its longest cached prefix, and add it to `live`."
+    torch, st = self._torch, self.stats
+    r, b, t0 = reqs[i], len(live), time.perf_counter()
+    ids = np.asarray(r.ids, dtype=np.int64)
+    n, kv = self.prefix.match(ids)
+    n = min(n, len(ids) - 1)
+    if n > 0: self.kv[:, :, b, :, :n] = kv[:, :, :, :n]
+    logits = self._prefill(b, torch.as_tensor(ids[n:], device=self.device), n)
+    self.prefix.add(ids, self.kv[:, :, b, :, :len(ids)].clone())
+    st.prefill_seconds += time.perf_counter() - t0
+    st.prefilled_tokens += len(ids) - n; st.reused_tokens += n; st.prompt_tokens += len(ids); st.requests += 1
+    gen = torch.Generator().manual_seed(r.seed) if r.temperature else None
+    live.append({"i": i, "ids": ids, "new": [], "pos": len(ids), "gen": gen, "reused": n, "acc": [],
+                 "next": self._pick(logits, r, gen)})
+
+# %% ../nbs/11_engine.ipynb
+def _retire(self, live: list[dict], b: int, reason: str, tokens: list[int], out: list) -> None:
+    """Finish live sequence `b`: its output into `out`, what it fed into the prefix cache, and the last live sequence
+    moved into its slot."""
+    s = live[b]
+    # the last chosen token was never fed
+    fed = np.concatenate([s["ids"], np.asarray(s["new"][:-1], dtype=np.int64)])
+    self.prefix.add(fed, self.kv[:, :, b, :, :len(fed)].clone())
+    out[s["i"]] = Output(tokens, self.tok.decode(tokens, skip_special_tokens=True), reason, len(s["ids"]), s["reused"])
+    last = len(live) - 1
+    if b != last:
+        self.kv[:, :, b, :, :live[last]["pos"]] = self.kv[:, :, last, :, :live[last]["pos"]]
+        live[b] = live[last]
+    live.pop()
+
+# %% ../nbs/11_engine.ipynb
+def _settle(self, live: list[dict], reqs: Sequence[Request], out: list, bar) -> None:
+    """Take each live sequence's accepted tokens and retire those that reached an end token, a stop string or their
+    limit."""
+    for b in range(len(live) - 1, -1, -1):
+        s, r = live[b], reqs[live[b]["i"]]
+        took = s["acc"] + [s["next"]]
+        start = len(s["new"])
+        s["new"].extend(took)
+        end = next((start + j for j, t in enumerate(took) if t in self.eos), None)
+        if end is not None:
+            del s["new"][end + 1:]
+            self._retire(live, b, "eos", s["new"][:-1], out); bar.update(1); continue
+        if r.stop and stop_index(self.tok.decode(s["new"], skip_special_tokens=True), r.stop):
+            # the stop string ends within this round's tokens
+            j = start + 1
+            while j < len(s["new"]) and not stop_index(self.tok.decode(s["new"][:j], skip_special_tokens=True), r.stop):
+                j += 1
+            del s["new"][j:]
+            self._retire(live, b, "stop", s["new"], out); bar.update(1); continue
+        if len(s["new"]) >= r.max_new_tokens:
+            del s["new"][r.max_new_tokens:]
+            self._retire(live, b, "length", s["new"], out); bar.update(1)
+
+# %% ../nbs/11_engine.ipynb
+def _decode_round(self, live: list[dict], reqs: Sequence[Request]) -> None:
+    "One decode step for every live sequence (with its prompt-lookup drafts), choosing each one's next tokens."
+    torch, st, t0 = self._torch, self.stats, time.perf_counter()
+    drafts = self._drafts(live, reqs)
+    T = 1 + max(len(d) for d in drafts)
+    toks = torch.zeros(len(live), T, dtype=torch.long)
+    for b, (s, d) in enumerate(zip(live, drafts)): toks[b, :1 + len(d)] = torch.tensor([s["next"]] + d)
+    lens = torch.tensor([1 + len(d) for d in drafts])
+    pos = torch.tensor([s["pos"] for s in live])
+    logits = self._step(toks.to(self.device), pos.to(self.device), lens.to(self.device))
+    for b, (s, d) in enumerate(zip(live, drafts)):
+        r = reqs[s["i"]]
+        if d:
+            best = logits[b].argmax(-1).tolist()
+            a = 0
+            while a < len(d) and d[a] == best[a]: a += 1
+            s["acc"], s["next"] = d[:a], best[a]
+            st.draft_tokens += len(d); st.accepted_tokens += a
+        else: s["acc"], s["next"] = [], self._pick(logits[b, 0], r, s["gen"])
+        s["pos"] += 1 + len(s["acc"])
+        st.generated_tokens += 1 + len(s["acc"])
+    st.decode_seconds += time.perf_counter() - t0
+    st.decode_steps += 1
+
+Engine._admit, Engine._retire, Engine._settle, Engine._decode_round = _admit, _retire, _settle, _decode_round
+
+# %% ../nbs/11_engine.ipynb
 def generate(self, reqs: Sequence[Request], progress: bool = False) -> list[Output]:
     """Complete every request (until an end-of-sequence token, a stop string or its token limit); outputs in input
     order."""
@@ -368,94 +451,12 @@ def generate(self, reqs: Sequence[Request], progress: bool = False) -> list[Outp
     out: list[Output | None] = [None] * len(reqs)
     live: list[dict] = []
     bar = tqdm(total=len(reqs), disable=not progress, desc="generate")
-    st = self.stats
-
-    def admit(i):
-        r, b, t0 = reqs[i], len(live), time.perf_counter()
-        ids = np.asarray(r.ids, dtype=np.int64)
-        n, kv = self.prefix.match(ids)
-        n = min(n, len(ids) - 1)
-        if n > 0: self.kv[:, :, b, :, :n] = kv[:, :, :, :n]
-        logits = self._prefill(b, torch.as_tensor(ids[n:], device=self.device), n)
-        self.prefix.add(ids, self.kv[:, :, b, :, :len(ids)].clone())
-        st.prefill_seconds += time.perf_counter() - t0
-        st.prefilled_tokens += len(ids) - n; st.reused_tokens += n; st.prompt_tokens += len(ids); st.requests += 1
-        gen = torch.Generator().manual_seed(r.seed) if r.temperature else None
-        live.append(
-            {
-                "i": i,
-                "ids": ids,
-                "new": [],
-                "pos": len(ids),
-                "gen": gen,
-                "reused": n,
-                "acc": [],
-                "next": self._pick(logits, r, gen),
-            }
-        )
-
-    def retire(b, reason, tokens):
-        s = live[b]
-        # the last chosen token was never fed
-        fed = np.concatenate([s["ids"], np.asarray(s["new"][:-1], dtype=np.int64)])
-        self.prefix.add(fed, self.kv[:, :, b, :, :len(fed)].clone())
-        out[s["i"]] = Output(
-            tokens, self.tok.decode(tokens, skip_special_tokens=True), reason, len(s["ids"]), s["reused"]
-        )
-        last = len(live) - 1
-        if b != last:
-            self.kv[:, :, b, :, :live[last]["pos"]] = self.kv[:, :, last, :, :live[last]["pos"]]
-            live[b] = live[last]
-        live.pop()
-        bar.update(1)
-
     try:
         while queue or live:
             if self.cancel is not None and self.cancel.is_set(): raise RuntimeError("generation cancelled")
-            while queue and len(live) < slots: admit(queue.pop())
-            for b in range(len(live) - 1, -1, -1):
-                s, r = live[b], reqs[live[b]["i"]]
-                took = s["acc"] + [s["next"]]
-                start = len(s["new"])
-                s["new"].extend(took)
-                end = next((start + j for j, t in enumerate(took) if t in self.eos), None)
-                if end is not None:
-                    del s["new"][end + 1:]
-                    retire(b, "eos", s["new"][:-1]); continue
-                if r.stop and stop_index(self.tok.decode(s["new"], skip_special_tokens=True), r.stop):
-                    # the stop string ends within this round's tokens
-                    j = start + 1
-                    while j < len(s["new"]) and not stop_index(
-                        self.tok.decode(s["new"][:j], skip_special_tokens=True), r.stop
-                    ):
-                        j += 1
-                    del s["new"][j:]
-                    retire(b, "stop", s["new"]); continue
-                if len(s["new"]) >= r.max_new_tokens:
-                    del s["new"][r.max_new_tokens:]
-                    retire(b, "length", s["new"]); continue
-            if not live: continue
-            t0 = time.perf_counter()
-            drafts = self._drafts(live, reqs)
-            T = 1 + max(len(d) for d in drafts)
-            toks = torch.zeros(len(live), T, dtype=torch.long)
-            for b, (s, d) in enumerate(zip(live, drafts)): toks[b, :1 + len(d)] = torch.tensor([s["next"]] + d)
-            lens = torch.tensor([1 + len(d) for d in drafts])
-            pos = torch.tensor([s["pos"] for s in live])
-            logits = self._step(toks.to(self.device), pos.to(self.device), lens.to(self.device))
-            for b, (s, d) in enumerate(zip(live, drafts)):
-                r = reqs[s["i"]]
-                if d:
-                    best = logits[b].argmax(-1).tolist()
-                    a = 0
-                    while a < len(d) and d[a] == best[a]: a += 1
-                    s["acc"], s["next"] = d[:a], best[a]
-                    st.draft_tokens += len(d); st.accepted_tokens += a
-                else: s["acc"], s["next"] = [], self._pick(logits[b, 0], r, s["gen"])
-                s["pos"] += 1 + len(s["acc"])
-                st.generated_tokens += 1 + len(s["acc"])
-            st.decode_seconds += time.perf_counter() - t0
-            st.decode_steps += 1
+            while queue and len(live) < slots: self._admit(reqs, queue.pop(), live)
+            self._settle(live, reqs, out, bar)
+            if live: self._decode_round(live, reqs)
     finally:
         self.kv = None
         bar.close()
