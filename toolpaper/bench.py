@@ -322,12 +322,11 @@ class UsageLog:
     killed session's requests still count)."""
     def __init__(self, out: Path, client):
         self.path, self.client, self.start = Path(out) / "usage.json", client, _usage(client)
-        try: self.before = json.loads(self.path.read_text())["total"] if self.path.exists() else {}
-        except (json.JSONDecodeError, KeyError, TypeError): self.before = {}
-        self.sessions = 0
-        if self.path.exists():
-            try: self.sessions = int(json.loads(self.path.read_text()).get("sessions", 0))
-            except (json.JSONDecodeError, TypeError, ValueError, AttributeError): pass
+        try: old = json.loads(self.path.read_text()) if self.path.exists() else {}
+        except json.JSONDecodeError: old = {}                 # unreadable: counting starts again
+        old = old if isinstance(old, dict) else {}
+        self.before = old.get("total") if isinstance(old.get("total"), dict) else {}
+        self.sessions = old.get("sessions") if isinstance(old.get("sessions"), int) else 0
 
     def session(self) -> dict:
         now = _usage(self.client)

@@ -256,26 +256,19 @@ def port_number(text: str) -> int:
     return v
 
 # %% ../nbs/99_cli.ipynb
-def _looks_like_path(name: str) -> bool:
-    "A model argument meant as a folder: absolute, relative with ./ or ~, or deeper than a Hugging Face 'org/name'."
-    return name.startswith(("/", "./", "../", "~", ".\\")) or name.count("/") > 1 or "\\" in name
-
-# %% ../nbs/99_cli.ipynb
 def check_cli_paths(args) -> None:
     """A ValueError naming the flag when a model folder, adapter folder, record file or data folder the command names
     does not exist, or a base URL has no scheme; run before anything loads."""
     from toolpaper.client import check_base_url
-    from toolpaper.models import MODELS
+    from toolpaper.models import check_adapter, check_model_name
     model = getattr(args, "model", None)
-    if model and not getattr(args, "base_url", None) and model not in MODELS and _looks_like_path(model):
-        if not Path(model).expanduser().exists():
-            raise ValueError(f"--model {model}: no such folder (give a registered name — {', '.join(MODELS)} — a "
-                             "Hugging Face id such as org/name, or an existing folder)")
+    try:
+        if model and not getattr(args, "base_url", None): check_model_name(model)
+    except FileNotFoundError as e: raise ValueError(f"--{e}") from None        # "--model X: no such folder ..."
     adapters = getattr(args, "adapter", None)
     for a in adapters if isinstance(adapters, list) else [adapters] if adapters else []:
-        folder = a.partition("=")[2] if "=" in a else a
-        if not Path(folder, "adapter_config.json").exists():
-            raise ValueError(f"--adapter {a}: {folder} is not a PEFT adapter folder (no adapter_config.json)")
+        try: check_adapter(a.partition("=")[2] if "=" in a else a)
+        except FileNotFoundError as e: raise ValueError(f"--adapter {a}: {e}") from None
     for flag in ("replay", "pred", "examples"):
         v = getattr(args, flag, None)
         if v and Path(v).is_dir(): raise ValueError(f"--{flag} {v}: is a folder; give the file")

@@ -10,8 +10,9 @@ from pathlib import Path
 from .io import cache_root
 
 # %% auto 0
-__all__ = ['MODELS', 'ModelSpec', 'package_dir', 'models_cache', 'convert_gguf', 'make_tiny_llama', 'ensure_model',
-           'default_device', 'default_dtype', 'load_tokenizer', 'load_model', 'load_embedder', 'chat']
+__all__ = ['MODELS', 'ModelSpec', 'package_dir', 'models_cache', 'convert_gguf', 'make_tiny_llama', 'check_model_name',
+           'check_adapter', 'ensure_model', 'default_device', 'default_dtype', 'load_tokenizer', 'load_model',
+           'load_embedder', 'chat']
 
 # %% ../nbs/02_models.ipynb
 @dataclass(frozen=True)
@@ -120,9 +121,28 @@ def make_tiny_llama(dest: Path, seed: int = 0, hidden: int = 64, layers: int = 2
     return _finish(tmp, dest)
 
 # %% ../nbs/02_models.ipynb
+def check_model_name(name: str) -> str:
+    """`name` itself, unless it is meant as a folder (absolute, `./`, `../`, `~`, or deeper than a Hugging Face
+    'org/name') and no such folder exists: then a FileNotFoundError that says so, before anything tries to download
+    it."""
+    if name in MODELS: return name
+    folder = name.startswith(("/", "./", "../", "~", ".\\")) or name.count("/") > 1 or "\\" in name
+    if folder and not Path(name).expanduser().exists():
+        raise FileNotFoundError(f"model {name}: no such folder (give a registered name — {', '.join(MODELS)} — a "
+                                "Hugging Face id such as org/name, or an existing folder)")
+    return name
+
+# %% ../nbs/02_models.ipynb
+def check_adapter(folder: str) -> str:
+    "`folder` itself when it holds a PEFT adapter (its adapter_config.json); a FileNotFoundError otherwise."
+    if not Path(folder, "adapter_config.json").exists():
+        raise FileNotFoundError(f"{folder} is not a PEFT adapter folder (no adapter_config.json)")
+    return folder
+
+# %% ../nbs/02_models.ipynb
 def ensure_model(name: str) -> str:
     "A loadable location for `name` (local folder for registered models; the id itself otherwise)."
-    spec = MODELS.get(name)
+    spec = MODELS.get(check_model_name(name))
     if spec is None: return str(Path(name).expanduser()) if Path(name).expanduser().exists() else name
     if spec.kind == "sentence-transformers": return str(package_dir(spec.package) / spec.file)
     dest = models_cache() / name
@@ -163,7 +183,7 @@ def load_model(name: str, adapter: str | None = None, device: str | None = None,
     model = AutoModelForCausalLM.from_pretrained(ensure_model(name), dtype=dtype).to(device)
     if adapter is not None:
         from peft import PeftModel
-        model = PeftModel.from_pretrained(model, adapter, is_trainable=trainable)
+        model = PeftModel.from_pretrained(model, check_adapter(adapter), is_trainable=trainable)
     if not trainable: model.eval()
     return model, tok
 

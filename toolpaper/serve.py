@@ -223,11 +223,11 @@ def load_clients(model: str, adapters=(), name: str | None = None, **local) -> d
     """{model name: LocalClient}: the base model under its own name (or `name`) and each adapter, a folder or
     'NAME=FOLDER', under its name, the base weights loaded once."""
     from toolpaper.client import LocalClient
+    from toolpaper.models import check_adapter
     out = {name or model: LocalClient(model, name=name or model, **local)}
     for a in adapters:
         n, _, folder = a.partition("=") if "=" in a else (Path(a.rstrip("/")).name, "", a)
-        if not Path(folder, "adapter_config.json").exists():
-            raise FileNotFoundError(f"--adapter {a}: {folder} is not a PEFT adapter folder")
+        check_adapter(folder)
         if n in out: raise ValueError(f"--adapter {a}: the model name {n!r} is already taken")
         out[n] = LocalClient(model, adapter=folder, name=n, **local)
     return out
