@@ -144,7 +144,7 @@ def test_cache_tolerates_a_line_cut_by_a_crash(tmp_path):
 
 
 def test_tools_are_sent_and_tool_calls_come_back_as_text(server):
-    from toolpaper.bench import native_calls
+    from toolpaper.sealtools import native_calls
     c = client(server)
     tools = [
         {

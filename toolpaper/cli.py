@@ -8,10 +8,12 @@ import argparse, json, os, shutil, sys, tempfile, warnings
 from pathlib import Path
 from . import data as D
 from .report import EXPERIMENTS, PROFILES, parse_params, reproduce
+from .suites import get_suite, suite_names
 
 # %% auto 0
-__all__ = ['data_check', 'data_stats', 'export_tools', 'data_export', 'read_predictions_file', 'run_eval', 'bench_client',
-           'run_bench_cli', 'bench_table_cli', 'positive_int', 'port_number', 'check_cli_paths', 'build_parser', 'main']
+__all__ = ['data_check', 'data_stats', 'export_tools', 'data_export', 'read_predictions_file', 'run_eval', 'suite_options',
+           'bench_client', 'run_bench_cli', 'bench_table_cli', 'positive_int', 'count_int', 'port_number',
+           'check_cli_paths', 'build_parser', 'main']
 
 # %% ../nbs/99_cli.ipynb
 def data_check(root=None, download: bool = True, out=print) -> bool:
@@ -166,6 +168,11 @@ def run_eval(
     return res
 
 # %% ../nbs/99_cli.ipynb
+def suite_options(args) -> dict:
+    "The suite options a `toolpaper bench` command gave (the flags left out keep the suite's defaults)."
+    return {k[4:]: v for k, v in vars(args).items() if k.startswith("opt_") and v is not None}
+
+# %% ../nbs/99_cli.ipynb
 def bench_client(args):
     """The client — or {role: client} for an alpha-UMi agent with per-role models — that a `toolpaper bench` command
     asks for."""
@@ -187,8 +194,10 @@ def bench_client(args):
         if args.base_url:
             return make_client(served or args.model, base_url=args.base_url, api=args.api, record=rec, **local)
         return make_client(args.model, adapter=adapter, record=rec, **local)
-    roles = {r: getattr(args, r, None) for r in ("planner", "caller", "summarizer")}
-    if not (args.suite == "umi" and args.agent == "umi" and any(roles.values())): return one(args.adapter, args.model)
+    spec = get_suite(args.suite)
+    opts = spec.make_options(**suite_options(args))
+    roles = {r: getattr(args, r, None) for r in spec.roles}
+    if not (spec.uses_roles and spec.uses_roles(opts) and any(roles.values())): return one(args.adapter, args.model)
     made: dict = {}
     for r, who in roles.items():
         key = who or args.adapter or ""
@@ -205,21 +214,15 @@ def run_bench_cli(args, out=print) -> dict:
 
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise D.DataError(args.out, "is a file; --out must be a folder")
-    mt = args.max_tokens
     cfg = BenchConfig(
         args.suite,
         split=args.split,
         limit=args.limit,
         seed=args.seed,
-        candidates=args.candidates,
-        subset=args.subset,
-        k=args.k,
-        dense_model=args.dense_model,
-        prompt=args.prompt,
-        agent=args.agent,
-        max_tokens=(mt if mt is None or args.suite != "umi" else (mt,) * 3),
+        max_tokens=args.max_tokens,
         chunk=args.chunk,
         data_dir=args.data_dir,
+        **suite_options(args),
     )
     client = bench_client(args)
     res = run_bench(cfg, client, args.out, progress=not args.no_progress)
@@ -245,6 +248,14 @@ def positive_int(text: str) -> int:
     try: v = int(text)
     except ValueError: raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if v < 1: raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    return v
+
+# %% ../nbs/99_cli.ipynb
+def count_int(text: str) -> int:
+    "An argparse type: an integer of at least 0."
+    try: v = int(text)
+    except ValueError: raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 0: raise argparse.ArgumentTypeError(f"must be at least 0, got {v}")
     return v
 
 # %% ../nbs/99_cli.ipynb
@@ -306,7 +317,7 @@ def _data_args(sub) -> None:
 def _eval_args(sub) -> None:
     "`toolpaper eval`."
     e = sub.add_parser("eval", help="score a prediction file")
-    e.add_argument("task", choices=["seal", "deer", "umi"])
+    e.add_argument("task", choices=suite_names(), help="the benchmark suite")
     e.add_argument("--pred", required=True, help="JSONL predictions")
     e.add_argument("--gold", required=True, help="gold file, or a registered split such as seal-tools:dev")
     e.add_argument("--mode", choices=["compat", "strict"], default="compat")
@@ -318,12 +329,15 @@ def _eval_args(sub) -> None:
     )
 
 # %% ../nbs/99_cli.ipynb
-def _bench_args(sub) -> None:
-    "`toolpaper bench`: the suite, the model and where the run goes; then its options."
+def _bench_args(sub, suite=None) -> None:
+    """`toolpaper bench`: the suite, the model and where the run goes; then the options every suite shares and the
+    named `suite`'s own."""
     b = sub.add_parser(
-        "bench", help="evaluate a model on Seal-Tools, DEER or alpha-UMi (or collect runs: bench table DIR...)"
+        "bench",
+        help="evaluate a model on a benchmark suite (or collect runs: bench table DIR...)",
+        epilog="A suite's own options are listed by `toolpaper bench SUITE --help`.",
     )
-    b.add_argument("suite", choices=["seal", "deer", "umi", "table"])
+    b.add_argument("suite", choices=[*suite_names(), "table"])
     b.add_argument("folders", nargs="*", help="(bench table) run folders to collect")
     b.add_argument(
         "--model",
@@ -353,33 +367,12 @@ def _bench_args(sub) -> None:
         help="modes shown (both are always scored)",
     )
     _bench_options(b)
+    if suite is not None: _suite_options(b, suite)
 
 # %% ../nbs/99_cli.ipynb
 def _bench_options(b) -> None:
-    "The options of a bench run: candidates, prompts, agent roles, decoding and batching."
-    b.add_argument(
-        "--candidates", choices=["bm25", "dense", "gold", "released"], default="bm25", help="(seal) candidate tools"
-    )
-    b.add_argument("--subset", choices=["all", "single", "multiple", "nested"], default="all", help="(seal) instances")
-    b.add_argument("--k", type=positive_int, default=5, help="(seal) candidates per prompt")
-    b.add_argument(
-        "--dense-model",
-        default="all-minilm-l6-v2",
-        help="(seal) sentence encoder for --candidates dense (a fine-tuned DPR folder works)",
-    )
-    b.add_argument(
-        "--prompt",
-        choices=["released", "toolpaper", "native"],
-        default="released",
-        help="released: the authors' prompt layouts (seal, deer, umi); toolpaper: the project's own; native (seal): "
-             "tools through the model's chat template",
-    )
-    b.add_argument(
-        "--agent", choices=["single", "umi"], default="single", help="(umi) one model, or planner / caller / summarizer"
-    )
-    for r in ("planner", "caller", "summarizer"):
-        b.add_argument(f"--{r}", default=None, help=f"(umi --agent umi) the {r}'s adapter folder or server model name")
-    b.add_argument("--max-tokens", type=positive_int, default=None)
+    "The options every suite's run has: decoding, batching, chunking, data."
+    b.add_argument("--max-tokens", type=positive_int, default=None, help="token budget (default: the suite's)")
     b.add_argument("--batch-size", type=positive_int, default=16, help="sequences decoded at once (local models)")
     b.add_argument("--engine", choices=["auto", "fast", "reference"], default="auto", help="local generation path")
     b.add_argument(
@@ -393,6 +386,22 @@ def _bench_options(b) -> None:
     b.add_argument("--data-dir", default=None)
     b.add_argument("--md", default=None, help="(bench table) also write the tables to this Markdown file")
     b.add_argument("--no-progress", action="store_true")
+
+# %% ../nbs/99_cli.ipynb
+def _suite_options(b, suite: str) -> None:
+    "The flags of `suite`'s own options (from its `Options` fields) and of its agent roles."
+    from dataclasses import fields
+    spec = get_suite(suite)
+    for f in fields(spec.options):
+        m = f.metadata
+        kw: dict = {"default": None, "dest": f"opt_{f.name}"}
+        kw["help"] = f"({suite}) {m.get('help')} (default: {f.default})"
+        if m.get("choices"): kw["choices"] = list(m["choices"])
+        else: kw["metavar"] = f.name.upper()
+        if m.get("minimum") is not None: kw["type"] = positive_int if m["minimum"] >= 1 else count_int
+        b.add_argument(f"--{f.name.replace('_', '-')}", **kw)
+    for r in spec.roles:
+        b.add_argument(f"--{r}", default=None, help=f"({suite}) the {r}'s adapter folder or server model name")
 
 # %% ../nbs/99_cli.ipynb
 def _serve_args(sub) -> None:
@@ -451,18 +460,21 @@ def _reproduce_args(sub) -> None:
     r.add_argument("--no-progress", action="store_true")
 
 # %% ../nbs/99_cli.ipynb
-def build_parser() -> argparse.ArgumentParser:
-    "The `toolpaper` argument parser with all its subcommands."
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The `toolpaper` argument parser with all its subcommands; for `bench SUITE ...` in `argv`, with that suite's own
+    options (only that suite's module is imported)."""
     ap = argparse.ArgumentParser(prog="toolpaper", description="Reproduce Seal-Tools, alpha-UMi and DEER experiments.")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    for add in (_data_args, _eval_args, _bench_args, _serve_args, _train_args, _reproduce_args): add(sub)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    suite = argv[1] if len(argv) > 1 and argv[0] == "bench" and argv[1] in suite_names() else None
+    for add in (_data_args, _eval_args, lambda s: _bench_args(s, suite), _serve_args, _train_args, _reproduce_args):
+        add(sub)
     return ap
 
 # %% ../nbs/99_cli.ipynb
 def _default_out(args) -> str:
-    from toolpaper.bench import SUITES
     who = Path((args.adapter or args.model or Path(args.replay or "replay").stem).rstrip("/")).name
-    split = (args.split or SUITES[args.suite][0]).replace("/", "_")
+    split = get_suite(args.suite).split_name(args.split).replace("/", "_")
     return str(Path("runs") / "bench" / f"{args.suite}-{split}-{who}")
 
 # %% ../nbs/99_cli.ipynb
@@ -472,7 +484,7 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
 
 # %% ../nbs/99_cli.ipynb
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)          # bad flags stop here, before anything heavy is imported
+    args = build_parser(argv).parse_args(argv)      # bad flags stop here, before a model or data is loaded
     from toolpaper.bench import BenchError
     from toolpaper.client import CacheMiss, LLMError
     warnings.showwarning = _one_line_warning

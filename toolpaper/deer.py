@@ -14,13 +14,15 @@ from .config import Profiled, SFTConfig, with_overrides
 from .schema import BRANCHES, DecisionSample, Tool
 from .stats import stratified_subset
 from .prompts import DEER_STOPS, DEER_SYSTEM, deer_prompt
+from .suites import Options, Suite, option, register
 
 # %% auto 0
 __all__ = ['PAPER_TRAIN_MIX', 'PAPER_VALID_MIX', 'PAPER_DEER', 'TABLE1_COLS', 'TABLE3_SETS', 'TABLE4_COLS', 'ABLATION_AXES',
-           'PAPER_ABLATION', 'stratified', 'pool_text', 'gold_prefix', 'deer_generate', 'compact_chain',
-           'demonstrations', 'DeerExpConfig', 'mixture_of', 'DeerRun', 'run_deer_experiment', 'table1', 'table3',
-           'table4', 'plot_strategies', 'plot_span_losses', 'DeerAblation', 'DeerAblationConfig', 'run_deer_ablation',
-           'ablation_table', 'plot_ablation']
+           'PAPER_ABLATION', 'DEER_HEADLINE', 'DEER_SUITE', 'stratified', 'pool_text', 'gold_prefix', 'deer_generate',
+           'compact_chain', 'demonstrations', 'DeerExpConfig', 'mixture_of', 'DeerRun', 'run_deer_experiment', 'table1',
+           'table3', 'table4', 'plot_strategies', 'plot_span_losses', 'DeerAblation', 'DeerAblationConfig',
+           'run_deer_ablation', 'ablation_table', 'plot_ablation', 'DeerOptions', 'DeerPredictor', 'read_deer_gold',
+           'deer_quotes']
 
 # %% ../nbs/15_deer.ipynb
 PAPER_TRAIN_MIX = {"NoSearch": 1807 / 9585, "NoCall": 3114 / 9585, "Call": 4664 / 9585}
@@ -767,3 +769,62 @@ def plot_ablation(abl: DeerAblation, figure: str, mode: str = "compat"):
     axs[0][0].set_ylabel(f"percent ({mode})"); axs[0][-1].legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     return fig
+
+# %% ../nbs/15_deer.ipynb
+@dataclass
+class DeerOptions(Options):
+    "The DEER suite's options."
+    prompt: str = option(
+        "released", "prompt layout: the authors' chains or the project's", choices=("released", "toolpaper")
+    )
+
+# %% ../nbs/15_deer.ipynb
+class DeerPredictor:
+    "The DEER two-round protocol with one client."
+    def __init__(self, cfg, client, items: list): self.cfg, self.client = cfg, client
+
+    def __call__(self, chunk: list) -> list[dict]:
+        outs = deer_generate(self.client, chunk, max_new_tokens=self.cfg.max_tokens, style=self.cfg.prompt)
+        return [{"id": s.id, "output": o, "branch": s.branch} for s, o in zip(chunk, outs)]
+
+# %% ../nbs/15_deer.ipynb
+def _deer_load(split: str, data_dir=None, seed: int = 0) -> list:
+    from toolpaper import data as D
+    return D.load(f"tooldeer:baselines/{split}" if split.startswith("tool_") else f"tooldeer:{split}", data_dir)
+
+# %% ../nbs/15_deer.ipynb
+def read_deer_gold(path) -> list[DecisionSample]:
+    "Decision samples of a DEER gold file: a released chain file, or a baselines file (records with `api_label`)."
+    from toolpaper import data as D
+    first = D.read_json_list(path)[0]
+    if isinstance(first, dict) and "api_label" in first: return D.read_deer_baseline(path)
+    return D.read_deer_chains(path, Path(path).stem)
+
+# %% ../nbs/15_deer.ipynb
+DEER_HEADLINE = ("p_nosearch", "p_search", "p_ds", "p_nocall", "p_call", "p_dc")
+
+def deer_quotes(split: str) -> dict:
+    "The paper's rows for a split: Table 1 on `valid`, the split's three Table 3 columns otherwise."
+    if split == "valid":
+        return {f"{k} [quoted, Table 1]": dict(zip(DEER_HEADLINE, v)) for k, v in PAPER_DEER["table1"].items()}
+    j = {"test": 0, "tool_bench": 1, "tool_corpus": 2}[split]
+    cols = DEER_HEADLINE[3:]
+    return {f"{k} [quoted, Table 3]": dict(zip(cols, v[3 * j: 3 * j + 3])) for k, v in PAPER_DEER["table3"].items()}
+
+# %% ../nbs/15_deer.ipynb
+def _deer_scores(outputs, golds, mode):
+    from toolpaper.metrics import deer_scores
+    return deer_scores(outputs, golds, mode)
+
+# %% ../nbs/15_deer.ipynb
+def _deer_boot(items, rng, n_boot, mode):
+    from toolpaper.metrics import deer_boot
+    return deer_boot(items, rng, n_boot, mode)
+
+# %% ../nbs/15_deer.ipynb
+DEER_SUITE = register(Suite(
+    name="deer", title="DEER", splits=("valid", "test", "tool_bench", "tool_corpus"), gold_type=DecisionSample,
+    load=_deer_load, draw=lambda recs, limit, seed, opts: stratified(recs, limit, None, seed),
+    predictor=DeerPredictor, score=_deer_scores, boot=_deer_boot, headline=DEER_HEADLINE, quotes=deer_quotes,
+    read_gold=read_deer_gold, options=DeerOptions, max_tokens=256,
+))

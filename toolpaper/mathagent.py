@@ -16,11 +16,14 @@ from .data import MathProblem, boxed_answer
 from .schema import Trajectory, Turn
 from .sandbox import PYTHON_TOOL_NAME, PythonSandbox, SandboxLimits, python_tool
 from .sampling import seeded_subset
+from .suites import Options, Suite, option, register
 
 # %% auto 0
-__all__ = ['PAL_SYSTEM', 'PAPER_UMI_T4', 'parse_number', 'normalize_math', 'extract_answer', 'same_answer', 'is_correct',
-           'solution_steps', 'step_code', 'gsm8k_trajectory', 'build_math_corpus', 'pal_program', 'pal_messages',
-           'extract_program', 'run_pal', 'MathExpConfig', 'MathRun', 'run_math_experiment', 'math_table']
+__all__ = ['PAL_SYSTEM', 'PAPER_UMI_T4', 'COT_SYSTEM', 'GSM8K_SUITE', 'parse_number', 'normalize_math', 'extract_answer',
+           'same_answer', 'is_correct', 'solution_steps', 'step_code', 'gsm8k_trajectory', 'build_math_corpus',
+           'pal_program', 'pal_messages', 'extract_program', 'run_pal', 'MathExpConfig', 'MathRun',
+           'run_math_experiment', 'math_table', 'Gsm8kOptions', 'cot_messages', 'gsm8k_demos', 'Gsm8kPredictor',
+           'gsm8k_scores', 'gsm8k_boot', 'gsm8k_quotes']
 
 # %% ../nbs/23_math.ipynb
 _NUM = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
@@ -419,3 +422,89 @@ def math_table(run: MathRun) -> pd.DataFrame:
         for k, v in rows.items()
     ]
     return pd.concat([ours, pd.DataFrame(quoted)], ignore_index=True)[["method", "n", "GSM8K", "MATH"]]
+
+# %% ../nbs/23_math.ipynb
+@dataclass
+class Gsm8kOptions(Options):
+    "The GSM8K suite's options."
+    method: str = option(
+        "pal", "pal: a Python program run in the sandbox; cot: a worked solution ending '#### <answer>'",
+        choices=("pal", "cot"),
+    )
+    shots: int = option(4, "demonstrations drawn from GSM8K train", minimum=0)
+
+# %% ../nbs/23_math.ipynb
+COT_SYSTEM = "Solve the math problem step by step. End with a line '#### <answer>' that states only the final number."
+
+def cot_messages(problem: MathProblem, demos: Sequence[MathProblem]) -> list[dict]:
+    "A worked-solution prompt: the demonstrations' solutions (each ending '#### answer'), then the problem."
+    msgs = [{"role": "system", "content": COT_SYSTEM}]
+    for d in demos:
+        msgs += [
+            {"role": "user", "content": d.question},
+            {"role": "assistant", "content": f"{d.solution}\n#### {d.answer}"},
+        ]
+    return msgs + [{"role": "user", "content": problem.question}]
+
+# %% ../nbs/23_math.ipynb
+def gsm8k_demos(data_dir=None, shots: int = 4, seed: int = 0) -> list[MathProblem]:
+    "`shots` GSM8K train problems with annotated solutions (so both methods can show them), in a seeded order."
+    if not shots: return []
+    from toolpaper import data as D
+    pool = list(D.load("gsm8k:train", data_dir)); random.Random(seed).shuffle(pool)
+    return [p for p in pool if pal_program(p)][:shots]
+
+# %% ../nbs/23_math.ipynb
+class Gsm8kPredictor:
+    "GSM8K answers with one client: a program run in the sandbox (`pal`), or a worked solution (`cot`)."
+    def __init__(self, cfg, client, items: list):
+        self.cfg, self.client = cfg, client
+        self.demos = gsm8k_demos(cfg.data_dir, cfg.shots, cfg.seed)
+        self.sandbox = PythonSandbox(SandboxLimits())
+
+    def __call__(self, chunk: list) -> list[dict]:
+        if self.cfg.method == "pal":
+            recs = run_pal(self.client, chunk, self.demos, self.sandbox, self.cfg.max_tokens)
+            return [
+                {"id": r["id"], "output": r["answer"] or "", "reply": r["reply"], "status": r["status"]} for r in recs
+            ]
+        replies = self.client.generate([cot_messages(p, self.demos) for p in chunk], max_tokens=self.cfg.max_tokens)
+        return [{"id": p.id, "output": o} for p, o in zip(chunk, replies)]
+
+# %% ../nbs/23_math.ipynb
+def gsm8k_scores(outputs: Sequence[str], golds: Sequence[MathProblem], mode: str = "compat") -> dict:
+    "Accuracy of answers (in gold order): the answer read from each output equals the gold one (both modes alike)."
+    items = [{"id": g.id, "counts": {"correct": int(is_correct(o, g)), "n": 1}} for o, g in zip(outputs, golds)]
+    n_ok = sum(it["counts"]["correct"] for it in items)
+    return {"metrics": {"accuracy": n_ok / len(items) if items else None}, "counts": {"correct": n_ok, "n": len(items)},
+            "items": items}
+
+# %% ../nbs/23_math.ipynb
+def gsm8k_boot(items: list[dict], rng, n_boot: int, mode: str = "compat") -> dict:
+    "{accuracy: n_boot resampled values}, resampling problems."
+    from toolpaper.metrics import count_boot, ratio_arrays
+    return count_boot(items, rng, n_boot, lambda c: {"accuracy": ratio_arrays(c["correct"], c["n"])})
+
+# %% ../nbs/23_math.ipynb
+def gsm8k_quotes(split: str) -> dict:
+    "The paper's Table 4 GSM8K accuracies (trained agents with a Python tool), as {label: {metric: value}}."
+    rows = [(f"{k} {size} [quoted, Table 4]", v[1]) for size, by in PAPER_UMI_T4.items() for k, v in by.items()]
+    return {label: {"accuracy": acc} for label, acc in rows}
+
+# %% ../nbs/23_math.ipynb
+def _gsm8k_load(split: str, data_dir=None, seed: int = 0) -> list[MathProblem]:
+    from toolpaper import data as D
+    return D.load(f"gsm8k:{split}", data_dir)
+
+# %% ../nbs/23_math.ipynb
+def _gsm8k_read_gold(path) -> list[MathProblem]:
+    from toolpaper import data as D
+    return D.read_gsm8k(path, Path(path).stem)
+
+# %% ../nbs/23_math.ipynb
+GSM8K_SUITE = register(Suite(
+    name="gsm8k", title="GSM8K", splits=("test", "train"), gold_type=MathProblem, load=_gsm8k_load,
+    draw=lambda recs, limit, seed, opts: seeded_subset(recs, limit, seed), predictor=Gsm8kPredictor,
+    score=gsm8k_scores, boot=gsm8k_boot, headline=("accuracy",), quotes=gsm8k_quotes, read_gold=_gsm8k_read_gold,
+    options=Gsm8kOptions, max_tokens=256, row_options=("method",),
+))

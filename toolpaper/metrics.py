@@ -31,7 +31,8 @@ from toolpaper.schema import (
 __all__ = ['NO_SEARCH_PHRASE', 'SEARCH_PHRASE', 'values_equal', 'SealCounts', 'prf', 'seal_summary', 'seal_compat_counts',
            'match_calls', 'seal_strict_counts', 'seal_scores', 'seal_gold_answer', 'seal_error_taxonomy', 'DeerCounts',
            'deer_summary', 'baseline_action', 'deer_compat_counts', 'deer_item', 'deer_scores', 'umi_gold_steps',
-           'arg_f1', 'rouge_l', 'umi_scores', 'retention_scores', 'bootstrap_ci', 'df_markdown', 'ScoreResult',
+           'arg_f1', 'rouge_l', 'umi_scores', 'retention_scores', 'ratio_arrays', 'umi_boot', 'count_boot', 'seal_boot',
+           'deer_boot', 'bootstrap_ci', 'df_markdown', 'ScoreResult', 'output_problem', 'umi_problem', 'umi_value',
            'prediction_problem', 'UnknownIdError', 'resolve_references', 'score', 'pct', 'ci_pct', 'mean_ci', 'with_ci',
            'retention_ci']
 
@@ -548,12 +549,13 @@ def _prf_arrays(correct, pred, gold, mode: str):
     return p, r, f
 
 # %% ../nbs/05_metrics.ipynb
-def _ratio_arrays(a, b):
+def ratio_arrays(a, b):
+    "Elementwise a / b over resampled counts, NaN where b is 0 (a rate never defined in that draw)."
     with np.errstate(divide="ignore", invalid="ignore"): return np.where(b > 0, a / np.where(b > 0, b, 1), np.nan)
 
 # %% ../nbs/05_metrics.ipynb
-def _umi_boot(items: list[dict], rng, n_boot: int) -> dict:
-    "{metric: n_boot resampled values} of alpha-UMi step items, resampling whole dialogues."
+def umi_boot(items: list[dict], rng, n_boot: int, mode: str = "compat") -> dict:
+    "{metric: n_boot resampled values} of alpha-UMi step items, resampling whole dialogues (both modes alike)."
     dialogues = sorted({it["dialogue"] for it in items})
     pos = {d: i for i, d in enumerate(dialogues)}
     keys = ["plan", "act", "hallu", "arg", "rouge_l"]
@@ -564,38 +566,48 @@ def _umi_boot(items: list[dict], rng, n_boot: int) -> dict:
     idx = rng.integers(0, len(dialogues), (n_boot, len(dialogues)))
     T, C = tot[idx].sum(1), cnt[idx].sum(1)
     stats = {
-        name: _ratio_arrays(T[:, j], C[:, j])
+        name: ratio_arrays(T[:, j], C[:, j])
         for j, name in enumerate(["plan_acc", "act_em", "hallu", "arg_f1", "rouge_l"])
     }
     return stats
 
 # %% ../nbs/05_metrics.ipynb
-def _count_boot(task: str, items: list[dict], rng, n_boot: int, mode: str) -> dict:
-    "{metric: n_boot resampled values} of Seal-Tools or DEER items, resampling instances."
+def count_boot(items: list[dict], rng, n_boot: int, stats) -> dict:
+    """{metric: n_boot resampled values}: items carrying `counts` are resampled (with replacement), their counts summed,
+    and `stats({count: summed values})` gives the metrics."""
     names = list(items[0]["counts"])
     X = np.array([[it["counts"][k] for k in names] for it in items], dtype=float)
     S = X[rng.integers(0, len(items), (n_boot, len(items)))].sum(1)
-    c = {k: S[:, j] for j, k in enumerate(names)}
-    if task == "seal":
-        stats = {"format_acc": _ratio_arrays(c["format_ok"], c["n"])}
+    return stats({k: S[:, j] for j, k in enumerate(names)})
+
+# %% ../nbs/05_metrics.ipynb
+def seal_boot(items: list[dict], rng, n_boot: int, mode: str = "compat") -> dict:
+    "{metric: n_boot resampled values} of Seal-Tools items, resampling instances."
+    def stats(c):
+        out = {"format_acc": ratio_arrays(c["format_ok"], c["n"])}
         for fam, (cor, pr, go) in {
             "tool": ("correct_tools", "pred_tools", "gold_tools"),
             "param": ("correct_params", "pred_params", "gold_params"),
         }.items():
             p, r, f = _prf_arrays(c[cor], c[pr], c[go], mode)
-            stats.update({f"{fam}.p": p, f"{fam}.r": r, f"{fam}.f1": f})
-        if mode == "strict": stats["exact_match"] = _ratio_arrays(c["exact"], c["n"])
-    elif task == "deer":
-        stats = {
-            "p_nosearch": _ratio_arrays(c["nosearch_ok"], c["nosearch"]),
-            "p_search": _ratio_arrays(c["search_ok"], c["search"]),
-            "p_ds": _ratio_arrays(c["nosearch_ok"] + c["search_ok"], c["nosearch"] + c["search"]),
-            "p_nocall": _ratio_arrays(c["nocall_ok"], c["nocall"]),
-            "p_call": _ratio_arrays(c["call_ok"], c["call"]),
-            "p_dc": _ratio_arrays(c["nocall_ok"] + c["call_ok"], c["nocall"] + c["call"]),
+            out.update({f"{fam}.p": p, f"{fam}.r": r, f"{fam}.f1": f})
+        if mode == "strict": out["exact_match"] = ratio_arrays(c["exact"], c["n"])
+        return out
+    return count_boot(items, rng, n_boot, stats)
+
+# %% ../nbs/05_metrics.ipynb
+def deer_boot(items: list[dict], rng, n_boot: int, mode: str = "compat") -> dict:
+    "{metric: n_boot resampled values} of DEER samples, resampling samples (both modes alike)."
+    def stats(c):
+        return {
+            "p_nosearch": ratio_arrays(c["nosearch_ok"], c["nosearch"]),
+            "p_search": ratio_arrays(c["search_ok"], c["search"]),
+            "p_ds": ratio_arrays(c["nosearch_ok"] + c["search_ok"], c["nosearch"] + c["search"]),
+            "p_nocall": ratio_arrays(c["nocall_ok"], c["nocall"]),
+            "p_call": ratio_arrays(c["call_ok"], c["call"]),
+            "p_dc": ratio_arrays(c["nocall_ok"] + c["call_ok"], c["nocall"] + c["call"]),
         }
-    else: raise ValueError(f"unknown task {task!r}; choose seal, deer or umi")
-    return stats
+    return count_boot(items, rng, n_boot, stats)
 
 # %% ../nbs/05_metrics.ipynb
 def bootstrap_ci(
@@ -607,11 +619,11 @@ def bootstrap_ci(
     level: float = 0.95,
     average: bool = False,
 ) -> dict:
-    """{metric: [low, high]} percentile-bootstrap intervals over instances (dialogues for umi); None where never
+    """{metric: [low, high]} percentile-bootstrap intervals over the suite's items (dialogues for umi); None where never
     defined. `average`: also `avg`, the mean of the metrics defined in each draw."""
     if not items: return {}
-    rng = np.random.default_rng(seed)
-    stats = _umi_boot(items, rng, n_boot) if task == "umi" else _count_boot(task, items, rng, n_boot, mode)
+    from toolpaper.suites import get_suite
+    stats = get_suite(task).boot(items, np.random.default_rng(seed), n_boot, mode)
     if average:
         M = np.vstack(list(stats.values()))
         n_def = (~np.isnan(M)).sum(0)
@@ -653,9 +665,9 @@ class ScoreResult(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
     def to_json(self) -> dict:
-        "The documented JSON: the metric keys, plus `subsets` for seal."
+        "The documented JSON: the metric keys, plus `subsets` where the suite has them (seal)."
         out = dict(self.metrics)
-        if self.task == "seal": out["subsets"] = self.subsets
+        if self.subsets: out["subsets"] = self.subsets
         if self.ci: out["ci95"] = self.ci
         if self.counts.get("invalid_predictions"): out["invalid_predictions"] = self.counts["invalid_predictions"]
         if self.notes: out["notes"] = self.notes
@@ -709,17 +721,23 @@ def _kind(v: Any) -> str:
     }.get(type(v), type(v).__name__)
 
 # %% ../nbs/05_metrics.ipynb
+def _missing(p: dict, want: str) -> str:
+    import difflib
+    near = difflib.get_close_matches(want, [k for k in p if k != "id"], n=1, cutoff=0.6)
+    return f"missing{f' (is {near[0]!r} a misspelling?)' if near else ''}"
+
+# %% ../nbs/05_metrics.ipynb
+def output_problem(p: dict) -> tuple[str, str] | None:
+    "(field, problem) when record `p` has no `output` text (the seal, deer and gsm8k records), else None."
+    if "output" not in p: return ("output", _missing(p, "output"))
+    return None if isinstance(p["output"], str) else ("output", f"expected text, got {_kind(p['output'])}")
+
+# %% ../nbs/05_metrics.ipynb
 _UMI_KEYS = ("planner", "caller", "summarizer")
 
-def prediction_problem(task: str, p: dict) -> tuple[str, str] | None:
-    "(field, problem) when prediction record `p` of `task` cannot be scored as given, else None."
-    import difflib
-    def missing(want):
-        near = difflib.get_close_matches(want, [k for k in p if k != "id"], n=1, cutoff=0.6)
-        return f"missing{f' (is {near[0]!r} a misspelling?)' if near else ''}"
-    if task in ("seal", "deer"):
-        if "output" not in p: return ("output", missing("output"))
-        return None if isinstance(p["output"], str) else ("output", f"expected text, got {_kind(p['output'])}")
+def umi_problem(p: dict) -> tuple[str, str] | None:
+    """(field, problem) when alpha-UMi step record `p` has neither a `prediction` (text or a {planner, caller,
+    summarizer} object) nor role texts, else None."""
     if "prediction" in p:
         v = p["prediction"]
         if isinstance(v, str): return None
@@ -735,6 +753,17 @@ def prediction_problem(task: str, p: dict) -> tuple[str, str] | None:
         )
     bad = next((k for k in _UMI_KEYS if p.get(k) is not None and not isinstance(p.get(k), str)), None)
     return (bad, f"expected text or null, got {_kind(p[bad])}") if bad else None
+
+# %% ../nbs/05_metrics.ipynb
+def umi_value(p: dict):
+    "What the alpha-UMi scorer reads from a step record: its `prediction`, else its role texts."
+    return p["prediction"] if "prediction" in p else {k: p.get(k) for k in _UMI_KEYS}
+
+# %% ../nbs/05_metrics.ipynb
+def prediction_problem(task: str, p: dict) -> tuple[str, str] | None:
+    "(field, problem) when prediction record `p` of suite `task` cannot be scored as given, else None."
+    from toolpaper.suites import get_suite
+    return (get_suite(task).problem or output_problem)(p)
 
 # %% ../nbs/05_metrics.ipynb
 class UnknownIdError(ValueError):
@@ -761,7 +790,8 @@ def _align(
             invalid += 1; first = first or f"id {pid!r}, {prob[0]}: {prob[1]}"
             p = {"id": pid}
         by[pid] = p
-    unknown = [i for i in by if i not in set(gold_ids)]
+    ids = set(gold_ids)
+    unknown = [i for i in by if i not in ids]
     if unknown: raise UnknownIdError(unknown[0], len(unknown))
     missing = [i for i in gold_ids if i not in by]
     if missing:
@@ -770,18 +800,15 @@ def _align(
         )
     if invalid:
         notes.append(f"{invalid} prediction(s) could not be read and were scored as empty outputs (first: {first})")
-    def value(p):
-        if p is None or len(p) == 1: return ""
-        if task == "umi":
-            if "prediction" in p: return p["prediction"]
-            return {k: p.get(k) for k in _UMI_KEYS}
-        return p["output"]
-    return [value(by.get(i)) for i in gold_ids], notes, invalid
+    from toolpaper.suites import get_suite
+    read = get_suite(task).value or (lambda p: p["output"])
+    return [("" if p is None or len(p) == 1 else read(p)) for p in map(by.get, gold_ids)], notes, invalid
 
 # %% ../nbs/05_metrics.ipynb
 def resolve_references(task: str, references) -> list:
-    "Records from a split name, a file path, or records."
+    "Records from a split name, a file path (read by the suite's `read_gold`), or records."
     from toolpaper import data as D
+    from toolpaper.suites import get_suite
     if isinstance(references, (str, Path)):
         ref = str(references)
         if Path(ref).is_dir(): raise ValueError(f"gold {ref}: is a folder; give a gold file or a registered split")
@@ -794,44 +821,28 @@ def resolve_references(task: str, references) -> list:
             raise FileNotFoundError(
                 f"gold {ref!r} is neither a registered split ({', '.join(sorted(D.SPLITS))}) nor a file"
             )
-        if task == "seal": return D.read_seal_instances(p)
-        if task == "umi": return D.read_umi_steps(p, strict=False)       # a gold file is read as released
-        first = D.read_json_list(p)[0]
-        return (
-            D.read_deer_baseline(p)
-            if isinstance(first, dict) and "api_label" in first
-            else D.read_deer_chains(p, p.stem)
-        )
+        return get_suite(task).read_gold(p)
     return list(references)
 
 # %% ../nbs/05_metrics.ipynb
 def score(task: str, predictions: list[dict], references, mode: str = "compat", n_boot: int = 1000, seed: int = 0,
           lenient: bool = False) -> ScoreResult:
-    """Score predictions of `task` ('seal' | 'deer' | 'umi') against references (records, split name or file), with 95%
-    bootstrap intervals."""
+    """Score predictions of suite `task` ('seal', 'deer', 'umi', 'gsm8k' or any registered suite) against references
+    (records, split name or file), with 95% bootstrap intervals."""
+    from toolpaper.suites import get_suite
     check_mode(mode)
-    if task not in ("seal", "deer", "umi"): raise ValueError(f"unknown task {task!r}; choose seal, deer or umi")
+    suite = get_suite(task)
     golds = resolve_references(task, references)
-    want = {"seal": Instance, "deer": DecisionSample, "umi": Trajectory}[task]
+    want = suite.gold_type
     odd = next((g for g in golds if not isinstance(g, want)), None)
     if odd is not None:
         raise ValueError(
             f"the gold holds {type(odd).__name__} records; `{task}` scores {want.__name__} records (is it the gold of "
             "another task?)"
         )
-    if task == "seal":
-        outs, notes, invalid = _align(predictions, [g.id for g in golds], task, lenient)
-        res = seal_scores(outs, golds, mode)
-    elif task == "deer":
-        outs, notes, invalid = _align(predictions, [g.id for g in golds], task, lenient)
-        res = deer_scores(outs, golds, mode)
-    else:
-        ids = [f"{k}:{s}" for k, t in enumerate(golds) for s in range(len(umi_gold_steps(t)))]
-        outs, notes, invalid = _align(predictions, ids, task, lenient)
-        per = [dict() for _ in golds]
-        for i, o in zip(ids, outs):
-            k, s = map(int, i.split(":")); per[k][s] = o
-        res = umi_scores(per, golds, mode)
+    ids = [i for unit in suite.unit_ids(golds) for i in unit]
+    outs, notes, invalid = _align(predictions, ids, task, lenient)
+    res = suite.score(outs, golds, mode)
     ci = bootstrap_ci(task, res["items"], mode, n_boot, seed) if n_boot else {}
     if invalid: res["counts"] = {**res["counts"], "invalid_predictions": invalid}
     return ScoreResult(task=task, mode=mode, notes=notes, ci=ci, **res)

@@ -14,13 +14,14 @@ from .retrieval import DPRConfig
 from .schema import Instance, Tool
 from .stats import stratified_subset
 from .prompts import PromptExample, released_tool_list, seal_prompt
+from .suites import Options, Suite, option, register
 
 # %% auto 0
-__all__ = ['METRIC_COLS', 'CI_KEYS', 'PAPER_SEAL', 'MODELS', 'CANDIDATES', 'SETTING_NAMES', 'subsample', 'candidates',
-           'released_gold_coverage', 'seal_examples', 'released_examples', 'score_setting', 'paper_rows',
-           'SealExpConfig', 'SealRun', 'make_retrievers', 'train_examples', 'gold_examples', 'setting_label',
-           'run_seal_experiment', 'seal_table', 'error_taxonomy', 'param_by_kind', 'plot_param_by_kind',
-           'plot_taxonomy']
+__all__ = ['METRIC_COLS', 'CI_KEYS', 'PAPER_SEAL', 'MODELS', 'CANDIDATES', 'SETTING_NAMES', 'SEAL_HEADLINE', 'SEAL_SUITE',
+           'subsample', 'candidates', 'released_gold_coverage', 'seal_examples', 'released_examples', 'score_setting',
+           'paper_rows', 'SealExpConfig', 'SealRun', 'make_retrievers', 'train_examples', 'gold_examples',
+           'setting_label', 'run_seal_experiment', 'seal_table', 'error_taxonomy', 'param_by_kind',
+           'plot_param_by_kind', 'plot_taxonomy', 'native_calls', 'SealOptions', 'SealPredictor', 'seal_quotes']
 
 # %% ../nbs/14_sealtools.ipynb
 def subsample(instances: Sequence[Instance], n: int | None, seed: int = 0, min_nested: int = 0) -> list[Instance]:
@@ -543,3 +544,137 @@ def plot_taxonomy(tax: pd.DataFrame, title: str = ""):
         ax.invert_yaxis(); ax.set_xlim(0, max(1, d["count"].max()) * 1.15)
     fig.suptitle(title); fig.tight_layout()
     return fig
+
+# %% ../nbs/14_sealtools.ipynb
+def native_calls(text: str) -> str:
+    """Tool calls written in a model's native format (`{'name', 'arguments'}` objects, in `<tool_call>` tags or not) as
+    a Seal-Tools call list."""
+    from toolpaper.parse import balanced_spans, load_literal
+    calls, taken = [], []
+    for span in balanced_spans(text or "", limit=256):
+        if any(span in t for t in taken): continue                # a part of an object already read
+        try: obj = load_literal(span)
+        except ValueError: continue
+        taken.append(span)
+        items = obj if isinstance(obj, list) else [obj]
+        for o in items:
+            if not isinstance(o, dict): continue
+            o = o.get("function", o) if isinstance(o.get("function"), dict) else o
+            name, args = o.get("name", o.get("api")), o.get("arguments", o.get("parameters", {}))
+            if isinstance(args, str):
+                try: args = json.loads(args)
+                except json.JSONDecodeError: args = {}
+            if isinstance(name, str) and isinstance(args, dict):
+                calls.append({"api": name, "parameters": args, "responses": []})
+    return json.dumps(calls, ensure_ascii=False) if calls else (text or "")
+
+# %% ../nbs/14_sealtools.ipynb
+@dataclass
+class SealOptions(Options):
+    "The Seal-Tools suite's options."
+    candidates: str = option("bm25", "candidate tools", choices=("bm25", "dense", "gold", "released"))
+    subset: str = option("all", "instances scored", choices=("all", "single", "multiple", "nested"))
+    k: int = option(5, "candidates per prompt", minimum=1)
+    dense_model: str = option("all-minilm-l6-v2", "sentence encoder for --candidates dense (a DPR folder works)")
+    prompt: str = option("released", "prompt layout: the authors', the project's, or the model's native tool template",
+                         choices=("released", "toolpaper", "native"))
+
+# %% ../nbs/14_sealtools.ipynb
+class SealPredictor:
+    """Predict Seal-Tools items with one client: candidate tools (retrieved, gold or the released prompt) and the
+    query in toolpaper's layout, or the model's native tool-calling template with `prompt='native'`."""
+    def __init__(self, cfg, client, items: list):
+        from toolpaper import data as D
+        self.cfg, self.client = cfg, client
+        self.tools = D.load("seal-tools:tools", cfg.data_dir)
+        self.by_name = {t.name: t for t in self.tools}
+        self.retriever = None
+        if cfg.candidates == "released":
+            self.released = D.load(f"seal-tools:finetune/{cfg.split}", cfg.data_dir)
+            missing = [x.id for x in items if x.id not in {r.id for r in self.released}]
+            if missing: raise ValueError(f"{len(missing)} instance(s) have no released prompt, e.g. {missing[0]!r}")
+        elif cfg.candidates in ("bm25", "dense"):
+            exp = SealExpConfig(dense_model=cfg.dense_model)
+            self.retriever = make_retrievers(self.tools, [], exp, only=(cfg.candidates,))[cfg.candidates]
+        self.template = None
+        if cfg.prompt == "released" and cfg.candidates != "released":
+            from toolpaper.prompts import seal_template
+            self.template = seal_template(cfg.data_dir)
+        if (
+            cfg.prompt == "native"
+            and hasattr(client, "tok")
+            and "tools" not in (getattr(client.tok, "chat_template", None) or "")
+        ):
+            raise ValueError("prompt='native' needs a model whose chat template takes tools (this one's does not)")
+
+    def __call__(self, chunk: list) -> list[dict]:
+        cfg = self.cfg
+        if cfg.candidates == "released":
+            ex, names = released_examples(
+                chunk, self.released, self.tools, "toolpaper" if cfg.prompt == "native" else cfg.prompt
+            )
+            cands = [[self.by_name[n] for n in ns] for ns in names]
+        else:
+            cands = candidates(
+                chunk,
+                self.tools,
+                self.retriever,
+                cfg.k,
+                gold_only=cfg.candidates == "gold",
+                seed=cfg.seed,
+                shuffle=cfg.prompt != "released",
+            )
+            names = [[t.name for t in c] for c in cands]
+            ex = seal_examples(chunk, cands, "toolpaper" if cfg.prompt == "native" else cfg.prompt, self.template)
+        if cfg.prompt == "native":
+            from toolpaper.schema import tool_schema
+
+            prompts = [
+                {"messages": [{"role": "user", "content": x.query}], "tools": [tool_schema(t) for t in c]}
+                for x, c in zip(chunk, cands)
+            ]
+        else: prompts = [e.messages for e in ex]
+        outs = self.client.generate(prompts, max_tokens=cfg.max_tokens)
+        if cfg.prompt == "native": outs = [native_calls(o) for o in outs]
+        return [{"id": x.id, "output": o, "candidates": n} for x, o, n in zip(chunk, outs, names)]
+
+# %% ../nbs/14_sealtools.ipynb
+def _seal_draw(records: list, limit: int | None, seed: int, opts: SealOptions) -> list:
+    "The run's instances: the subset asked for, then a seeded draw stratified by subset."
+    picked = [x for x in records if opts.subset == "all" or opts.subset in x.subsets]
+    return subsample(picked, limit, seed)
+
+# %% ../nbs/14_sealtools.ipynb
+def _seal_load(split: str, data_dir=None, seed: int = 0) -> list:
+    from toolpaper import data as D
+    return D.load(f"seal-tools:{split}", data_dir)
+
+# %% ../nbs/14_sealtools.ipynb
+def _seal_read_gold(path) -> list:
+    from toolpaper import data as D
+    return D.read_seal_instances(path)
+
+# %% ../nbs/14_sealtools.ipynb
+SEAL_HEADLINE = ("format_acc", "tool.p", "tool.r", "tool.f1", "param.p", "param.r", "param.f1")
+
+def seal_quotes(split: str) -> dict:
+    "The paper's Table 2 rows (all test instances), as {label: {metric: value}}."
+    return {f"{k} [quoted, Table 2]": dict(zip(SEAL_HEADLINE, v)) for k, v in PAPER_SEAL["table2"].items()}
+
+# %% ../nbs/14_sealtools.ipynb
+def _seal_scores(outputs, golds, mode):
+    from toolpaper.metrics import seal_scores
+    return seal_scores(outputs, golds, mode)
+
+# %% ../nbs/14_sealtools.ipynb
+def _seal_boot(items, rng, n_boot, mode):
+    from toolpaper.metrics import seal_boot
+    return seal_boot(items, rng, n_boot, mode)
+
+# %% ../nbs/14_sealtools.ipynb
+SEAL_SUITE = register(Suite(
+    name="seal", title="Seal-Tools", splits=("test_in_domain", "test_out_domain", "dev"), gold_type=Instance,
+    load=_seal_load, draw=_seal_draw, predictor=SealPredictor, score=_seal_scores, boot=_seal_boot,
+    headline=SEAL_HEADLINE, quotes=seal_quotes, read_gold=_seal_read_gold, options=SealOptions, max_tokens=512,
+    row_options=("candidates", "prompt"),
+))

@@ -13,11 +13,13 @@ from .config import Profiled
 from .schema import Instance, Tool, Trajectory, planner_decision
 from .agent import GLPFTConfig, METHODS
 from .sampling import seeded_subset
+from .suites import Options, Suite, option, register
 
 # %% auto 0
-__all__ = ['UMI_COLS', 'UMI_NAMES', 'PAPER_UMI', 'PAPER_UMI_OOD', 'GROUPS', 'PAPER_UMI_T2', 'UmiExpConfig', 'umi_group', 'UmiRun',
-           'run_umi_experiment', 'umi_table1', 'umi_scaling', 'umi_table2', 'umi_table2_paper', 'umi_table1_ood',
-           'umi_cost_table', 'plot_umi_scaling', 'plot_umi_span_losses']
+__all__ = ['UMI_COLS', 'UMI_NAMES', 'PAPER_UMI', 'PAPER_UMI_OOD', 'GROUPS', 'PAPER_UMI_T2', 'UMI_HEADLINE', 'UMI_SUITE',
+           'UmiExpConfig', 'umi_group', 'UmiRun', 'run_umi_experiment', 'umi_table1', 'umi_scaling', 'umi_table2',
+           'umi_table2_paper', 'umi_table1_ood', 'umi_cost_table', 'plot_umi_scaling', 'plot_umi_span_losses',
+           'UmiOptions', 'UmiPredictor', 'umi_unit_ids', 'umi_quotes']
 
 # %% ../nbs/19_umi.ipynb
 def _cpu_glpft() -> GLPFTConfig:
@@ -391,3 +393,104 @@ def plot_umi_span_losses(run: UmiRun):
         ax.set_title(f"{span} loss"); ax.set_xlabel("epoch")
     axes[0].legend(fontsize=7); fig.tight_layout()
     return fig
+
+# %% ../nbs/19_umi.ipynb
+@dataclass
+class UmiOptions(Options):
+    "The alpha-UMi suite's options."
+    agent: str = option("single", "one model, or planner / caller / summarizer", choices=("single", "umi"))
+    prompt: str = option("released", "prompt layout: the authors' role files or the project's",
+                         choices=("released", "toolpaper"))
+
+# %% ../nbs/19_umi.ipynb
+class UmiPredictor:
+    "Static step-level predictions of a single-LLM agent (one client) or an alpha-UMi agent (a client per role)."
+    def __init__(self, cfg, clients, items: list):
+        from toolpaper.agent import SingleAgent, UmiAgent
+        self.cfg, self.pos = cfg, {id(t): k for k, t in enumerate(items)}
+        c = clients if isinstance(clients, dict) else {"planner": clients, "caller": clients, "summarizer": clients}
+        mt = tuple(cfg.max_tokens) if isinstance(cfg.max_tokens, (list, tuple)) else (cfg.max_tokens,) * 3
+        # released: the authors' role-file layouts, learned from their examples
+        kw = dict(style=cfg.prompt, data_dir=cfg.data_dir)
+        self.agent = (
+            SingleAgent(c["planner"], mt[0] + mt[1], **kw)
+            if cfg.agent == "single"
+            else UmiAgent(c["planner"], c["caller"], c["summarizer"], mt, **kw)
+        )
+
+    def __call__(self, chunk: list) -> list[dict]:
+        from toolpaper.agent import static_predictions
+        preds = static_predictions(self.agent, chunk)
+        return [{"id": f"{self.pos[id(t)]}:{s}", **p} for t, pr in zip(chunk, preds) for s, p in sorted(pr.items())]
+
+# %% ../nbs/19_umi.ipynb
+def _umi_load(split: str, data_dir=None, seed: int = 0) -> list[Trajectory]:
+    "The split's dialogues: released (ToolBench out-of-domain), or built with `seed` from held-out Seal-Tools items."
+    from toolpaper import data as D
+    from toolpaper.trajectories import TrajConfig, build_corpus
+    if split == "seal_heldout":
+        insts, tools = D.load("seal-tools:test_in_domain", data_dir), D.load("seal-tools:tools", data_dir)
+        return build_corpus(insts, tools, TrajConfig(seed=seed))
+    return D.load(f"alpha-umi:{split}", data_dir)
+
+# %% ../nbs/19_umi.ipynb
+def umi_unit_ids(dialogues: list[Trajectory]) -> list[list[str]]:
+    "The prediction ids of each dialogue: `'<dialogue index>:<step>'`, one per scored step."
+    from toolpaper.metrics import umi_gold_steps
+    return [[f"{k}:{s}" for s in range(len(umi_gold_steps(t)))] for k, t in enumerate(dialogues)]
+
+# %% ../nbs/19_umi.ipynb
+def _umi_scores(outputs: list, golds: list[Trajectory], mode: str) -> dict:
+    "Step predictions (in `umi_unit_ids` order) regrouped per dialogue and scored."
+    from toolpaper.metrics import umi_scores
+    per, it = [], iter(outputs)
+    for unit in umi_unit_ids(golds): per.append({s: next(it) for s in range(len(unit))})
+    return umi_scores(per, golds, mode)
+
+# %% ../nbs/19_umi.ipynb
+UMI_HEADLINE = ("plan_acc", "act_em", "hallu", "arg_f1", "rouge_l")
+
+def umi_quotes(split: str) -> dict:
+    "The paper's Table 1 rows: out-of-domain for the ToolBench dialogues, in-domain (7B) otherwise."
+    if split == "toolbench/test_out_domain":
+        return {f"{k} [quoted, Table 1 out-of-domain]": dict(zip(UMI_HEADLINE, v)) for k, v in PAPER_UMI_OOD.items()}
+    return {f"{k} 7B [quoted, Table 1 in-domain]": dict(zip(UMI_HEADLINE, v)) for k, v in PAPER_UMI.items()}
+
+# %% ../nbs/19_umi.ipynb
+def _umi_check(cfg) -> None:
+    "The released layouts need the authors' role files: fail before a run writes anything."
+    if cfg.prompt == "released":
+        from toolpaper.trajectories import released_role_templates
+        released_role_templates(cfg.data_dir)
+
+# %% ../nbs/19_umi.ipynb
+def _umi_read_gold(path) -> list[Trajectory]:
+    from toolpaper import data as D
+    return D.read_umi_steps(path, strict=False)       # a gold file is read as released
+
+# %% ../nbs/19_umi.ipynb
+def _umi_boot(items, rng, n_boot, mode):
+    from toolpaper.metrics import umi_boot
+    return umi_boot(items, rng, n_boot, mode)
+
+# %% ../nbs/19_umi.ipynb
+def _umi_problem(p):
+    from toolpaper.metrics import umi_problem
+    return umi_problem(p)
+
+# %% ../nbs/19_umi.ipynb
+def _umi_value(p):
+    from toolpaper.metrics import umi_value
+    return umi_value(p)
+
+# %% ../nbs/19_umi.ipynb
+UMI_SUITE = register(Suite(
+    name="umi", title="alpha-UMi", splits=("toolbench/test_out_domain", "seal_heldout"), gold_type=Trajectory,
+    load=_umi_load, draw=lambda recs, limit, seed, opts: seeded_subset(recs, limit, seed), predictor=UmiPredictor,
+    score=_umi_scores, boot=_umi_boot, headline=UMI_HEADLINE, quotes=umi_quotes, read_gold=_umi_read_gold,
+    options=UmiOptions, max_tokens=(256, 256, 512),
+    tokens=lambda mt: tuple(mt) if isinstance(mt, (list, tuple)) else (mt,) * 3,
+    unit_ids=umi_unit_ids, problem=_umi_problem, value=_umi_value,
+    roles=("planner", "caller", "summarizer"), uses_roles=lambda opts: opts.agent == "umi",
+    check=_umi_check, legacy={"prompt": "toolpaper"}, aliases={"toolbench_ood": "toolbench/test_out_domain"},
+))
