@@ -151,7 +151,12 @@ def _try_post(url, body):
 
 
 @pytest.mark.parametrize(
-    "suite,extra", [("seal", ["--candidates", "gold", "--prompt", "toolpaper"]), ("deer", ["--api", "completions"])]
+    "suite,extra",
+    [
+        ("seal", ["--candidates", "gold", "--prompt", "toolpaper"]),
+        ("deer", ["--api", "completions"]),
+        ("gsm8k", ["--method", "cot", "--shots", "1"]),
+    ],
 )
 def test_bench_over_http_against_toolpaper_serve_equals_local(server, tmp_path, suite, extra):
     """The same model through `toolpaper serve` and the HTTP client gives the local client's predictions (DEER:
