@@ -341,7 +341,7 @@ def train_methods(model: str, trajs: Sequence[Trajectory], out: str | Path, cfg:
     'alpha_umi_wo_reuse' (the paper's GLPFT without reuse) trains stage 2 on `stage2`, other instructions than stage
     1's `trajs`."""
     cfg = cfg if cfg is not None else GLPFTConfig()
-    from toolpaper.train import finetune
+    from toolpaper.stages import finetune
     from toolpaper.trajectories import SPAN_LABELS, role_examples
     bad = [m for m in methods if m not in METHODS + EXTRA_METHODS]
     if bad: raise ValueError(f"unknown method(s) {bad}; choose from {METHODS + EXTRA_METHODS}")
@@ -386,7 +386,10 @@ def train_methods(model: str, trajs: Sequence[Trajectory], out: str | Path, cfg:
         v["runs"] = {s: runs[s] for s in v["stages"]}
         v["train_seconds"] = sum(runs[s]["train_seconds"] for s in v["stages"])
         v["train_tokens"] = sum(runs[s]["tokens"] * runs[s]["config"]["epochs"] for s in v["stages"])
-        v["storage_bytes"] = sum(_dir_bytes(Path(f)) for f in dict.fromkeys(v["models"].values()))
+        by_folder = {runs[s]["folder"]: runs[s] for s in v["stages"]}
+        v["storage_bytes"] = sum(
+            by_folder[f].get("storage_bytes", _dir_bytes(Path(f))) for f in dict.fromkeys(v["models"].values())
+        )
     return res
 
 # %% ../nbs/18_agent.ipynb
@@ -394,17 +397,15 @@ def make_agent(method: str, trained: dict, base: str, batch_size: int = 8, cache
                max_new_tokens: tuple[int, int, int] = (96, 96, 128), style: str = "toolpaper", data_dir=None):
     """The agent of a trained method: `SingleAgent` for 'single', `UmiAgent` (one generator per distinct model folder)
     otherwise."""
-    from toolpaper.client import LocalClient
+    from toolpaper.stages import client
     cache = cache if cache is not None else {}
+    cfgs = {r["folder"]: r.get("config", {}) for r in trained[method].get("runs", {}).values() if "folder" in r}
     def gen(folder):
-        # a LoRA folder goes over the base model; a full fine-tune folder is a model of its own
+        # a LoRA folder goes over the base model; a full fine-tune folder is a model of its own (told by the run's
+        # settings, so a cached run whose weights are not on disk is told apart too)
         if folder not in cache:
-            lora = Path(folder, "adapter_config.json").exists()
-            cache[folder] = (
-                LocalClient(base, adapter=folder, batch_size=batch_size)
-                if lora
-                else LocalClient(folder, batch_size=batch_size)
-            )
+            lora = cfgs[folder].get("lora", True) if folder in cfgs else Path(folder, "adapter_config.json").exists()
+            cache[folder] = client(base, folder, batch_size) if lora else client(folder, None, batch_size)
         return cache[folder]
     mods = trained[method]["models"]
     if method == "single":

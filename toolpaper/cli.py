@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse, json, os, shutil, sys, tempfile, warnings
 from pathlib import Path
 from . import data as D
-from .report import EXPERIMENTS, PROFILES, parse_params, reproduce
+from .report import EXPERIMENTS, PROFILES, parse_params, reproduce, verify_reports
 from .suites import get_suite, suite_names
 
 # %% auto 0
@@ -458,6 +458,18 @@ def _reproduce_args(sub) -> None:
         "--out", default=None, help="reports folder (default: reports/ for cpu, reports/<profile>/ otherwise)"
     )
     r.add_argument("--no-progress", action="store_true")
+    r.add_argument(
+        "--base-url", default=None,
+        help="send every generation to this OpenAI-compatible server (each adapter under its folder's name)",
+    )
+    r.add_argument("--api", choices=["chat", "completions"], default="chat")
+    r.add_argument("--engine", choices=["auto", "fast", "reference"], default="auto", help="local generation path")
+    r.add_argument("--precision", choices=["auto", "int8"], default="auto")
+    r.add_argument("--fresh", action="store_true", help="ignore the stage cache: retrain and regenerate everything")
+    r.add_argument(
+        "--verify", type=positive_int, default=None, metavar="N",
+        help="recompute N random cached answers with the adapters at hand and report how many match (runs nothing)",
+    )
 
 # %% ../nbs/99_cli.ipynb
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -564,6 +576,11 @@ def _dispatch(args) -> int:
     if args.cmd == "eval":
         run_eval(args.task, args.pred, args.gold, args.mode, args.json, lenient=args.lenient); return 0
     if args.cmd == "reproduce":
-        reproduce(args.profile, args.only, parse_params(args.param), args.out, progress=not args.no_progress)
+        from toolpaper.stages import GenSettings
+        if args.verify:
+            res = verify_reports(args.profile, args.only, args.verify, args.out)
+            return 0 if res["matched"] == res["checked"] else 1
+        gen = GenSettings(args.base_url, args.api, args.engine, args.precision, args.fresh)
+        reproduce(args.profile, args.only, parse_params(args.param), args.out, progress=not args.no_progress, gen=gen)
         return 0
     return 1

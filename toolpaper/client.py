@@ -5,6 +5,7 @@
 # %% ../nbs/12_client.ipynb 3
 from __future__ import annotations
 import hashlib, json, os, random, threading, time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -14,7 +15,7 @@ from .engine import cut_at_stop
 # %% auto 0
 __all__ = ['Prompt', 'PROMPT_ORIGINS', 'Completion', 'Usage', 'LLMError', 'CacheMiss', 'Params', 'request_key', 'check_prompt',
            'Client', 'LocalClient', 'MalformedResponse', 'check_response', 'check_base_url', 'OpenAIClient',
-           'RecordReplay', 'make_client']
+           'RecordReplay', 'LazyClient', 'make_client']
 
 # %% ../nbs/12_client.ipynb
 Prompt = Union[str, list, dict]
@@ -160,6 +161,11 @@ class Client:
 
     def _complete(self, items: list[tuple[Prompt, str, Params]], progress: bool = False) -> list:
         raise NotImplementedError
+
+    def clear_cache(self) -> None:
+        "Free cached engine state (a local engine's prefix cache); a wrapping client passes it to the client inside."
+        inner = getattr(self, "inner", None)
+        if isinstance(inner, Client): inner.clear_cache()
 
 # %% ../nbs/12_client.ipynb
 class LocalClient(Client):
@@ -437,16 +443,20 @@ class OpenAIClient(Client):
 # %% ../nbs/12_client.ipynb
 class RecordReplay(Client):
     """Wrap `inner`: 'record' answers known requests from the JSONL file at `path` and appends new answers to it;
-    'replay' answers from the file alone and raises `CacheMiss` for a request it does not hold."""
-    def __init__(self, inner: Client | None, path, mode: str = "record", model: str | None = None):
+    'replay' answers from the file alone and raises `CacheMiss` for a request it does not hold. `fresh` (record mode)
+    ignores the answers already in the file (new ones are appended; the last answer to a request wins when read);
+    `extra` fields are written into every new record; `hit_commits` counts the answers reused, by their `commit`."""
+    def __init__(self, inner: Client | None, path, mode: str = "record", model: str | None = None,
+                 fresh: bool = False, extra: dict | None = None):
         super().__init__()
         if mode not in ("record", "replay"): raise ValueError("mode must be 'record' or 'replay'")
         if mode == "record" and inner is None: raise ValueError("record mode needs a client to call")
-        self.inner, self.path, self.mode = inner, Path(path), mode
+        self.inner, self.path, self.mode, self.extra = inner, Path(path), mode, dict(extra or {})
         self._lock = threading.Lock()
         self.entries: dict[str, dict] = {}
+        self.hit_commits: Counter = Counter()
         if self.path.is_dir(): raise ValueError(f"{self.path} is a folder; give the record file's path")
-        if self.path.exists():
+        if self.path.exists() and not (fresh and mode == "record"):
             lines = self.path.read_text(encoding="utf-8").splitlines()
             for n, line in enumerate(lines, 1):
                 if not line.strip(): continue
@@ -457,7 +467,7 @@ class RecordReplay(Client):
                 if not isinstance(e, dict) or "key" not in e or "text" not in e:
                     raise ValueError(f"{self.path}:{n}: a record line needs 'key' and 'text'")
                 self.entries[e["key"]] = e
-        elif mode == "replay": raise FileNotFoundError(f"{self.path}: no such record file")
+        elif not self.path.exists() and mode == "replay": raise FileNotFoundError(f"{self.path}: no such record file")
         models = sorted({e.get("request_model", e.get("model")) for e in self.entries.values()} - {None})
         self.model = model or (inner.model if inner else models[0] if len(models) == 1 else "?")
 
@@ -478,7 +488,9 @@ class RecordReplay(Client):
         out: list = [None] * len(items)
         todo: dict[str, list[int]] = {}
         for i, k in enumerate(keys):
-            if k in self.entries: out[i] = self._hit(self.entries[k]); self.usage.add(cache_hits=1)
+            if k in self.entries:
+                out[i] = self._hit(self.entries[k]); self.usage.add(cache_hits=1)
+                self.hit_commits[self.entries[k].get("commit", "not recorded")] += 1
             else: todo.setdefault(k, []).append(i)
         if todo and self.mode == "replay":
             k, idx = next(iter(todo.items()))
@@ -501,6 +513,7 @@ class RecordReplay(Client):
                         "completion_tokens": c.completion_tokens,
                         "finish_reason": c.finish_reason,
                         "created": c.created,
+                        **self.extra,
                     }
                     with self._lock:
                         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -512,6 +525,21 @@ class RecordReplay(Client):
                 self.usage.add(cache_hits=len(idx) - 1)
                 for j in idx: out[j] = c
         return out
+
+# %% ../nbs/12_client.ipynb
+class LazyClient(Client):
+    "A client whose backend `factory()` is built on the first request it must answer (then kept)."
+    def __init__(self, factory, model: str):
+        super().__init__()
+        self.factory, self.model, self.inner = factory, model, None
+        self._lock = threading.Lock()
+
+    def _complete(self, items, progress=False):
+        with self._lock:
+            if self.inner is None: self.inner = self.factory()
+        res = self.inner._complete(items, progress)
+        self.usage = self.inner.usage
+        return res
 
 # %% ../nbs/12_client.ipynb
 def make_client(model: str | None = None, adapter: str | None = None, base_url: str | None = None, api: str = "chat",

@@ -15,6 +15,7 @@ from .schema import BRANCHES, DecisionSample, Tool
 from .stats import stratified_subset
 from .prompts import DEER_STOPS, DEER_SYSTEM, deer_prompt
 from .suites import Options, Suite, option, register
+from .stages import staged
 
 # %% auto 0
 __all__ = ['PAPER_TRAIN_MIX', 'PAPER_VALID_MIX', 'PAPER_DEER', 'TABLE1_COLS', 'TABLE3_SETS', 'TABLE4_COLS', 'ABLATION_AXES',
@@ -289,14 +290,14 @@ def _valid_set(heldout_nosearch, released_valid, cfg: DeerExpConfig) -> list[Dec
     return stratified(pool, cfg.valid_n, PAPER_VALID_MIX, cfg.seed)
 
 # %% ../nbs/15_deer.ipynb
+@staged
 def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample], released_test: list[DecisionSample],
                         baselines: dict[str, list[DecisionSample]], cfg: DeerExpConfig, work_dir: str | Path,
                         progress: bool = False) -> DeerRun:
     """Build the decision data of every sampling variant, fine-tune one LoRA model each and evaluate: valid and test
     (Figure 5), the baseline sets (Table 3), few-shot base-model rows (Tables 1, 3) and retention (Table 4)."""
+    from toolpaper import stages
     from toolpaper.sampling import build_decision_data, cluster_tools
-    from toolpaper.train import finetune
-    from toolpaper.client import LocalClient
     from toolpaper.metrics import ci_pct, pct, retention_ci, retention_scores
     from toolpaper.io import atomic_write_text
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
@@ -346,7 +347,7 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
             rows.extend(_metric_row(outs, samples, name, ev, mode) for mode in ("compat", "strict"))
 
     ret_convs = [[{"role": "user", "content": s.query}] for s in ret_q]
-    base = LocalClient(cfg.model, batch_size=cfg.gen_batch_size)
+    base = stages.client(cfg.model, batch_size=cfg.gen_batch_size)
     t1 = time.perf_counter()
     refs = base.generate(ret_convs, max_tokens=cfg.answer_tokens, progress=progress) if ret_q else []
     save("base-answers", "retention", ret_q, refs)
@@ -355,7 +356,7 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
             demos = demonstrations(dd.train, n, trial, compact=cfg.compact_demos, style=cfg.prompt_style)
             evaluate(base, f"base {n}-shot" + (f" (trial {trial})" if cfg.shot_trials > 1 else ""), evals, demos)
     timings["base_eval_s"] = time.perf_counter() - t1
-    del base
+    stages.release(base)
     for name, (strat, mix) in variants.items():
         d = datas[name]
         train = stratified(d.train, cfg.train_n, cfg.train_mix or PAPER_TRAIN_MIX, cfg.seed)
@@ -374,9 +375,11 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
         )
         ex = [deer_prompt(s, style=cfg.prompt_style) for s in train]
         out = work / f"adapter_{name.replace(' ', '_').replace(':', '-')}"
-        infos[name] = finetune(cfg.model, ex, cfg.train.for_run(out, seed=cfg.seed), span_labels=["decision", "call"])
+        infos[name] = stages.finetune(
+            cfg.model, ex, cfg.train.for_run(out, seed=cfg.seed), span_labels=["decision", "call"]
+        )
         t1 = time.perf_counter()
-        gen = LocalClient(cfg.model, adapter=str(out), batch_size=cfg.gen_batch_size)
+        gen = stages.client(cfg.model, out, cfg.gen_batch_size)
         evaluate(gen, name, {**evals, **(base_sets if name == main else {})})
         if ret_q:
             hyps = gen.generate(ret_convs, max_tokens=cfg.answer_tokens, progress=progress)
@@ -575,6 +578,7 @@ def _ablation_key(setting: dict, cfg: DeerExpConfig) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 # %% ../nbs/15_deer.ipynb
+@staged
 def run_deer_ablation(
     tools: list[Tool],
     released_valid: list[DecisionSample],
@@ -586,9 +590,8 @@ def run_deer_ablation(
 ) -> DeerAblation:
     """Train and score one LoRA model per grid point: each axis of `grid` moved from the star setting `cfg` while the
     others stay at the star; stored points are read back instead of retrained."""
+    from toolpaper import stages
     from toolpaper.sampling import build_decision_data, cluster_tools, seeded_subset, tool_split
-    from toolpaper.train import finetune
-    from toolpaper.client import LocalClient
     from toolpaper.io import atomic_write_text
     if not grid: raise ValueError(f"an empty ablation grid; give {{axis: values}} with axes from {list(ABLATION_AXES)}")
     bad = [a for a in grid if a not in ABLATION_AXES]
@@ -670,16 +673,16 @@ def run_deer_ablation(
         train = search + seeded_subset(ns, setting["nosearch"], cfg.seed)
         pcfg = _point_config(cfg, setting)
         out = work / f"adapter_{key}"
-        info = finetune(
+        info = stages.finetune(
             cfg.model,
             [deer_prompt(s, style=cfg.prompt_style) for s in train],
             pcfg.train.for_run(out, seed=cfg.seed),
             span_labels=["decision", "call"],
         )
         t1 = time.perf_counter()
-        gen = LocalClient(cfg.model, adapter=str(out), batch_size=cfg.gen_batch_size)
+        gen = stages.client(cfg.model, out, cfg.gen_batch_size)
         outs = deer_generate(gen, evalset, max_new_tokens=cfg.max_new_tokens, progress=progress, style=cfg.prompt_style)
-        del gen
+        stages.release(gen)
         c = Counter(s.branch for s in train)
         rec = {
             "setting": setting,

@@ -17,6 +17,7 @@ from .schema import Trajectory, Turn
 from .sandbox import PYTHON_TOOL_NAME, PythonSandbox, SandboxLimits, python_tool
 from .sampling import seeded_subset
 from .suites import Options, Suite, option, register
+from .stages import staged
 
 # %% auto 0
 __all__ = ['PAL_SYSTEM', 'PAPER_UMI_T4', 'COT_SYSTEM', 'GSM8K_SUITE', 'parse_number', 'normalize_math', 'extract_answer',
@@ -324,13 +325,14 @@ def _acc_row(name, recs):
             "accuracy lo": pct(ci[0]) if ci else None, "accuracy hi": pct(ci[1]) if ci else None}
 
 # %% ../nbs/23_math.ipynb
+@staged
 def run_math_experiment(
     train: Sequence[MathProblem], test: Sequence[MathProblem], cfg: MathExpConfig, work_dir, progress: bool = False
 ) -> MathRun:
     """Build program-aided trajectories from `train`, train the agents, and score them and the baselines on `test`
     (accuracy with a confidence interval)."""
     from toolpaper.agent import make_agent, run_agent, train_methods
-    from toolpaper.client import LocalClient
+    from toolpaper.stages import client
     from toolpaper.io import atomic_write_text
     from toolpaper.tools import ToolEnv
     from toolpaper.umi import UMI_NAMES
@@ -385,7 +387,7 @@ def run_math_experiment(
         timings[f"{m}_eval_s"] = time.perf_counter() - t1
     t1 = time.perf_counter()
     sb = PythonSandbox(lim)
-    base = LocalClient(cfg.model, batch_size=cfg.gen_batch_size)
+    base = client(cfg.model, batch_size=cfg.gen_batch_size)
     recs = run_pal(base, tests, demos, sb, cfg.pal_tokens, progress=progress)
     outputs["base_pal"] = recs
     rows.append({**_acc_row(f"base model, {len(demos)}-shot program-aided", recs), "calls per problem": 1.0})

@@ -15,6 +15,7 @@ from .schema import Instance, Tool
 from .stats import stratified_subset
 from .prompts import PromptExample, released_tool_list, seal_prompt
 from .suites import Options, Suite, option, register
+from .stages import staged
 
 # %% auto 0
 __all__ = ['METRIC_COLS', 'CI_KEYS', 'PAPER_SEAL', 'MODELS', 'CANDIDATES', 'SETTING_NAMES', 'SEAL_HEADLINE', 'SEAL_SUITE',
@@ -341,6 +342,7 @@ def setting_label(s: str, model: str = "", dense: str = "DPR") -> str:
     return f"{model + ' ' if model else ''}{SETTING_NAMES[m]} w/ {dense if c == 'dense' else SETTING_NAMES[c]}"
 
 # %% ../nbs/14_sealtools.ipynb
+@staged
 def run_seal_experiment(
     tools: list[Tool],
     train: list[Instance],
@@ -354,8 +356,7 @@ def run_seal_experiment(
     """Fine-tune the model, answer the test splits in every configured setting (retriever, candidates, prompt) and score
     them in both modes; `released` maps 'dev' and each test split to its released prompts (read from `data_root`
     when needed and not given)."""
-    from toolpaper.train import finetune
-    from toolpaper.client import LocalClient
+    from toolpaper import stages
     from toolpaper.io import atomic_write_text
     from toolpaper.prompts import check_style
     check_style(cfg.prompt_style)
@@ -397,17 +398,15 @@ def run_seal_experiment(
     ):
         if any(s.startswith(m + ":") for s in cfg.settings):
             ex = make()
-            info[m] = finetune(cfg.model, ex, cfg.train.for_run(adapters[m], seed=cfg.seed))
+            info[m] = stages.finetune(cfg.model, ex, cfg.train.for_run(adapters[m], seed=cfg.seed))
             info[m]["examples"] = len(ex)
             timings[f"train_{m}_s"] = info[m]["train_seconds"]
-    gens: dict[str, LocalClient] = {}
+    gens: dict = {}
     outputs, cands, frames = {}, {}, []
     for s in cfg.settings:
         m, c = _setting_parts(s)
         if m not in gens:
-            gens[m] = LocalClient(
-                cfg.model, adapter=str(adapters[m]) if m != "base" else None, batch_size=cfg.gen_batch_size
-            )
+            gens[m] = stages.client(cfg.model, adapters[m] if m != "base" else None, cfg.gen_batch_size)
         g = gens[m]
         outputs[s], cands[s] = {}, {}
         t1, tok0 = time.perf_counter(), g.usage.completion_tokens

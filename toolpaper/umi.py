@@ -14,6 +14,7 @@ from .schema import Instance, Tool, Trajectory, planner_decision
 from .agent import GLPFTConfig, METHODS
 from .sampling import seeded_subset
 from .suites import Options, Suite, option, register
+from .stages import staged
 
 # %% auto 0
 __all__ = ['UMI_COLS', 'UMI_NAMES', 'PAPER_UMI', 'PAPER_UMI_OOD', 'GROUPS', 'PAPER_UMI_T2', 'UMI_HEADLINE', 'UMI_SUITE',
@@ -142,6 +143,7 @@ class UmiRun:
     notes: list = field(default_factory=list)
 
 # %% ../nbs/19_umi.ipynb
+@staged
 def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance], test_instances: Sequence[Instance],
                        cfg: UmiExpConfig, work_dir: str | Path, ood: Sequence[Trajectory] | None = None) -> UmiRun:
     """Build the trajectory corpus, train the methods at every scaling size, evaluate step by step in both modes and, at
