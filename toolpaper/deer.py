@@ -290,6 +290,88 @@ def _valid_set(heldout_nosearch, released_valid, cfg: DeerExpConfig) -> list[Dec
     return stratified(pool, cfg.valid_n, PAPER_VALID_MIX, cfg.seed)
 
 # %% ../nbs/15_deer.ipynb
+def _deer_datas(tools: list[Tool], released_valid: list, released_test: list, cfg: DeerExpConfig) -> dict:
+    "Data stage: the decision data of every sampling variant ({variant: DecisionData}; the first is the main one)."
+    from toolpaper.sampling import build_decision_data, cluster_tools
+    clusters = cluster_tools(tools, m=cfg.clusters, seed=cfg.seed)
+    return {
+        name: build_decision_data(
+            tools, released_valid, released_test, clusters=clusters, k=cfg.k, call_ratio=cfg.call_ratio,
+            strategy=strat, mixture=mix or mixture_of((2, 1, 2)), seed=cfg.seed,
+        )
+        for name, (strat, mix) in _variants(cfg).items()
+    }
+
+# %% ../nbs/15_deer.ipynb
+def _save_deer_outputs(work: Path, name: str, evalset: str, samples, outs) -> None:
+    "One model's outputs on one evaluation set, as JSON lines beside the stage cache."
+    from toolpaper.io import atomic_write_text
+    atomic_write_text(
+        work / f"outputs_{name.replace(' ', '_').replace(':', '-')}_{evalset}.jsonl",
+        "".join(json.dumps({"id": s.id, "branch": s.branch, "output": o}, ensure_ascii=False) + "\n"
+                for s, o in zip(samples, outs)),
+    )
+
+# %% ../nbs/15_deer.ipynb
+def _deer_evaluate(gen, name: str, sets: dict, cfg: DeerExpConfig, work: Path, demos=(),
+                   progress: bool = False) -> list:
+    "Generate-and-score stage: the two-round protocol on each evaluation set; metric rows of both modes."
+    rows = []
+    for ev, samples in sets.items():
+        outs = deer_generate(
+            gen, samples, demos=demos, max_new_tokens=cfg.max_new_tokens, progress=progress, style=cfg.prompt_style
+        )
+        _save_deer_outputs(work, name, ev, samples, outs)
+        rows.extend(_metric_row(outs, samples, name, ev, mode) for mode in ("compat", "strict"))
+    return rows
+
+# %% ../nbs/15_deer.ipynb
+def _deer_base(dd, evals: dict, ret_q: list, cfg: DeerExpConfig, work: Path, progress: bool = False):
+    """The base model's stages: its answers to the retention queries (the references of Table 4) and its few-shot
+    rows; (metric rows, reference answers)."""
+    from toolpaper import stages
+    base = stages.client(cfg.model, batch_size=cfg.gen_batch_size)
+    convs = [[{"role": "user", "content": s.query}] for s in ret_q]
+    refs = base.generate(convs, max_tokens=cfg.answer_tokens, progress=progress) if ret_q else []
+    _save_deer_outputs(work, "base-answers", "retention", ret_q, refs)
+    rows = []
+    for n in cfg.shots:
+        for trial in range(cfg.shot_trials):
+            demos = demonstrations(dd.train, n, trial, compact=cfg.compact_demos, style=cfg.prompt_style)
+            name = f"base {n}-shot" + (f" (trial {trial})" if cfg.shot_trials > 1 else "")
+            rows += _deer_evaluate(base, name, evals, cfg, work, demos, progress)
+    stages.release(base)
+    return rows, refs
+
+# %% ../nbs/15_deer.ipynb
+def _deer_retention(gen, name: str, ret_q: list, refs: list, cfg: DeerExpConfig, work: Path, progress: bool = False):
+    "Table 4 stage: a fine-tuned model's answers to the retention queries against the base model's; its row."
+    from toolpaper.metrics import ci_pct, pct, retention_ci, retention_scores
+    hyps = gen.generate([[{"role": "user", "content": s.query}] for s in ret_q], max_tokens=cfg.answer_tokens,
+                        progress=progress)
+    _save_deer_outputs(work, name, "retention", ret_q, hyps)
+    r, rci = retention_scores(hyps, refs), retention_ci(hyps, refs, seed=cfg.seed)
+    row = {"model": name, "n": len(ret_q)}
+    for c, k in zip(TABLE4_COLS, ("bleu", "rouge_1", "rouge_2", "rouge_l")):
+        row[c] = pct(r[k]); row[f"{c} lo"], row[f"{c} hi"] = ci_pct(rci, k, 1)
+    return row
+
+# %% ../nbs/15_deer.ipynb
+def _deer_variant_train(name: str, d, cfg: DeerExpConfig, work: Path) -> tuple[dict, dict, Path]:
+    "Train stage of one sampling variant: (training log, its training-set counts row, the adapter folder)."
+    from toolpaper import stages
+    train = stratified(d.train, cfg.train_n, cfg.train_mix or PAPER_TRAIN_MIX, cfg.seed)
+    c = Counter(s.branch for s in train)
+    count = {
+        "model": name, "train samples": len(train), **{b: c.get(b, 0) for b in ("NoSearch", "NoCall", "Call")},
+        "pools by strategy": dict(Counter(s.strategy for s in train if s.strategy is not None)),
+    }
+    out = work / f"adapter_{name.replace(' ', '_').replace(':', '-')}"
+    ex = [deer_prompt(s, style=cfg.prompt_style) for s in train]
+    info = stages.finetune(cfg.model, ex, cfg.train.for_run(out, seed=cfg.seed), span_labels=["decision", "call"])
+    return info, count, out
+
+# %% ../nbs/15_deer.ipynb
 @staged
 def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample], released_test: list[DecisionSample],
                         baselines: dict[str, list[DecisionSample]], cfg: DeerExpConfig, work_dir: str | Path,
@@ -297,29 +379,11 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
     """Build the decision data of every sampling variant, fine-tune one LoRA model each and evaluate: valid and test
     (Figure 5), the baseline sets (Table 3), few-shot base-model rows (Tables 1, 3) and retention (Table 4)."""
     from toolpaper import stages
-    from toolpaper.sampling import build_decision_data, cluster_tools
-    from toolpaper.metrics import ci_pct, pct, retention_ci, retention_scores
     from toolpaper.io import atomic_write_text
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter(); timings = {}
-    clusters = cluster_tools(tools, m=cfg.clusters, seed=cfg.seed)
-    variants = _variants(cfg)
-    main = next(iter(variants))
-    datas = {
-        name: build_decision_data(
-            tools,
-            released_valid,
-            released_test,
-            clusters=clusters,
-            k=cfg.k,
-            call_ratio=cfg.call_ratio,
-            strategy=strat,
-            mixture=mix or mixture_of((2, 1, 2)),
-            seed=cfg.seed,
-        )
-        for name, (strat, mix) in variants.items()
-    }
-    dd = datas[main]
+    datas = _deer_datas(tools, released_valid, released_test, cfg)
+    main = next(iter(datas)); dd = datas[main]
     timings["data_s"] = time.perf_counter() - t0
     evals = {
         "valid": _valid_set(dd.heldout_nosearch, released_valid, cfg),
@@ -327,68 +391,18 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
     }
     base_sets = {k: stratified(v, cfg.baseline_n, None, cfg.seed) for k, v in baselines.items()}
     ret_q = dd.heldout_nosearch[: cfg.retention_n] if cfg.retention_n is not None else dd.heldout_nosearch
-    rows, ret_rows, infos, counts = [], [], {}, []
-
-    def save(name, evalset, samples, outs):
-        atomic_write_text(
-            work / f"outputs_{name.replace(' ', '_').replace(':', '-')}_{evalset}.jsonl",
-            "".join(
-                json.dumps({"id": s.id, "branch": s.branch, "output": o}, ensure_ascii=False) + "\n"
-                for s, o in zip(samples, outs)
-            ),
-        )
-
-    def evaluate(gen, name, sets, demos=()):
-        for ev, samples in sets.items():
-            outs = deer_generate(
-                gen, samples, demos=demos, max_new_tokens=cfg.max_new_tokens, progress=progress, style=cfg.prompt_style
-            )
-            save(name, ev, samples, outs)
-            rows.extend(_metric_row(outs, samples, name, ev, mode) for mode in ("compat", "strict"))
-
-    ret_convs = [[{"role": "user", "content": s.query}] for s in ret_q]
-    base = stages.client(cfg.model, batch_size=cfg.gen_batch_size)
     t1 = time.perf_counter()
-    refs = base.generate(ret_convs, max_tokens=cfg.answer_tokens, progress=progress) if ret_q else []
-    save("base-answers", "retention", ret_q, refs)
-    for n in cfg.shots:
-        for trial in range(cfg.shot_trials):
-            demos = demonstrations(dd.train, n, trial, compact=cfg.compact_demos, style=cfg.prompt_style)
-            evaluate(base, f"base {n}-shot" + (f" (trial {trial})" if cfg.shot_trials > 1 else ""), evals, demos)
+    rows, refs = _deer_base(dd, evals, ret_q, cfg, work, progress)
     timings["base_eval_s"] = time.perf_counter() - t1
-    stages.release(base)
-    for name, (strat, mix) in variants.items():
-        d = datas[name]
-        train = stratified(d.train, cfg.train_n, cfg.train_mix or PAPER_TRAIN_MIX, cfg.seed)
-        c = Counter(s.branch for s in train)
-        counts.append(
-            {
-                "model": name,
-                "train samples": len(train),
-                **{b: c.get(b, 0) for b in ("NoSearch", "NoCall", "Call")},
-                "pools by strategy": dict(
-                    Counter(
-                        s.strategy for s in train if s.strategy is not None
-                    )
-                ),
-            }
-        )
-        ex = [deer_prompt(s, style=cfg.prompt_style) for s in train]
-        out = work / f"adapter_{name.replace(' ', '_').replace(':', '-')}"
-        infos[name] = stages.finetune(
-            cfg.model, ex, cfg.train.for_run(out, seed=cfg.seed), span_labels=["decision", "call"]
-        )
+    ret_rows, infos, counts = [], {}, []
+    for name, d in datas.items():
+        infos[name], count, out = _deer_variant_train(name, d, cfg, work)
+        counts.append(count)
         t1 = time.perf_counter()
         gen = stages.client(cfg.model, out, cfg.gen_batch_size)
-        evaluate(gen, name, {**evals, **(base_sets if name == main else {})})
-        if ret_q:
-            hyps = gen.generate(ret_convs, max_tokens=cfg.answer_tokens, progress=progress)
-            save(name, "retention", ret_q, hyps)
-            r, rci = retention_scores(hyps, refs), retention_ci(hyps, refs, seed=cfg.seed)
-            row = {"model": name, "n": len(ret_q)}
-            for c, k in zip(TABLE4_COLS, ("bleu", "rouge_1", "rouge_2", "rouge_l")):
-                row[c] = pct(r[k]); row[f"{c} lo"], row[f"{c} hi"] = ci_pct(rci, k, 1)
-            ret_rows.append(row)
+        rows += _deer_evaluate(gen, name, {**evals, **(base_sets if name == main else {})}, cfg, work, (), progress)
+        if ret_q: ret_rows.append(_deer_retention(gen, name, ret_q, refs, cfg, work, progress))
+        stages.release(gen)                                  # one variant's model at a time
         timings[f"{name}_train_s"] = infos[name]["train_seconds"]; timings[f"{name}_eval_s"] = time.perf_counter() - t1
     timings["total_s"] = time.perf_counter() - t0
     sizes = {k: dict(Counter(s.branch for s in v)) for k, v in {**evals, **base_sets}.items()} | {
@@ -578,67 +592,18 @@ def _ablation_key(setting: dict, cfg: DeerExpConfig) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 # %% ../nbs/15_deer.ipynb
-@staged
-def run_deer_ablation(
-    tools: list[Tool],
-    released_valid: list[DecisionSample],
-    released_test: list[DecisionSample],
-    cfg: DeerExpConfig,
-    grid: dict,
-    work_dir: str | Path,
-    progress: bool = False,
-) -> DeerAblation:
-    """Train and score one LoRA model per grid point: each axis of `grid` moved from the star setting `cfg` while the
-    others stay at the star; stored points are read back instead of retrained."""
-    from toolpaper import stages
-    from toolpaper.sampling import build_decision_data, cluster_tools, seeded_subset, tool_split
-    from toolpaper.io import atomic_write_text
+def _check_axes(grid: dict) -> None:
+    "An ablation grid names known axes, each with a non-empty list of values."
     if not grid: raise ValueError(f"an empty ablation grid; give {{axis: values}} with axes from {list(ABLATION_AXES)}")
     bad = [a for a in grid if a not in ABLATION_AXES]
     if bad: raise ValueError(f"unknown ablation axis {bad[0]!r}; choose from {list(ABLATION_AXES)}")
     for a, vals in grid.items():
         if isinstance(vals, (str, bytes)) or not hasattr(vals, "__iter__") or not len(list(vals)):
             raise ValueError(f"ablation axis {a!r}: expected a non-empty list of values, got {vals!r}")
-    work = Path(work_dir); (work / "points").mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    mix = mixture_of(cfg.ratios[0])
-    seen, unseen, _ = tool_split(tools, released_test, seed=cfg.seed)
-    data_cache: dict = {}
 
-    def data_for(pool: int, k: int, m: int):
-        if (pool, k, m) not in data_cache:
-            keep = set(random.Random(cfg.seed).sample(sorted(seen), pool)) if pool < len(seen) else set(seen)
-            sub = [t for t in tools if t.name in keep or t.name in set(unseen)]
-            data_cache[(pool, k, m)] = build_decision_data(
-                sub,
-                released_valid,
-                released_test,
-                clusters=cluster_tools(sub, m=m, seed=cfg.seed),
-                k=k,
-                call_ratio=cfg.call_ratio,
-                strategy="mixture",
-                mixture=mix,
-                seed=cfg.seed,
-            )
-        return data_cache[(pool, k, m)]
-
-    shares = cfg.train_mix or PAPER_TRAIN_MIX
-    ns_share = shares.get("NoSearch", 0) / sum(shares.values())
-    star_data = data_for(len(seen), cfg.k, cfg.clusters)
-    ns_avail = sum(s.branch == "NoSearch" for s in star_data.train)
-    n_search = None if cfg.train_n is None else cfg.train_n - int(round(cfg.train_n * ns_share))
-    star = {
-        "nosearch": ns_avail if cfg.train_n is None else min(ns_avail, int(round(cfg.train_n * ns_share))),
-        "pool": len(seen),
-        "k": cfg.k,
-        "clusters": cfg.clusters,
-        "lora_r": cfg.train.lora_r,
-        "batch_size": cfg.train.batch_size,
-        "lr": cfg.train.lr,
-        "epochs": cfg.train.epochs,
-    }
-    full = {"nosearch": ns_avail, "pool": len(seen)}
-    grid = {a: [full[a] if v is None else v for v in vals] for a, vals in grid.items()}
+# %% ../nbs/15_deer.ipynb
+def _check_axis_values(grid: dict, full: dict) -> None:
+    "Every grid value fits its axis: whole numbers where counted, positive rates and epochs, no more than available."
     for a, vals in grid.items():
         for v in vals:
             if a in ("nosearch", "pool", "k", "clusters", "lora_r", "batch_size") and (
@@ -655,45 +620,68 @@ def run_deer_ablation(
                     f"ablation axis {a!r}: {v} asked, only {full[a]} available "
                     f"({'NoSearch training samples' if a == 'nosearch' else 'seen tools'})"
                 )
-    evalset = _valid_set(star_data.heldout_nosearch, released_valid, cfg)
+
+# %% ../nbs/15_deer.ipynb
+class _AblationData:
+    "Data stage of the ablation: decision data per (seen-tool pool, candidates k, clusters), built once each."
+    def __init__(self, tools, released_valid, released_test, cfg: DeerExpConfig):
+        from toolpaper.sampling import tool_split
+        self.tools, self.valid, self.test, self.cfg = tools, released_valid, released_test, cfg
+        self.seen, self.unseen, _ = tool_split(tools, released_test, seed=cfg.seed)
+        self.cache: dict = {}
+
+    def __call__(self, pool: int, k: int, m: int):
+        from toolpaper.sampling import build_decision_data, cluster_tools
+        cfg = self.cfg
+        if (pool, k, m) not in self.cache:
+            seen = sorted(self.seen)
+            keep = set(random.Random(cfg.seed).sample(seen, pool)) if pool < len(seen) else set(seen)
+            sub = [t for t in self.tools if t.name in keep or t.name in set(self.unseen)]
+            self.cache[(pool, k, m)] = build_decision_data(
+                sub, self.valid, self.test, clusters=cluster_tools(sub, m=m, seed=cfg.seed), k=k,
+                call_ratio=cfg.call_ratio, strategy="mixture", mixture=mixture_of(cfg.ratios[0]), seed=cfg.seed,
+            )
+        return self.cache[(pool, k, m)]
+
+# %% ../nbs/15_deer.ipynb
+def _ablation_point(setting: dict, key: str, data: _AblationData, cfg: DeerExpConfig, evalset: list, n_search,
+                    work: Path, progress: bool = False) -> dict:
+    """Train and generate stages of one grid point (through the stage cache); its record, also stored in
+    `points/<key>.json`."""
+    from toolpaper import stages
+    from toolpaper.io import atomic_write_text
+    from toolpaper.sampling import seeded_subset
+    shares = cfg.train_mix or PAPER_TRAIN_MIX
+    d = data(setting["pool"], setting["k"], setting["clusters"])
     search_mix = {b: v for b, v in shares.items() if b != "NoSearch"}
-    rows, timings, done, trained = [], {}, {}, 0
-    settings = [dict(star)] + [{**star, a: v} for a, vals in grid.items() for v in vals]
-    for setting in settings:
-        key = _ablation_key(setting, cfg)
-        if key in done: continue
-        path = work / "points" / f"{key}.json"
-        if path.exists():
-            rec = json.loads(path.read_text())
-            if rec.get("setting") == json.loads(json.dumps(setting)):
-                done[key] = rec; continue
-        d = data_for(setting["pool"], setting["k"], setting["clusters"])
-        search = stratified([s for s in d.train if s.branch != "NoSearch"], n_search, search_mix, cfg.seed)
-        ns = [s for s in d.train if s.branch == "NoSearch"]
-        train = search + seeded_subset(ns, setting["nosearch"], cfg.seed)
-        pcfg = _point_config(cfg, setting)
-        out = work / f"adapter_{key}"
-        info = stages.finetune(
-            cfg.model,
-            [deer_prompt(s, style=cfg.prompt_style) for s in train],
-            pcfg.train.for_run(out, seed=cfg.seed),
-            span_labels=["decision", "call"],
-        )
-        t1 = time.perf_counter()
-        gen = stages.client(cfg.model, out, cfg.gen_batch_size)
-        outs = deer_generate(gen, evalset, max_new_tokens=cfg.max_new_tokens, progress=progress, style=cfg.prompt_style)
-        stages.release(gen)
-        c = Counter(s.branch for s in train)
-        rec = {
-            "setting": setting,
-            "train": {b: c.get(b, 0) for b in ("NoSearch", "NoCall", "Call")},
-            "train_s": info["train_seconds"],
-            "eval_s": time.perf_counter() - t1,
-            "outputs": [{"id": s.id, "branch": s.branch, "output": o} for s, o in zip(evalset, outs)],
-        }
-        atomic_write_text(path, json.dumps(rec, ensure_ascii=False, default=str))
-        done[key] = rec; trained += 1
+    search = stratified([s for s in d.train if s.branch != "NoSearch"], n_search, search_mix, cfg.seed)
+    ns = [s for s in d.train if s.branch == "NoSearch"]
+    train = search + seeded_subset(ns, setting["nosearch"], cfg.seed)
+    out = work / f"adapter_{key}"
+    sft = _point_config(cfg, setting).train.for_run(out, seed=cfg.seed)
+    ex = [deer_prompt(s, style=cfg.prompt_style) for s in train]
+    info = stages.finetune(cfg.model, ex, sft, span_labels=["decision", "call"])
+    t1 = time.perf_counter()
+    gen = stages.client(cfg.model, out, cfg.gen_batch_size)
+    outs = deer_generate(gen, evalset, max_new_tokens=cfg.max_new_tokens, progress=progress, style=cfg.prompt_style)
+    stages.release(gen)
+    c = Counter(s.branch for s in train)
+    rec = {
+        "setting": setting, "train": {b: c.get(b, 0) for b in ("NoSearch", "NoCall", "Call")},
+        "train_s": info["train_seconds"], "eval_s": time.perf_counter() - t1,
+        "outputs": [{"id": s.id, "branch": s.branch, "output": o} for s, o in zip(evalset, outs)],
+    }
+    sc = stages.current()
+    rec["commit"] = sc.commit if sc is not None else None
+    atomic_write_text(work / "points" / f"{key}.json", json.dumps(rec, ensure_ascii=False, default=str))
+    if sc is not None: sc.record(f"point {key}", key, reused=False)
+    return rec
+
+# %% ../nbs/15_deer.ipynb
+def _ablation_rows(grid: dict, star: dict, done: dict, evalset: list, cfg: DeerExpConfig, work: Path) -> list[dict]:
+    "Score stage: one row per grid point and mode, with the mean of the metrics and the point's training counts."
     by_id = {s.id: s for s in evalset}
+    rows = []
     for a, vals in grid.items():
         for v in vals:
             rec = done[_ablation_key({**star, a: v}, cfg)]
@@ -702,26 +690,65 @@ def run_deer_ablation(
                     f"{work / 'points'}: a stored point was scored on another valid set; remove the folder or change "
                     "work_dir"
                 )
-            outs = [o["output"] for o in rec["outputs"]]
+            outs, gold = [o["output"] for o in rec["outputs"]], [by_id[o["id"]] for o in rec["outputs"]]
             label = f"{a}={v}" + (" *" if v == star[a] else "")
             for mode in ("compat", "strict"):
-                r = {
-                    "axis": a,
-                    "value": v,
-                    "star": v == star[a],
-                    **_metric_row(outs, [by_id[o["id"]] for o in rec["outputs"]], label, "valid", mode, average=True),
-                }
-                r.update(
-                    {
-                        "train samples": sum(rec["train"].values()),
-                        **{f"train {b}": n for b, n in rec["train"].items()},
-                        "train_s": round(rec["train_s"], 1),
-                        "eval_s": round(rec["eval_s"], 1),
-                    }
-                )
+                r = {"axis": a, "value": v, "star": v == star[a],
+                     **_metric_row(outs, gold, label, "valid", mode, average=True)}
+                r.update({"train samples": sum(rec["train"].values()),
+                          **{f"train {b}": n for b, n in rec["train"].items()},
+                          "train_s": round(rec["train_s"], 1), "eval_s": round(rec["eval_s"], 1)})
                 rows.append(r)
-    timings["total_s"] = time.perf_counter() - t0
-    timings["points_trained"], timings["points_reused"] = trained, len(done) - trained
+    return rows
+
+# %% ../nbs/15_deer.ipynb
+@staged
+def run_deer_ablation(
+    tools: list[Tool],
+    released_valid: list[DecisionSample],
+    released_test: list[DecisionSample],
+    cfg: DeerExpConfig,
+    grid: dict,
+    work_dir: str | Path,
+    progress: bool = False,
+) -> DeerAblation:
+    """Train and score one LoRA model per grid point: each axis of `grid` moved from the star setting `cfg` while the
+    others stay at the star; stored points are read back instead of retrained."""
+    from toolpaper import stages
+    from toolpaper.io import atomic_write_text
+    _check_axes(grid)
+    sc = stages.current()
+    fresh = sc is not None and sc.settings.fresh
+    work = Path(work_dir); (work / "points").mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    data = _AblationData(tools, released_valid, released_test, cfg)
+    shares = cfg.train_mix or PAPER_TRAIN_MIX
+    ns_share = shares.get("NoSearch", 0) / sum(shares.values())
+    star_data = data(len(data.seen), cfg.k, cfg.clusters)
+    ns_avail = sum(s.branch == "NoSearch" for s in star_data.train)
+    n_search = None if cfg.train_n is None else cfg.train_n - int(round(cfg.train_n * ns_share))
+    star = {
+        "nosearch": ns_avail if cfg.train_n is None else min(ns_avail, int(round(cfg.train_n * ns_share))),
+        "pool": len(data.seen), "k": cfg.k, "clusters": cfg.clusters, "lora_r": cfg.train.lora_r,
+        "batch_size": cfg.train.batch_size, "lr": cfg.train.lr, "epochs": cfg.train.epochs,
+    }
+    full = {"nosearch": ns_avail, "pool": len(data.seen)}
+    grid = {a: [full[a] if v is None else v for v in vals] for a, vals in grid.items()}
+    _check_axis_values(grid, full)
+    evalset = _valid_set(star_data.heldout_nosearch, released_valid, cfg)
+    done, trained = {}, 0
+    for setting in [dict(star)] + [{**star, a: v} for a, vals in grid.items() for v in vals]:
+        key = _ablation_key(setting, cfg)
+        if key in done: continue
+        path = work / "points" / f"{key}.json"
+        rec = json.loads(path.read_text()) if path.exists() and not fresh else None
+        if rec is not None and rec.get("setting") == json.loads(json.dumps(setting)):
+            done[key] = rec
+            if sc is not None: sc.record(f"point {key}", key, reused=True, commit=rec.get("commit"))
+            continue
+        done[key] = _ablation_point(setting, key, data, cfg, evalset, n_search, work, progress); trained += 1
+    rows = _ablation_rows(grid, star, done, evalset, cfg, work)
+    timings = {"total_s": time.perf_counter() - t0, "points_trained": trained, "points_reused": len(done) - trained}
     pts = pd.DataFrame(rows)
     atomic_write_text(work / "ablation_points.csv", pts.to_csv(index=False))
     return DeerAblation(asdict(cfg), grid, star, pts, timings)

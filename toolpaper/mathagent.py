@@ -325,17 +325,50 @@ def _acc_row(name, recs):
             "accuracy lo": pct(ci[0]) if ci else None, "accuracy hi": pct(ci[1]) if ci else None}
 
 # %% ../nbs/23_math.ipynb
+def _math_method(m: str, trained: dict, tests: list, cfg: MathExpConfig, lim: SandboxLimits, cache: dict):
+    """Generate-and-score stage of one trained method: the agent solves each test problem with a fresh sandbox;
+    (result row, executor row, per-problem records)."""
+    from toolpaper.agent import make_agent, run_agent
+    from toolpaper.tools import ToolEnv
+    from toolpaper.umi import UMI_NAMES
+    sb = PythonSandbox(lim); env = ToolEnv(); tool, fn = python_tool(sb); env.register(fn, tool)
+    agent = make_agent(
+        m, trained, cfg.model, batch_size=cfg.gen_batch_size, cache=cache, max_new_tokens=cfg.max_new_tokens
+    )
+    tasks = [(p.question, [tool]) for p in tests]
+    runs = run_agent(agent, tasks, env, max_steps=cfg.max_steps, ids=[p.id for p in tests])
+    recs = [
+        {"id": p.id, "answer": r.answer, "pred": extract_answer(r.answer), "gold": p.answer,
+         "correct": is_correct(r.answer, p), "status": r.status, "calls": len(r.calls)}
+        for p, r in zip(tests, runs)
+    ]
+    st = Counter(r["status"] for r in recs)
+    row = {
+        **_acc_row(UMI_NAMES.get(m, m), recs),
+        **{f"agent {k}": st.get(k, 0) for k in ("finished", "gave_up", "max_steps", "no_decision")},
+        "calls per problem": round(sum(r["calls"] for r in recs) / max(1, len(recs)), 2),
+    }
+    return row, {"method": UMI_NAMES.get(m, m), **sb.summary()}, recs
+
+# %% ../nbs/23_math.ipynb
+def _math_pal(tests: list, demos: list, cfg: MathExpConfig, lim: SandboxLimits, progress: bool = False):
+    "The base model's few-shot program-aided baseline: (result row, executor row, per-problem records)."
+    from toolpaper.stages import client
+    sb = PythonSandbox(lim)
+    base = client(cfg.model, batch_size=cfg.gen_batch_size)
+    recs = run_pal(base, tests, demos, sb, cfg.pal_tokens, progress=progress)
+    name = f"base model, {len(demos)}-shot program-aided"
+    return {**_acc_row(name, recs), "calls per problem": 1.0}, {"method": name, **sb.summary()}, recs
+
+# %% ../nbs/23_math.ipynb
 @staged
 def run_math_experiment(
     train: Sequence[MathProblem], test: Sequence[MathProblem], cfg: MathExpConfig, work_dir, progress: bool = False
 ) -> MathRun:
     """Build program-aided trajectories from `train`, train the agents, and score them and the baselines on `test`
     (accuracy with a confidence interval)."""
-    from toolpaper.agent import make_agent, run_agent, train_methods
-    from toolpaper.stages import client
+    from toolpaper.agent import train_methods
     from toolpaper.io import atomic_write_text
-    from toolpaper.tools import ToolEnv
-    from toolpaper.umi import UMI_NAMES
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
     lim = SandboxLimits(wall_s=cfg.wall_s, cpu_s=cfg.cpu_s)
     t0 = time.perf_counter(); timings = {}
@@ -348,50 +381,17 @@ def run_math_experiment(
     demos = [p for p in pool if p.question not in used and pal_program(p)][: cfg.shots]
     tests = seeded_subset(list(test), cfg.test_n, cfg.seed)
     t1 = time.perf_counter()
-    trained = train_methods(
-        cfg.model, trajs, work / "models", replace(cfg.glpft, seed=cfg.seed), methods=cfg.methods
-    )
+    trained = train_methods(cfg.model, trajs, work / "models", replace(cfg.glpft, seed=cfg.seed), methods=cfg.methods)
     timings["train_s"] = time.perf_counter() - t1
     rows, ex_rows, outputs, cache = [], [], {}, {}
     for m in cfg.methods:
         t1 = time.perf_counter()
-        sb = PythonSandbox(lim); env = ToolEnv(); tool, fn = python_tool(sb); env.register(fn, tool)
-        agent = make_agent(
-            m, trained, cfg.model, batch_size=cfg.gen_batch_size, cache=cache, max_new_tokens=cfg.max_new_tokens
-        )
-        runs = run_agent(
-            agent, [(p.question, [tool]) for p in tests], env, max_steps=cfg.max_steps, ids=[p.id for p in tests]
-        )
-        recs = [
-            {
-                "id": p.id,
-                "answer": r.answer,
-                "pred": extract_answer(r.answer),
-                "gold": p.answer,
-                "correct": is_correct(r.answer, p),
-                "status": r.status,
-                "calls": len(r.calls),
-            }
-            for p, r in zip(tests, runs)
-        ]
-        outputs[m] = recs
-        st = Counter(r["status"] for r in recs)
-        rows.append(
-            {
-                **_acc_row(UMI_NAMES.get(m, m), recs),
-                **{f"agent {k}": st.get(k, 0) for k in ("finished", "gave_up", "max_steps", "no_decision")},
-                "calls per problem": round(sum(r["calls"] for r in recs) / max(1, len(recs)), 2),
-            }
-        )
-        ex_rows.append({"method": UMI_NAMES.get(m, m), **sb.summary()})
+        row, ex_row, outputs[m] = _math_method(m, trained, tests, cfg, lim, cache)
+        rows.append(row); ex_rows.append(ex_row)
         timings[f"{m}_eval_s"] = time.perf_counter() - t1
     t1 = time.perf_counter()
-    sb = PythonSandbox(lim)
-    base = client(cfg.model, batch_size=cfg.gen_batch_size)
-    recs = run_pal(base, tests, demos, sb, cfg.pal_tokens, progress=progress)
-    outputs["base_pal"] = recs
-    rows.append({**_acc_row(f"base model, {len(demos)}-shot program-aided", recs), "calls per problem": 1.0})
-    ex_rows.append({"method": f"base model, {len(demos)}-shot program-aided", **sb.summary()})
+    row, ex_row, outputs["base_pal"] = _math_pal(tests, demos, cfg, lim, progress)
+    rows.append(row); ex_rows.append(ex_row)
     timings["base_pal_s"] = time.perf_counter() - t1
     ex_rows.append({"method": "trajectory check (GSM8K train)", **build_sb.summary()})
     timings["total_s"] = time.perf_counter() - t0
@@ -399,11 +399,8 @@ def run_math_experiment(
         atomic_write_text(work / f"outputs_{k}.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs))
     info = {m: {"train_seconds": v["train_seconds"], "storage_bytes": v["storage_bytes"]} for m, v in trained.items()}
     corpus = {
-        "train problems tried": sum(why.values()),
-        **dict(why),
-        "trajectories": len(trajs),
-        "steps": sum(sum(u.role == "caller" for u in t.turns) for t in trajs),
-        "demonstrations": len(demos),
+        "train problems tried": sum(why.values()), **dict(why), "trajectories": len(trajs),
+        "steps": sum(sum(u.role == "caller" for u in t.turns) for t in trajs), "demonstrations": len(demos),
         "test problems": len(tests),
     }
     return MathRun(asdict(cfg), corpus, pd.DataFrame(rows), pd.DataFrame(ex_rows), outputs, info, timings)

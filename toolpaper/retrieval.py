@@ -15,13 +15,14 @@ import scipy.sparse as sp
 from .config import Profiled
 from .io import atomic_write_bytes, cache_root
 from .schema import Instance, Tool
+from .stages import staged
 
 # %% auto 0
 __all__ = ['STOPWORDS', 'TOKENIZERS', 'tool_text', 'tokenize_authors', 'tokenize_words', 'rank_scores', 'BM25Index',
            'check_queries', 'Retriever', 'BM25Retriever', 'dense_text', 'DenseRetriever', 'retrieval_metrics',
            'gold_sets', 'evaluate_retriever', 'DPRConfig', 'finetune_dpr', 'CandidateList', 'candidate_lists',
-           'RetrievalExpConfig', 'dpr_key', 'train_dpr_retriever', 'compare_retrievers', 'summary_table', 'kind_table',
-           'plot_topk']
+           'RetrievalExpConfig', 'dpr_key', 'train_dpr_retriever', 'compare_retrievers', 'run_retrieval_experiment',
+           'summary_table', 'kind_table', 'plot_topk']
 
 # %% ../nbs/07_retrieval.ipynb
 def tool_text(t: Tool, with_name: bool = False, params: str = "required") -> str:
@@ -406,6 +407,21 @@ def compare_retrievers(retrievers: list[Retriever], splits: dict[str, list[Insta
             df.insert(1, "split", split)
             out.append(df)
     return pd.concat(out, ignore_index=True)
+
+# %% ../nbs/07_retrieval.ipynb
+@staged
+def run_retrieval_experiment(tools: list[Tool], train: list[Instance], splits: dict[str, list[Instance]],
+                             cfg: RetrievalExpConfig, work_dir) -> tuple[pd.DataFrame, dict]:
+    """Seal-Tools Figure 10: BM25 (three tokenisations), the pretrained encoder and DPR fine-tuned with both losses on
+    `train`, evaluated on every split; (long table, {loss: DPR loss history}). The dense rankings and DPR runs are
+    cached stages under `work_dir` (`toolpaper.stages`)."""
+    from toolpaper import stages
+    bm25 = [BM25Retriever("authors"), BM25Retriever("words"), BM25Retriever("words", with_name=True)]
+    rets, hists = [b.fit(tools) for b in bm25] + [stages.dense_retriever(tools)], {}
+    for loss in ("contrastive", "multi_positive"):
+        r, hists[loss] = stages.dpr_retriever(tools, train, cfg.dpr_config(loss))
+        rets.append(r)
+    return compare_retrievers(rets, splits), hists
 
 # %% ../nbs/07_retrieval.ipynb
 def summary_table(long: pd.DataFrame, ks=(1, 5, 10)) -> pd.DataFrame:

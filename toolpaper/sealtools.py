@@ -21,7 +21,7 @@ from .stages import staged
 __all__ = ['METRIC_COLS', 'CI_KEYS', 'PAPER_SEAL', 'MODELS', 'CANDIDATES', 'SETTING_NAMES', 'SEAL_HEADLINE', 'SEAL_SUITE',
            'subsample', 'candidates', 'released_gold_coverage', 'seal_examples', 'released_examples', 'score_setting',
            'paper_rows', 'SealExpConfig', 'SealRun', 'make_retrievers', 'train_examples', 'gold_examples',
-           'setting_label', 'run_seal_experiment', 'seal_table', 'error_taxonomy', 'param_by_kind',
+           'setting_label', 'seal_prompts', 'run_seal_experiment', 'seal_table', 'error_taxonomy', 'param_by_kind',
            'plot_param_by_kind', 'plot_taxonomy', 'native_calls', 'SealOptions', 'SealPredictor', 'seal_quotes']
 
 # %% ../nbs/14_sealtools.ipynb
@@ -278,17 +278,15 @@ def make_retrievers(tools: list[Tool], dpr_train: list[Instance], cfg: SealExpCo
                     only: tuple = ("bm25", "dense")) -> dict:
     """{'bm25': ..., 'dense': ...} fitted on `tools` (only those named in `only`); 'dense' is DPR trained on `dpr_train`
     (`cfg.dpr`, the experiment's seed) when `cfg.dpr.epochs` > 0, else the pretrained encoder (its tool embeddings
-    cached on disk, keyed by encoder and tools)."""
-    from toolpaper.retrieval import BM25Retriever, DenseRetriever, train_dpr_retriever
-    from toolpaper.models import load_embedder
+    cached on disk, keyed by encoder and tools); inside an experiment's stage cache the dense rankings are a cached
+    stage (`toolpaper.stages.dense_retriever`, `dpr_retriever`)."""
+    from toolpaper import stages
+    from toolpaper.retrieval import BM25Retriever
     out = {"bm25": BM25Retriever("words", with_name=True).fit(tools)} if "bm25" in only else {}
     if "dense" not in only: return out
     if cfg.dpr.epochs > 0:
-        out["dense"], _ = train_dpr_retriever(tools, dpr_train, replace(cfg.dpr, seed=cfg.seed), base=cfg.dense_model)
-    else:
-        out["dense"] = DenseRetriever(
-            load_embedder(cfg.dense_model, device="cpu"), name=f"dense ({cfg.dense_model})"
-        ).fit(tools)
+        out["dense"], _ = stages.dpr_retriever(tools, dpr_train, replace(cfg.dpr, seed=cfg.seed), base=cfg.dense_model)
+    else: out["dense"] = stages.dense_retriever(tools, cfg.dense_model, name=f"dense ({cfg.dense_model})")
     return out
 
 # %% ../nbs/14_sealtools.ipynb
@@ -342,6 +340,78 @@ def setting_label(s: str, model: str = "", dense: str = "DPR") -> str:
     return f"{model + ' ' if model else ''}{SETTING_NAMES[m]} w/ {dense if c == 'dense' else SETTING_NAMES[c]}"
 
 # %% ../nbs/14_sealtools.ipynb
+def seal_prompts(insts: Sequence[Instance], tools: Sequence[Tool], cand: str, style: str, retriever=None, k: int = 5,
+                 seed: int = 0, template=None, released=None) -> tuple[list[PromptExample], list[list[str]]]:
+    """The one candidates → prompt path of bench and experiments: (prompts, candidate names) of `insts` with candidates
+    `cand` ('bm25' / 'dense' from `retriever`, 'gold', or 'released': the authors' own prompts `released`) in layout
+    `style` (candidates shuffled unless the layout is the released one)."""
+    if cand == "released": return released_examples(insts, released, tools, style)
+    cl = candidates(insts, tools, None if cand == "gold" else retriever, k, gold_only=cand == "gold", seed=seed,
+                    shuffle=style != "released")
+    return seal_examples(insts, cl, style, template), [[t.name for t in ts] for ts in cl]
+
+# %% ../nbs/14_sealtools.ipynb
+def _released_prompts(cfg: SealExpConfig, tests: dict, released: dict | None, data_root=None) -> dict:
+    """The released fine-tuning prompts the configuration needs — 'dev' for the released layout, each test split for
+    ':released' settings — read from `data_root` where not given; a clear error when they cannot be read."""
+    released = dict(released or {})
+    needs = (["dev"] if cfg.prompt_style == "released" else []) + \
+            ([k for k in tests] if any(s.endswith(":released") for s in cfg.settings) else [])
+    for k in needs:
+        if k not in released:
+            from toolpaper.data import DataMissingError, load
+            try: released[k] = load(f"seal-tools:finetune/{k}", data_root)
+            except (DataMissingError, KeyError, FileNotFoundError) as e:
+                raise ValueError(
+                    f"the released fine-tuning prompts of {k!r} are needed (prompt_style={cfg.prompt_style!r}, "
+                    f"settings {cfg.settings}) "
+                    f"and could not be read: {e}. Use prompt_style='toolpaper' and settings without ':released' on "
+                    "data without them."
+                ) from None
+    return released
+
+# %% ../nbs/14_sealtools.ipynb
+def _seal_adapters(cfg: SealExpConfig, train_sub: list, tools: list, rets: dict, released: dict, template,
+                   work: Path) -> tuple[dict, dict]:
+    """Train stage: the fine-tuned models the settings use ('ft': retrieved candidates, gold swapped in; 'ftgold': gold
+    tools only), through the stage cache; ({model: training log}, {model: folder})."""
+    from toolpaper import stages
+    info, adapters = {}, {"ft": work / "adapter", "ftgold": work / "adapter_gold"}
+    for m, make in (
+        ("ft", lambda: train_examples(train_sub, tools, rets, cfg, released.get("dev"))),
+        ("ftgold", lambda: gold_examples(train_sub, tools, cfg, template)),
+    ):
+        if any(s.startswith(m + ":") for s in cfg.settings):
+            ex = make()
+            info[m] = stages.finetune(cfg.model, ex, cfg.train.for_run(adapters[m], seed=cfg.seed))
+            info[m]["examples"] = len(ex)
+    return info, adapters
+
+# %% ../nbs/14_sealtools.ipynb
+def _seal_answer_setting(setting: str, client, tests: dict, tools: list, rets: dict, cfg: SealExpConfig, template,
+                         released: dict, work: Path, progress: bool = False) -> tuple[dict, dict, list]:
+    """Generate-and-score stage of one setting: ({split: outputs}, {split: candidate names}, score frames per split and
+    over all test instances); the outputs are saved beside the stage cache."""
+    from toolpaper.io import atomic_write_text
+    cand = _setting_parts(setting)[1]
+    outs_by, names_by, frames = {}, {}, []
+    for split, insts in tests.items():
+        ex, names = seal_prompts(insts, tools, cand, cfg.prompt_style, rets.get(cand), cfg.k, cfg.seed, template,
+                                 released.get(split))
+        outs = client.generate([e.messages for e in ex], max_tokens=cfg.max_new_tokens, progress=progress)
+        outs_by[split], names_by[split] = outs, names
+        df = score_setting(outs, insts, setting); df.insert(1, "split", split); frames.append(df)
+        atomic_write_text(
+            work / f"outputs_{setting.replace(':', '_')}_{split}.jsonl",
+            "".join(json.dumps({"id": x.id, "output": o, "candidates": n}, ensure_ascii=False) + "\n"
+                    for x, o, n in zip(insts, outs, names)),
+        )
+    both = [x for v in tests.values() for x in v]
+    df = score_setting([o for sp in tests for o in outs_by[sp]], both, setting)
+    df.insert(1, "split", "all test")
+    return outs_by, names_by, frames + [df]
+
+# %% ../nbs/14_sealtools.ipynb
 @staged
 def run_seal_experiment(
     tools: list[Tool],
@@ -358,86 +428,29 @@ def run_seal_experiment(
     when needed and not given)."""
     from toolpaper import stages
     from toolpaper.io import atomic_write_text
-    from toolpaper.prompts import check_style
+    from toolpaper.prompts import SealTemplate, check_style
     check_style(cfg.prompt_style)
     for s in cfg.settings: _setting_parts(s)
-    released = dict(released or {})
-    needs = (["dev"] if cfg.prompt_style == "released" else []) + \
-            ([k for k in tests] if any(s.endswith(":released") for s in cfg.settings) else [])
-    for k in needs:
-        if k not in released:
-            from toolpaper.data import DataMissingError, load
-            try: released[k] = load(f"seal-tools:finetune/{k}", data_root)
-            except (DataMissingError, KeyError, FileNotFoundError) as e:
-                raise ValueError(
-                    f"the released fine-tuning prompts of {k!r} are needed (prompt_style={cfg.prompt_style!r}, "
-                    f"settings {cfg.settings}) "
-                    f"and could not be read: {e}. Use prompt_style='toolpaper' and settings without ':released' on "
-                    "data without them."
-                ) from None
-    if [k for k in needs if k not in released]:
-        raise ValueError(f"released prompts needed for {[k for k in needs if k not in released]}")
+    released = _released_prompts(cfg, tests, released, data_root)
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     train_sub = subsample(train, cfg.train_n, cfg.seed)
     tests = {k: subsample(v, cfg.test_n, cfg.seed, cfg.min_nested) for k, v in tests.items()}
     rets = make_retrievers(tools, list(train), cfg)
-    from toolpaper.prompts import SealTemplate
-
-    template = (
-        SealTemplate.from_records(released["dev"], train)
-        if cfg.prompt_style == "released" and "dev" in released
-        else None
-    )
+    released_layout = cfg.prompt_style == "released" and "dev" in released
+    template = SealTemplate.from_records(released["dev"], train) if released_layout else None
     timings["retrievers_s"] = time.perf_counter() - t0
-    info, adapters = {}, {"ft": work / "adapter", "ftgold": work / "adapter_gold"}
-    for m, make in (
-        ("ft", lambda: train_examples(train_sub, tools, rets, cfg, released.get("dev"))),
-        ("ftgold", lambda: gold_examples(train_sub, tools, cfg, template)),
-    ):
-        if any(s.startswith(m + ":") for s in cfg.settings):
-            ex = make()
-            info[m] = stages.finetune(cfg.model, ex, cfg.train.for_run(adapters[m], seed=cfg.seed))
-            info[m]["examples"] = len(ex)
-            timings[f"train_{m}_s"] = info[m]["train_seconds"]
-    gens: dict = {}
+    info, adapters = _seal_adapters(cfg, train_sub, tools, rets, released, template, work)
+    timings.update({f"train_{m}_s": v["train_seconds"] for m, v in info.items()})
     outputs, cands, frames = {}, {}, []
     for s in cfg.settings:
-        m, c = _setting_parts(s)
-        if m not in gens:
-            gens[m] = stages.client(cfg.model, adapters[m] if m != "base" else None, cfg.gen_batch_size)
-        g = gens[m]
-        outputs[s], cands[s] = {}, {}
+        g = stages.client(cfg.model, adapters.get(_setting_parts(s)[0]), cfg.gen_batch_size)
         t1, tok0 = time.perf_counter(), g.usage.completion_tokens
-        for split, insts in tests.items():
-            if c == "released":
-                ex, names = released_examples(insts, released[split], tools, cfg.prompt_style)
-            else:
-                cl = candidates(
-                    insts,
-                    tools,
-                    None if c == "gold" else rets[c],
-                    cfg.k,
-                    gold_only=c == "gold",
-                    seed=cfg.seed,
-                    shuffle=cfg.prompt_style == "toolpaper",
-                )
-                ex, names = seal_examples(insts, cl, cfg.prompt_style, template), [[t.name for t in ts] for ts in cl]
-            outs = g.generate([e.messages for e in ex], max_tokens=cfg.max_new_tokens, progress=progress)
-            outputs[s][split], cands[s][split] = outs, names
-            df = score_setting(outs, insts, s); df.insert(1, "split", split); frames.append(df)
-            atomic_write_text(
-                work / f"outputs_{s.replace(':', '_')}_{split}.jsonl",
-                "".join(
-                    json.dumps({"id": x.id, "output": o, "candidates": n}, ensure_ascii=False) + "\n"
-                    for x, o, n in zip(insts, outs, names)
-                ),
-            )
-        both = [x for v in tests.values() for x in v]
-        df = score_setting([o for sp in tests for o in outputs[s][sp]], both, s)
-        df.insert(1, "split", "all test")
-        frames.append(df)
+        outputs[s], cands[s], fr = _seal_answer_setting(
+            s, g, tests, tools, rets, cfg, template, released, work, progress
+        )
+        frames += fr
         timings[f"{s}_generate_s"] = time.perf_counter() - t1
         timings[f"{s}_generated_tokens"] = g.usage.completion_tokens - tok0
     timings["total_s"] = time.perf_counter() - t0
@@ -608,29 +621,15 @@ class SealPredictor:
 
     def __call__(self, chunk: list) -> list[dict]:
         cfg = self.cfg
-        if cfg.candidates == "released":
-            ex, names = released_examples(
-                chunk, self.released, self.tools, "toolpaper" if cfg.prompt == "native" else cfg.prompt
-            )
-            cands = [[self.by_name[n] for n in ns] for ns in names]
-        else:
-            cands = candidates(
-                chunk,
-                self.tools,
-                self.retriever,
-                cfg.k,
-                gold_only=cfg.candidates == "gold",
-                seed=cfg.seed,
-                shuffle=cfg.prompt != "released",
-            )
-            names = [[t.name for t in c] for c in cands]
-            ex = seal_examples(chunk, cands, "toolpaper" if cfg.prompt == "native" else cfg.prompt, self.template)
+        style = "toolpaper" if cfg.prompt == "native" else cfg.prompt
+        ex, names = seal_prompts(chunk, self.tools, cfg.candidates, style, self.retriever, cfg.k, cfg.seed,
+                                 self.template, getattr(self, "released", None))
         if cfg.prompt == "native":
             from toolpaper.schema import tool_schema
-
             prompts = [
-                {"messages": [{"role": "user", "content": x.query}], "tools": [tool_schema(t) for t in c]}
-                for x, c in zip(chunk, cands)
+                {"messages": [{"role": "user", "content": x.query}],
+                 "tools": [tool_schema(self.by_name[n]) for n in ns]}
+                for x, ns in zip(chunk, names)
             ]
         else: prompts = [e.messages for e in ex]
         outs = self.client.generate(prompts, max_tokens=cfg.max_tokens)

@@ -12,7 +12,8 @@ from .io import atomic_write_text
 
 # %% auto 0
 __all__ = ['STAGE_VERSION', 'GENERATION_VERSION', 'fingerprint', 'git_commit', 'GenSettings', 'weights_bytes', 'StageCache',
-           'current', 'finetune', 'client', 'release', 'staged', 'verify']
+           'current', 'finetune', 'client', 'release', 'staged', 'CachedRetriever', 'dense_retriever', 'dpr_retriever',
+           'verify']
 
 # %% ../nbs/12_stages.ipynb
 STAGE_VERSION = 1          # training stages: bump when toolpaper.train changes what a run learns
@@ -104,6 +105,7 @@ class StageCache:
         self.built: set[str] = set()
         self.trained: list[dict] = []
         self.clients: dict[str, Any] = {}
+        self.retrievers: list = []
 
     def __enter__(self):
         self._token = _CURRENT.set(self)
@@ -175,14 +177,26 @@ class StageCache:
         self.clients[ident] = c
         return c
 
+    def record(self, stage: str, key: str, reused: bool, commit: str | None = None) -> None:
+        "Note a stage an experiment caches itself (e.g. a stored ablation point) in this run's summary."
+        self.trained.append({"stage": stage, "key": key, "status": "reused" if reused else "computed",
+                             "commit": (commit or "not recorded") if reused else self.commit})
+
     def summary(self) -> list[dict]:
-        "One row per stage of this run: what it is, its key, reused or computed (requests counted), and by which commit."
+        """One row per stage of this run: what it is, its key, reused or computed (requests counted), and by which
+        commit; a client that answered nothing is left out."""
         rows = list(self.trained)
         for ident, c in self.clients.items():
             new, hits = c.usage.requests, c.usage.cache_hits
+            if not new and not hits: continue
             commits = sorted(set(c.hit_commits) | ({self.commit} if new else set()))
             rows.append({"stage": f"generate {c.path.stem.rsplit('-', 1)[0]}", "key": fingerprint(ident),
                          "status": f"{hits} reused, {new} computed", "commit": ", ".join(commits) or "–"})
+        for r in self.retrievers:
+            if not (r.hits or r.new): continue
+            commits = sorted(r.hit_commits | ({self.commit} if r.new else set()))
+            rows.append({"stage": f"retrieve {r.name}", "key": r.key, "status": f"{r.hits} reused, {r.new} computed",
+                         "commit": ", ".join(commits)})
         return rows
 
     def save_summary(self) -> None:
@@ -226,6 +240,65 @@ def staged(fn):
         if current() is not None: return fn(*args, **kw)
         with StageCache(sig.bind(*args, **kw).arguments["work_dir"]): return fn(*args, **kw)
     return run
+
+# %% ../nbs/12_stages.ipynb
+class CachedRetriever:
+    """A retriever whose rankings are a stage: `search(queries, k)` answers from `stages/retrieval/<name>-<key>.json`
+    and builds the real retriever (`factory()`) only for queries it has not ranked to depth `k`."""
+    def __init__(self, cache: StageCache, name: str, key: str, factory: Callable, tools):
+        self.name, self.key, self.factory, self.tools, self.inner = name, key, factory, list(tools), None
+        slug = "".join(ch if ch.isalnum() else "_" for ch in name).strip("_")
+        self.path, self.commit = cache.root / "retrieval" / f"{slug}-{key}.json", cache.commit
+        old = json.loads(self.path.read_text()) if self.path.exists() and not cache.settings.fresh else {}
+        self.ranked: dict = old.get("ranked", {})
+        self.hits, self.new, self.hit_commits = 0, 0, ({old["commit"]} if old.get("commit") else set())
+        cache.retrievers.append(self)
+
+    def search(self, queries, k: int = 10):
+        import numpy as np
+        from toolpaper.retrieval import check_queries
+        keys = [f"{k}\t{q}" for q in check_queries(queries)]
+        miss = list(dict.fromkeys(x for x in keys if x not in self.ranked))
+        if miss:
+            if self.inner is None: self.inner = self.factory()
+            for x, row in zip(miss, self.inner.search([x.split("\t", 1)[1] for x in miss], k)):
+                self.ranked[x] = [int(i) for i in row]
+            atomic_write_text(self.path, json.dumps({"commit": self.commit, "ranked": self.ranked}) + "\n")
+        self.new += len(miss); self.hits += len(keys) - len(miss)
+        return np.array([self.ranked[x] for x in keys], dtype=int).reshape(len(keys), -1)
+
+# %% ../nbs/12_stages.ipynb
+def dense_retriever(tools, model: str = "all-minilm-l6-v2", name: str = "dense (all-MiniLM-L6-v2)"):
+    "A fitted pretrained-encoder `DenseRetriever`; inside a stage cache, its rankings are cached (`CachedRetriever`)."
+    from toolpaper.models import load_embedder
+    from toolpaper.retrieval import DenseRetriever, dense_text
+    build = lambda: DenseRetriever(load_embedder(model, device="cpu"), name=name).fit(list(tools))
+    c = current()
+    if c is None: return build()
+    return CachedRetriever(c, name, fingerprint("dense", model, [dense_text(t) for t in tools]), build, tools)
+
+# %% ../nbs/12_stages.ipynb
+def dpr_retriever(tools, train, cfg, base: str = "all-minilm-l6-v2", name: str | None = None):
+    """`toolpaper.retrieval.train_dpr_retriever` as a stage: (retriever, loss history); inside a stage cache the
+    history is a training log and the rankings are cached, so a rerun loads no encoder and trains nothing."""
+    from toolpaper.retrieval import dpr_key, train_dpr_retriever
+    c = current()
+    if c is None: return train_dpr_retriever(tools, train, cfg, name=name, base=base)
+    key, label = dpr_key(tools, train, cfg, base), name or f"DPR ({cfg.loss})"
+    log_p, built = c.root / "train" / f"dpr_{cfg.loss}-{key}.json", {}
+
+    def build():
+        if "r" not in built:
+            built["r"], hist = train_dpr_retriever(tools, train, cfg, name=name, base=base)
+            atomic_write_text(log_p, json.dumps({"history": hist, "stage_key": key, "commit": c.commit}) + "\n")
+        return built["r"]
+
+    reused = log_p.exists() and not c.settings.fresh
+    if not reused: build()
+    log = json.loads(log_p.read_text())
+    c.trained.append({"stage": f"train {label}", "key": key, "status": "reused" if reused else "computed",
+                      "commit": log.get("commit", "not recorded")})
+    return CachedRetriever(c, label, key, build, tools), log["history"]
 
 # %% ../nbs/12_stages.ipynb
 def _cached_requests(work_dirs) -> list[tuple[Path, dict]]:

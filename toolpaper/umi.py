@@ -143,20 +143,10 @@ class UmiRun:
     notes: list = field(default_factory=list)
 
 # %% ../nbs/19_umi.ipynb
-@staged
-def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance], test_instances: Sequence[Instance],
-                       cfg: UmiExpConfig, work_dir: str | Path, ood: Sequence[Trajectory] | None = None) -> UmiRun:
-    """Build the trajectory corpus, train the methods at every scaling size, evaluate step by step in both modes and, at
-    the main size, in real time; `ood`: dialogues every main-size method is also scored on step by step (the
-    released ToolBench out-of-domain set)."""
-    from toolpaper.agent import make_agent, realtime_eval, static_predictions, train_methods
-    from toolpaper.io import atomic_write_text
-    from toolpaper.metrics import bootstrap_ci, ci_pct, mean_ci, pct, umi_scores
-    from toolpaper.tools import ToolEnv
-    from toolpaper.trajectories import TrajConfig, build_corpus, corpus_table
-    work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter(); timings = {}
-    glpft = replace(cfg.glpft, seed=cfg.seed)
+def _umi_corpus(tools, train_instances, test_instances, cfg: UmiExpConfig) -> dict:
+    """Data stage: trajectories built from the instances, the held-out test dialogues, the training sizes (the main
+    one and the scaling ones) and nested training subsets (smaller ones are prefixes of larger ones)."""
+    from toolpaper.trajectories import TrajConfig, build_corpus
     tcfg = TrajConfig(
         give_up_frac=cfg.give_up_frac, recovery_frac=cfg.recovery_frac, distractors=cfg.distractors, seed=cfg.seed
     )
@@ -172,111 +162,129 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
             f"from {len(train_instances)} instances; lower train_n / scaling"
         )
     if not test: raise ValueError("no held-out trajectories: test_instances is empty or every instance was skipped")
-    # nested subsets: smaller sets are prefixes of larger ones
     order = random.Random(cfg.seed).sample(range(len(train_all)), len(train_all))
     subsets = {n: [train_all[i] for i in sorted(order[:n])] for n in sizes}
+    return dict(train_all=train_all, test=test, skipped=skipped, main_n=main_n, sizes=sizes, order=order,
+                subsets=subsets)
+
+# %% ../nbs/19_umi.ipynb
+def _umi_methods(n: int, corpus: dict, cfg: UmiExpConfig) -> tuple[tuple, list | None, str | None]:
+    """The methods trained at size `n` (all at the main size, single and alpha-UMi otherwise), the stage-2 trajectories
+    of alpha-UMi w/o reuse (instructions no training subset uses), and a note when too few are left for it."""
+    methods = METHODS if n == corpus["main_n"] else ("single", "alpha_umi")
+    if not cfg.wo_reuse: return methods, None, None
+    train_all, used = corpus["train_all"], {t.instruction for t in corpus["subsets"][n]}
+    free = [train_all[i] for i in corpus["order"][corpus["sizes"][-1]:] if train_all[i].instruction not in used][:n]
+    if len(free) == n: return methods + ("alpha_umi_wo_reuse",), sorted(free, key=train_all.index), None
+    return methods, None, (f"alpha-UMi w/o reuse not trained at {n} trajectories: only {len(free)} unused training "
+                           "trajectories are left")
+
+# %% ../nbs/19_umi.ipynb
+def _umi_step_row(ag, m: str, n: int, dialogues: list, cfg: UmiExpConfig) -> dict:
+    "Step-level stage: one method's metrics in both modes, with dialogue-bootstrap intervals, as a results row."
+    from toolpaper.agent import static_predictions
+    from toolpaper.metrics import bootstrap_ci, ci_pct, pct, umi_scores
+    preds = static_predictions(ag, dialogues)
+    row = {"method": m, "train trajectories": n}
+    for mode in ("compat", "strict"):
+        res = umi_scores(preds, dialogues, mode)
+        ci = bootstrap_ci("umi", res["items"], mode, seed=cfg.seed)
+        for k in UMI_COLS:
+            row[f"{k} ({mode})"] = pct(res["metrics"][k], 2)
+            row[f"{k} ({mode}) lo"], row[f"{k} ({mode}) hi"] = ci_pct(ci, k)
+    return row
+
+# %% ../nbs/19_umi.ipynb
+def _umi_realtime(ag, m: str, test: list, tools, cfg: UmiExpConfig, inst_by_id: dict, row: dict):
+    """Real-time stage (main size): the pass rate with its interval goes into `row`; (rows per test group, the
+    evaluation record)."""
+    from toolpaper.agent import realtime_eval
+    from toolpaper.metrics import mean_ci, pct
+    from toolpaper.tools import ToolEnv
+    rt, _ = realtime_eval(ag, test, ToolEnv(list(tools), seed=cfg.seed))
+    row["pass rate"] = pct(rt["pass_rate"], 2)
+    lohi = mean_ci([float(x) for x in rt["passed"]], seed=cfg.seed)
+    row["pass rate lo"], row["pass rate hi"] = (pct(lohi[0], 2), pct(lohi[1], 2)) if lohi else (None, None)
+    groups = []
+    for grp in GROUPS + ("all",):
+        ok = [float(p) for p, t in zip(rt["passed"], test) if grp == "all" or umi_group(t, inst_by_id) == grp]
+        lohi = mean_ci(ok, seed=cfg.seed) if ok else None
+        groups.append({"method": m, "group": grp, "n": len(ok), "pass rate": pct(sum(ok) / len(ok), 2) if ok else None,
+                       "pass rate lo": pct(lohi[0], 2) if lohi else None,
+                       "pass rate hi": pct(lohi[1], 2) if lohi else None})
+    return groups, rt
+
+# %% ../nbs/19_umi.ipynb
+def _umi_ood_rows(ag, m: str, ood: list, cfg: UmiExpConfig) -> list[dict]:
+    "Out-of-domain stage: one method's step-level metrics on the released ToolBench dialogues, a row per mode."
+    from toolpaper.agent import static_predictions
+    from toolpaper.metrics import bootstrap_ci, ci_pct, pct, umi_scores
+    opreds, rows = static_predictions(ag, ood), []
+    for mode in ("compat", "strict"):
+        res = umi_scores(opreds, ood, mode)
+        ci = bootstrap_ci("umi", res["items"], mode, seed=cfg.seed)
+        orow = {"method": m, "mode": mode, "dialogues": len(ood), "steps": res["metrics"]["n_steps"]}
+        for k in UMI_COLS:
+            orow[k] = pct(res["metrics"][k], 2)
+            orow[f"{k} lo"], orow[f"{k} hi"] = ci_pct(ci, k)
+        rows.append(orow)
+    return rows
+
+# %% ../nbs/19_umi.ipynb
+def _umi_cost_row(m: str, t: dict, rt: dict) -> dict:
+    "Table 3 shape: what one method costs (models, storage, training, inference per task)."
+    return {"method": m, "models": len(set(t["models"].values())), "storage (MB)": round(t["storage_bytes"] / 2**20, 1),
+            "train seconds": round(t["train_seconds"], 1), "train tokens": int(t["train_tokens"]),
+            "inference seconds / task": round(rt["seconds_per_task"], 2)}
+
+# %% ../nbs/19_umi.ipynb
+@staged
+def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance], test_instances: Sequence[Instance],
+                       cfg: UmiExpConfig, work_dir: str | Path, ood: Sequence[Trajectory] | None = None) -> UmiRun:
+    """Build the trajectory corpus, train the methods at every scaling size, evaluate step by step in both modes and, at
+    the main size, in real time; `ood`: dialogues every main-size method is also scored on step by step (the
+    released ToolBench out-of-domain set)."""
+    from toolpaper import stages
+    from toolpaper.agent import make_agent, train_methods
+    from toolpaper.io import atomic_write_text
+    from toolpaper.trajectories import corpus_table
+    work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter(); timings = {}
+    glpft = replace(cfg.glpft, seed=cfg.seed)
+    corpus = _umi_corpus(tools, train_instances, test_instances, cfg)
+    test, main_n = corpus["test"], corpus["main_n"]
     timings["corpus_s"] = time.perf_counter() - t0
     results, cost, trained_all, groups, ood_rows, notes = [], [], {}, [], [], []
     inst_by_id = {x.id: x for x in test_instances}
     ood = seeded_subset(list(ood), cfg.ood_n, cfg.seed) if ood and cfg.ood_n != 0 else []
-    for n in sizes:
-        methods = METHODS if n == main_n else ("single", "alpha_umi")
-        stage2 = None
-        if cfg.wo_reuse:                     # stage 2 on instructions no training subset uses (the paper's "w/o reuse")
-            used = {t.instruction for t in subsets[n]}
-            free = [train_all[i] for i in order[sizes[-1]:] if train_all[i].instruction not in used][:n]
-            if len(free) == n:
-                stage2, methods = sorted(free, key=train_all.index), methods + ("alpha_umi_wo_reuse",)
-            else:
-                notes.append(
-                    f"alpha-UMi w/o reuse not trained at {n} trajectories: only {len(free)} unused training "
-                    "trajectories are left"
-                )
+    for n in corpus["sizes"]:
+        methods, stage2, note = _umi_methods(n, corpus, cfg)
+        if note: notes.append(note)
         t1 = time.perf_counter()
-        trained = trained_all[n] = train_methods(cfg.model, subsets[n], work / f"n{n}", glpft, methods, stage2=stage2)
+        trained = trained_all[n] = train_methods(
+            cfg.model, corpus["subsets"][n], work / f"n{n}", glpft, methods, stage2=stage2
+        )
         timings[f"n{n}_train_s"] = time.perf_counter() - t1; t1 = time.perf_counter()
         cache: dict = {}
         for m in methods:
-            ag = make_agent(
-                m,
-                trained,
-                cfg.model,
-                batch_size=cfg.gen_batch_size,
-                cache=cache,
-                max_new_tokens=tuple(cfg.max_new_tokens),
-            )
-            preds = static_predictions(ag, test)
-            row = {"method": m, "train trajectories": n}
-            for mode in ("compat", "strict"):
-                res = umi_scores(preds, test, mode)
-                ci = bootstrap_ci("umi", res["items"], mode, seed=cfg.seed)
-                for k in UMI_COLS:
-                    row[f"{k} ({mode})"] = pct(res["metrics"][k], 2)
-                    row[f"{k} ({mode}) lo"], row[f"{k} ({mode}) hi"] = ci_pct(ci, k)
+            ag = make_agent(m, trained, cfg.model, batch_size=cfg.gen_batch_size, cache=cache,
+                            max_new_tokens=tuple(cfg.max_new_tokens))
+            row = _umi_step_row(ag, m, n, test, cfg)
             results.append(row)
-            # real-time runs for the main comparison only (Figure 4 is step-level, as in the paper)
-            if n == main_n:
-                rt, _ = realtime_eval(ag, test, ToolEnv(list(tools), seed=cfg.seed))
-                row["pass rate"] = pct(rt["pass_rate"], 2)
-                lohi = mean_ci([float(x) for x in rt["passed"]], seed=cfg.seed)
-                row["pass rate lo"], row["pass rate hi"] = (pct(lohi[0], 2), pct(lohi[1], 2)) if lohi else (None, None)
-                for grp in GROUPS + ("all",):
-                    ok = [
-                        float(p) for p, t in zip(rt["passed"], test) if grp == "all" or umi_group(t, inst_by_id) == grp
-                    ]
-                    lohi = mean_ci(ok, seed=cfg.seed) if ok else None
-                    groups.append(
-                        {
-                            "method": m,
-                            "group": grp,
-                            "n": len(ok),
-                            "pass rate": pct(sum(ok) / len(ok), 2) if ok else None,
-                            "pass rate lo": pct(lohi[0], 2) if lohi else None,
-                            "pass rate hi": pct(lohi[1], 2) if lohi else None,
-                        }
-                    )
-                if ood:
-                    opreds = static_predictions(ag, ood)
-                    for mode in ("compat", "strict"):
-                        res = umi_scores(opreds, ood, mode)
-                        ci = bootstrap_ci("umi", res["items"], mode, seed=cfg.seed)
-                        orow = {"method": m, "mode": mode, "dialogues": len(ood), "steps": res["metrics"]["n_steps"]}
-                        for k in UMI_COLS:
-                            orow[k] = pct(res["metrics"][k], 2)
-                            orow[f"{k} lo"], orow[f"{k} hi"] = ci_pct(ci, k)
-                        ood_rows.append(orow)
-                cost.append(
-                    {
-                        "method": m,
-                        "models": len(set(trained[m]["models"].values())),
-                        "storage (MB)": round(trained[m]["storage_bytes"] / 2**20, 1),
-                        "train seconds": round(trained[m]["train_seconds"], 1),
-                        "train tokens": int(trained[m]["train_tokens"]),
-                        "inference seconds / task": round(rt["seconds_per_task"], 2),
-                    }
-                )
+            if n == main_n:                 # real-time runs for the main comparison only (Figure 4 is step-level)
+                grp_rows, rt = _umi_realtime(ag, m, test, tools, cfg, inst_by_id, row)
+                groups += grp_rows
+                if ood: ood_rows += _umi_ood_rows(ag, m, ood, cfg)
+                cost.append(_umi_cost_row(m, trained[m], rt))
             for c in cache.values(): c.clear_cache()        # each method's prompts are its own: free the prefix caches
-        del cache
+        for c in cache.values(): stages.release(c)          # the next size trains other models
         timings[f"n{n}_eval_s"] = time.perf_counter() - t1
     timings["total_s"] = time.perf_counter() - t0
     res = pd.DataFrame(results)
     atomic_write_text(work / "results.csv", res.to_csv(index=False))
-    return UmiRun(
-        asdict(cfg),
-        res,
-        pd.DataFrame(cost),
-        trained_all,
-        corpus_table(subsets[main_n] + test),
-        sizes,
-        main_n,
-        len(train_all),
-        len(test),
-        skipped,
-        timings,
-        pd.DataFrame(groups),
-        pd.DataFrame(ood_rows),
-        notes,
-    )
+    return UmiRun(asdict(cfg), res, pd.DataFrame(cost), trained_all, corpus_table(corpus["subsets"][main_n] + test),
+                  corpus["sizes"], main_n, len(corpus["train_all"]), len(test), corpus["skipped"], timings,
+                  pd.DataFrame(groups), pd.DataFrame(ood_rows), notes)
 
 # %% ../nbs/19_umi.ipynb
 def umi_table1(run: UmiRun) -> pd.DataFrame:
