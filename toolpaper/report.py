@@ -329,9 +329,9 @@ def reproduce(
     log=print,
     gen=None,
 ) -> dict:
-    """Run registered experiment notebooks; write outputs, executed notebooks, `manifest.json` and the index under `out`.
-    `gen` (a `toolpaper.stages.GenSettings`): where the generations run (the local engine by default, or a server) and
-    whether the stage cache is ignored (`fresh`)."""
+    """Run registered experiment notebooks; write outputs, executed notebooks, `manifest.json` and the index under
+    `out`. `gen` (a `toolpaper.stages.GenSettings`): where the generations run (the local engine by default, or a
+    server) and whether the stage cache is ignored (`fresh`)."""
     from toolpaper.stages import GenSettings
     gen = gen or GenSettings()
     check_profile(profile)

@@ -83,7 +83,8 @@ class GenSettings:
 # %% ../nbs/12_stages.ipynb
 def weights_bytes(folder) -> int:
     "Bytes of the model weights in a folder (safetensors / bin files)."
-    return sum(f.stat().st_size for f in Path(folder).rglob("*") if f.is_file() and f.suffix in (".safetensors", ".bin"))
+    files = [f for f in Path(folder).rglob("*") if f.is_file() and f.suffix in (".safetensors", ".bin")]
+    return sum(f.stat().st_size for f in files)
 
 # %% ../nbs/12_stages.ipynb
 def _stage_key(folder) -> str | None:
@@ -96,7 +97,8 @@ _CURRENT: contextvars.ContextVar = contextvars.ContextVar("toolpaper_stage_cache
 
 # %% ../nbs/12_stages.ipynb
 class StageCache:
-    "The stages of one experiment under `work/stages/` (see above); a context manager that makes itself current."
+    """The cached training, generation and retrieval stages of one experiment under `work/stages/`; a context manager
+    that makes itself the current cache (`current()`), so `finetune` and `client` go through it."""
     def __init__(self, work, settings: GenSettings | None = None):
         self.root = Path(work) / "stages"
         self.settings = settings or GenSettings.from_env()
@@ -128,8 +130,8 @@ class StageCache:
         self.built.add(f)
 
     def finetune(self, model: str, examples, cfg, adapter=None, span_labels=None) -> dict:
-        """Train (or reuse) one fine-tuning run into `cfg.output_dir`; its log as JSON data (`toolpaper.train.finetune`'s
-        record plus `storage_bytes`, `stage_key` and the `commit` that trained it)."""
+        """Train (or reuse) one fine-tuning run into `cfg.output_dir`; its log as JSON data
+        (`toolpaper.train.finetune`'s record plus `storage_bytes`, `stage_key` and the `commit` that trained it)."""
         out = Path(cfg.output_dir)
         key = fingerprint("finetune", STAGE_VERSION, self.ident(model), self.ident(adapter), examples,
                           {k: v for k, v in asdict(cfg).items() if k != "output_dir"}, span_labels)
@@ -160,7 +162,8 @@ class StageCache:
         ident = json.dumps({"model": self.ident(model), "adapter": self.ident(adapter), "backend": st.backend(),
                             "generation": GENERATION_VERSION}, sort_keys=True)
         if ident in self.clients: return self.clients[ident]
-        name = Path(str(adapter)).name if adapter else Path(str(model)).name if str(Path(model)) in self.folders else model
+        trained_model = str(Path(model)) in self.folders            # a full fine-tune: served under its folder's name
+        name = Path(str(adapter)).name if adapter else Path(str(model)).name if trained_model else model
 
         def make():
             if st.base_url: return OpenAIClient(name, base_url=st.base_url, api=st.api)
@@ -331,7 +334,9 @@ def verify(work_dirs, n: int = 8, seed: int = 0, log=print) -> dict:
             res["not_at_hand"] += 1; continue                 # not on disk, or holding another stage's weights
         engine, precision = src["backend"].split(":", 1)[1].split("/")
         if (model, adapter) not in made:
-            made[(model, adapter)] = LocalClient(model, adapter=adapter, batch_size=1, engine=engine, precision=precision)
+            made[(model, adapter)] = LocalClient(
+                model, adapter=adapter, batch_size=1, engine=engine, precision=precision
+            )
         p = e["params"]
         got = made[(model, adapter)].complete(
             [e.get("messages", e.get("prompt"))], p["max_tokens"], stop=p.get("stop", ()),
