@@ -6,7 +6,8 @@ Workloads (SmolLM2-135M-Instruct by default, fp32, the threads torch uses here):
   candidates,
            at most 160 new tokens; reference = transformers generate, batches of 8 (toolpaper's LocalGenerator until
            now);
-           toolkit = the engine (fp32, and int8 decoding); seconds per prompt, identical outputs, metric deltas
+           toolkit = the engine (fp32; int8 weights, prefill included; bf16); seconds per prompt, identical outputs,
+           metric deltas
   decode   one sequence at a time: decode tokens per second
   umi      an alpha-UMi run in rounds, as the real-time agent makes its calls (planner, caller, summarizer prompts of
   every step of
@@ -27,12 +28,15 @@ import torch
 
 
 def engines(model: str):
+    import copy
     from toolpaper.models import load_model
     from toolpaper.engine import Engine, HFEngine
     m, tok = load_model(model, device="cpu")
+    m16 = copy.deepcopy(m)                    # the bf16 engine casts its model: a copy of its own
     return m, tok, {"reference (transformers, batch 8)": lambda: HFEngine(m, tok, batch_size=8),
                     "toolpaper engine (fp32)": lambda: Engine(m, tok),
-                    "toolpaper engine (int8 decode)": lambda: Engine(m, tok, precision="int8")}
+                    "toolpaper engine (int8)": lambda: Engine(m, tok, precision="int8"),
+                    "toolpaper engine (bf16)": lambda: Engine(m16, tok, precision="bf16")}
 
 
 def timed(make, reqs):
@@ -96,7 +100,7 @@ def decode_workload(model, n: int = 3, max_new: int = 128):
     from toolpaper.prompts import render
     from toolpaper import sealtools as ST
     from toolpaper.retrieval import BM25Retriever
-    m, tok, _ = engines(model)
+    m, tok, E = engines(model)
     tools = load("seal-tools:tools")
     insts = ST.subsample(load("seal-tools:test_in_domain"), n, 1)
     ex = ST.seal_examples(insts, ST.candidates(insts, tools, BM25Retriever("words", with_name=True).fit(tools), 5))
@@ -106,7 +110,9 @@ def decode_workload(model, n: int = 3, max_new: int = 128):
         "reference (transformers, one sequence)": lambda: HFEngine(m, tok, batch_size=1),
         "toolpaper engine (fp32, no drafts)": lambda: Engine(m, tok, slots=1, draft=0),
         "toolpaper engine (fp32, prompt-lookup drafts)": lambda: Engine(m, tok, slots=1),
-        "toolpaper engine (int8 decode, drafts)": lambda: Engine(m, tok, slots=1, precision="int8"),
+        "toolpaper engine (int8, drafts)": lambda: Engine(m, tok, slots=1, precision="int8"),
+        "toolpaper engine (bf16, drafts)": lambda: Engine(E["toolpaper engine (bf16)"]().model, tok, slots=1,
+                                                          precision="bf16"),
     }.items():
         gen = dec = 0.0
         for r in reqs:
@@ -235,7 +241,7 @@ def markdown(res: dict) -> str:
     from toolpaper.report import df_markdown
     import pandas as pd
     L = [
-        f"# Generation speed ({res['model']}, fp32 weights, {res['threads']} threads, {res['machine']})",
+        f"# Generation speed ({res['model']}, {res['threads']} threads, {res['machine']})",
         "",
         "Produced by `benchmarks/generation_speed.py` in one run: the reference path (transformers `generate`, what "
         "toolpaper used "
@@ -259,7 +265,7 @@ def targets(res: dict) -> list[str]:
     "The issue's targets against what this run measured, each with its verdict (and, where missed, the measured cause)."
     out, W = [], res["workloads"]
     if "seal" in W:
-        ref, fp, q8 = W["seal"][0], W["seal"][1], W["seal"][2]
+        ref, fp, q8, b16 = W["seal"][0], W["seal"][1], W["seal"][2], W["seal"][3]
         pre = fp.get("prefill s", 0) / fp["prompts"]
         out.append(
             f"Seal-Tools workload, <= 4.1 s per prompt: {'met' if fp['s / prompt'] <= 4.1 else 'NOT met'} "
@@ -272,9 +278,10 @@ def targets(res: dict) -> list[str]:
             "limit on both paths; "
             "the engine's decoding is "
             f"{(ref['seconds'] - fp.get('prefill s', 0)) / max(fp.get('decode s', 1), 1e-9):.1f}x faster "
-            "(reference decode estimated as its total minus the engine's prefill). int8 decode steps: "
+            "(reference decode estimated as its total minus the engine's prefill). int8 weights (prefill and decode): "
             f"{q8['s / prompt']} s per prompt "
-            f"({q8['speed-up']}x), outputs identical {q8['identical outputs']}, the metric deltas are in the table."
+            f"({q8['speed-up']}x), outputs identical {q8['identical outputs']}; bf16: {b16['s / prompt']} s per prompt "
+            f"({b16['speed-up']}x), outputs identical {b16['identical outputs']}; the metric deltas are in the table."
         )
     if "decode" in W:
         fp = next(r for r in W["decode"] if "no drafts" in r["path"])

@@ -377,9 +377,9 @@ def _bench_options(b) -> None:
     b.add_argument("--engine", choices=["auto", "fast", "reference"], default="auto", help="local generation path")
     b.add_argument(
         "--precision",
-        choices=["auto", "int8"],
+        choices=["auto", "fp32", "bf16", "int8"],
         default="auto",
-        help="int8: int8 decode steps on CPU (faster, not exact)",
+        help="auto: the model's dtype (exact); bf16 / int8: faster where the CPU has the units, not exact",
     )
     b.add_argument("--concurrency", type=positive_int, default=8, help="requests in flight (servers)")
     b.add_argument("--chunk", type=positive_int, default=32, help="items predicted and saved together")
@@ -419,7 +419,7 @@ def _serve_args(sub) -> None:
     s.add_argument("--port", type=port_number, default=8000)
     s.add_argument("--batch-size", type=positive_int, default=16)
     s.add_argument("--engine", choices=["auto", "fast", "reference"], default="auto")
-    s.add_argument("--precision", choices=["auto", "int8"], default="auto")
+    s.add_argument("--precision", choices=["auto", "fp32", "bf16", "int8"], default="auto")
 
 # %% ../nbs/99_cli.ipynb
 def _train_args(sub) -> None:
@@ -464,7 +464,7 @@ def _reproduce_args(sub) -> None:
     )
     r.add_argument("--api", choices=["chat", "completions"], default="chat")
     r.add_argument("--engine", choices=["auto", "fast", "reference"], default="auto", help="local generation path")
-    r.add_argument("--precision", choices=["auto", "int8"], default="auto")
+    r.add_argument("--precision", choices=["auto", "fp32", "bf16", "int8"], default="auto")
     r.add_argument("--fresh", action="store_true", help="ignore the stage cache: retrain and regenerate everything")
     r.add_argument(
         "--verify", type=positive_int, default=None, metavar="N",

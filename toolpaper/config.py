@@ -68,7 +68,7 @@ class SFTConfig:
     save_steps: int | None = None
     save_total_limit: int | None = 2
     seed: int = 0
-    bf16: bool | None = None          # None: bf16 when a GPU supports it, fp32 otherwise
+    bf16: bool | None = None          # None: auto, by measurement (toolpaper.precision.train_bf16)
     gradient_checkpointing: bool = False
     deepspeed: str | None = None       # path to a DeepSpeed config (paper profile)
     report_to: str = "none"

@@ -199,8 +199,10 @@ class Engine:
         import torch
         why = engine_support(model)
         if why: raise ValueError(f"the fast engine cannot run this model: {why}")
-        if precision not in ("auto", "int8"):
-            raise ValueError(f"precision {precision!r}: expected 'auto' (the model's dtype) or 'int8'")
+        if precision not in ("auto", "fp32", "bf16", "int8"):
+            raise ValueError(f"precision {precision!r}: expected 'auto' (the model's dtype), 'fp32', 'bf16' or 'int8'")
+        cast = {"fp32": torch.float32, "bf16": torch.bfloat16}.get(precision)
+        if cast is not None and next(model.parameters()).dtype != cast: model.to(cast)
         self.model, self.tok, self.lm = model, tok, causal_lm(model)
         self.inner, cfg = self.lm.model, self.lm.config
         a0 = self.inner.layers[0].self_attn
@@ -265,6 +267,7 @@ Engine._qkv, Engine._mlp, Engine._head = _qkv, _mlp, _head
 def _prefill(self, slot: int, ids, start: int):
     "Run tokens `ids` of the sequence in `slot` at positions start, start+1, ...; logits of the last position."
     torch = self._torch
+    quant = self.q8 is not None
     import torch.nn.functional as F
     with torch.inference_mode():
         n = ids.shape[0]
@@ -276,7 +279,7 @@ def _prefill(self, slot: int, ids, start: int):
             cos, sin = self.inner.rotary_emb(x, pos)
             mask = None if p0 == 0 else torch.arange(p0 + m, device=self.device)[None, :] <= pos[0][:, None]
             for l, layer in enumerate(self.inner.layers):
-                attn = layer.self_attn
+                attn = layer.self_attn if not quant else _Q8Attn(self.q8[l], layer.self_attn)
                 q, k, v = self._qkv(attn, layer.input_layernorm(x), cos, sin)
                 self.kv[l, 0, slot, :, p0:p0 + m] = k[0]
                 self.kv[l, 1, slot, :, p0:p0 + m] = v[0]
@@ -284,8 +287,8 @@ def _prefill(self, slot: int, ids, start: int):
                 o = F.scaled_dot_product_attention(q, K, V, attn_mask=mask, is_causal=mask is None, scale=self.scale,
                                                    enable_gqa=self.G > 1)
                 x = x + attn.o_proj(o.transpose(1, 2).reshape(1, m, -1))
-                x = x + self._mlp(l, layer, layer.post_attention_layernorm(x), False)
-        return self._head(x[:, -1:], False)[0, -1]
+                x = x + self._mlp(l, layer, layer.post_attention_layernorm(x), quant)
+        return self._head(x[:, -1:], quant)[0, -1]
 
 Engine._prefill = _prefill
 

@@ -132,9 +132,12 @@ class StageCache:
     def finetune(self, model: str, examples, cfg, adapter=None, span_labels=None) -> dict:
         """Train (or reuse) one fine-tuning run into `cfg.output_dir`; its log as JSON data
         (`toolpaper.train.finetune`'s record plus `storage_bytes`, `stage_key` and the `commit` that trained it)."""
+        from toolpaper.precision import train_bf16
         out = Path(cfg.output_dir)
-        key = fingerprint("finetune", STAGE_VERSION, self.ident(model), self.ident(adapter), examples,
-                          {k: v for k, v in asdict(cfg).items() if k != "output_dir"}, span_labels)
+        settings = {k: v for k, v in asdict(cfg).items() if k != "output_dir"}
+        settings["bf16"] = cfg.bf16 if cfg.bf16 is not None else train_bf16()      # auto, resolved: never mixed
+        key = fingerprint("finetune", STAGE_VERSION, self.ident(model), self.ident(adapter), examples, settings,
+                          span_labels)
         log_p = self.root / "train" / f"{out.name}-{key}.json"
 
         def build():
