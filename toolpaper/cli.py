@@ -243,20 +243,17 @@ def bench_table_cli(folders, md_out: str | None = None, out=print) -> None:
     if md_out: D.atomic_write_text(md_out, text)
 
 # %% ../nbs/99_cli.ipynb
-def positive_int(text: str) -> int:
-    "An argparse type: an integer of at least 1."
+def positive_int(text: str, least: int = 1) -> int:
+    "An argparse type: an integer of at least 1 (`least`)."
     try: v = int(text)
     except ValueError: raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if v < 1: raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    if v < least: raise argparse.ArgumentTypeError(f"must be at least {least}, got {v}")
     return v
 
 # %% ../nbs/99_cli.ipynb
 def count_int(text: str) -> int:
     "An argparse type: an integer of at least 0."
-    try: v = int(text)
-    except ValueError: raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if v < 0: raise argparse.ArgumentTypeError(f"must be at least 0, got {v}")
-    return v
+    return positive_int(text, least=0)
 
 # %% ../nbs/99_cli.ipynb
 def port_number(text: str) -> int:

@@ -304,6 +304,17 @@ def _run_experiment(name: str, profile: str, params: dict | None, out: Path, roo
     }
 
 # %% ../nbs/90_report.ipynb
+def _selection(profile: str, only, out, root) -> tuple[Path, Path, list[str]]:
+    "(repository root, reports folder, experiment names) of `reproduce` or `--verify`; unknown names are refused."
+    check_profile(profile)
+    root = repo_root(root)
+    out = Path(out) if out else default_out(profile, root)
+    names = only or list(EXPERIMENTS)
+    unknown = [n for n in names if n not in EXPERIMENTS]
+    if unknown: raise KeyError(f"unknown experiment(s) {unknown}; registered: {list(EXPERIMENTS)}")
+    return root, out, names
+
+# %% ../nbs/90_report.ipynb
 @contextlib.contextmanager
 def _environ(env: dict[str, str]):
     "Set (or, for empty values, unset) environment variables for the duration of the block."
@@ -334,12 +345,7 @@ def reproduce(
     server) and whether the stage cache is ignored (`fresh`)."""
     from toolpaper.stages import GenSettings
     gen = gen or GenSettings()
-    check_profile(profile)
-    root = repo_root(root)
-    out = Path(out) if out else default_out(profile, root)
-    names = only or list(EXPERIMENTS)
-    unknown = [n for n in names if n not in EXPERIMENTS]
-    if unknown: raise KeyError(f"unknown experiment(s) {unknown}; registered: {list(EXPERIMENTS)}")
+    root, out, names = _selection(profile, only, out, root)
     out.mkdir(parents=True, exist_ok=True)
     manifest = _read_json(out / "manifest.json") if only else {}
     manifest.update(
@@ -381,12 +387,7 @@ def verify_reports(
     """`toolpaper reproduce --verify N`: recompute `n` random cached answers of the experiments' stage caches with the
     models and adapters at hand, and say how many match (`toolpaper.stages.verify`)."""
     from toolpaper.stages import verify
-    check_profile(profile)
-    root = repo_root(root)
-    out = Path(out) if out else default_out(profile, root)
-    names = only or list(EXPERIMENTS)
-    unknown = [k for k in names if k not in EXPERIMENTS]
-    if unknown: raise KeyError(f"unknown experiment(s) {unknown}; registered: {list(EXPERIMENTS)}")
+    _, out, names = _selection(profile, only, out, root)
     return verify([out / k / "work" for k in names], n=n, seed=seed, log=log)
 
 # %% ../nbs/90_report.ipynb
