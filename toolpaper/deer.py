@@ -138,6 +138,9 @@ class DeerExpConfig(Profiled):
     test_n: int | None = 20            # Table 3 samples of test.json
     baseline_n: int | None = 20        # samples per ToolBench / ToolCorpus set
     retention_n: int | None = 20       # held-out NoSearch queries for Table 4
+    # also train the main model's recipe without NoSearch samples (a tool-only fine-tune) and score its retention: the
+    # comparison behind "keeping NoSearch samples preserves general dialogue" (Table 4, RQ1)
+    retention_control: bool = True
     strategies: tuple = ("mixture", "random", "intra", "inter")
     ratios: tuple = ((2, 1, 2), (1, 1, 1))   # random : intra : inter mixtures (the first is the main model)
     shots: tuple = (2, 4, 6)
@@ -315,7 +318,10 @@ def _save_deer_outputs(work: Path, name: str, evalset: str, samples, outs) -> No
 # %% ../nbs/15_deer.ipynb
 def _deer_evaluate(gen, name: str, sets: dict, cfg: DeerExpConfig, work: Path, demos=(),
                    progress: bool = False) -> list:
-    "Generate-and-score stage: the two-round protocol on each evaluation set; metric rows of both modes."
+    """Generate-and-score stage: the two-round protocol on each evaluation set; metric rows of both modes (the per-item
+    scores go to `scored.json` as `<name>@<set>`, for the claims ledger)."""
+    from toolpaper.claims import save_scored
+    from toolpaper.metrics import deer_scores
     rows = []
     for ev, samples in sets.items():
         outs = deer_generate(
@@ -323,6 +329,8 @@ def _deer_evaluate(gen, name: str, sets: dict, cfg: DeerExpConfig, work: Path, d
         )
         _save_deer_outputs(work, name, ev, samples, outs)
         rows.extend(_metric_row(outs, samples, name, ev, mode) for mode in ("compat", "strict"))
+        save_scored(work, f"{name}@{ev}", "deer", {m: deer_scores(outs, list(samples), m)["items"]
+                                                   for m in ("compat", "strict")})
     return rows
 
 # %% ../nbs/15_deer.ipynb
@@ -351,16 +359,23 @@ def _deer_retention(gen, name: str, ret_q: list, refs: list, cfg: DeerExpConfig,
                         progress=progress)
     _save_deer_outputs(work, name, "retention", ret_q, hyps)
     r, rci = retention_scores(hyps, refs), retention_ci(hyps, refs, seed=cfg.seed)
+    from toolpaper.claims import save_scored
+    from toolpaper.metrics import rouge_pairs
+    per = rouge_pairs(hyps, refs)
+    save_scored(work, f"{name}@retention", "values",
+                [{"id": s.id, "values": {k: v[i] for k, v in per.items()}} for i, s in enumerate(ret_q)])
     row = {"model": name, "n": len(ret_q)}
     for c, k in zip(TABLE4_COLS, ("bleu", "rouge_1", "rouge_2", "rouge_l")):
         row[c] = pct(r[k]); row[f"{c} lo"], row[f"{c} hi"] = ci_pct(rci, k, 1)
     return row
 
 # %% ../nbs/15_deer.ipynb
-def _deer_variant_train(name: str, d, cfg: DeerExpConfig, work: Path) -> tuple[dict, dict, Path]:
-    "Train stage of one sampling variant: (training log, its training-set counts row, the adapter folder)."
+def _deer_variant_train(name: str, d, cfg: DeerExpConfig, work: Path, mix: dict | None = None
+                        ) -> tuple[dict, dict, Path]:
+    """Train stage of one sampling variant (branch shares `mix`, default the experiment's): (training log, its
+    training-set counts row, the adapter folder)."""
     from toolpaper import stages
-    train = stratified(d.train, cfg.train_n, cfg.train_mix or PAPER_TRAIN_MIX, cfg.seed)
+    train = stratified(d.train, cfg.train_n, mix or cfg.train_mix or PAPER_TRAIN_MIX, cfg.seed)
     c = Counter(s.branch for s in train)
     count = {
         "model": name, "train samples": len(train), **{b: c.get(b, 0) for b in ("NoSearch", "NoCall", "Call")},
@@ -372,12 +387,25 @@ def _deer_variant_train(name: str, d, cfg: DeerExpConfig, work: Path) -> tuple[d
     return info, count, out
 
 # %% ../nbs/15_deer.ipynb
+def _deer_control(name: str, dd, ret_q: list, refs: list, cfg: DeerExpConfig, work: Path, progress: bool = False):
+    """Retention control stage: the main variant's data and recipe without NoSearch samples (the same number of
+    samples, NoCall and Call in their shares); (training log, counts row, retention row)."""
+    from toolpaper import stages
+    mix = {b: w for b, w in (cfg.train_mix or PAPER_TRAIN_MIX).items() if b != "NoSearch"}
+    info, count, out = _deer_variant_train(name, dd, cfg, work, mix)
+    gen = stages.client(cfg.model, out, cfg.gen_batch_size)
+    row = _deer_retention(gen, name, ret_q, refs, cfg, work, progress)
+    stages.release(gen)
+    return info, count, row
+
+# %% ../nbs/15_deer.ipynb
 @staged
 def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample], released_test: list[DecisionSample],
                         baselines: dict[str, list[DecisionSample]], cfg: DeerExpConfig, work_dir: str | Path,
                         progress: bool = False) -> DeerRun:
     """Build the decision data of every sampling variant, fine-tune one LoRA model each and evaluate: valid and test
-    (Figure 5), the baseline sets (Table 3), few-shot base-model rows (Tables 1, 3) and retention (Table 4)."""
+    (Figure 5), the baseline sets (Table 3), few-shot base-model rows (Tables 1, 3) and retention (Table 4), with the
+    main recipe trained without NoSearch samples as retention's control (`retention_control`)."""
     from toolpaper import stages
     from toolpaper.io import atomic_write_text
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
@@ -404,6 +432,10 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
         if ret_q: ret_rows.append(_deer_retention(gen, name, ret_q, refs, cfg, work, progress))
         stages.release(gen)                                  # one variant's model at a time
         timings[f"{name}_train_s"] = infos[name]["train_seconds"]; timings[f"{name}_eval_s"] = time.perf_counter() - t1
+    if cfg.retention_control and ret_q:
+        name = f"{main} w/o NoSearch"
+        infos[name], count, row = _deer_control(name, dd, ret_q, refs, cfg, work, progress)
+        counts.append(count); ret_rows.append(row)
     timings["total_s"] = time.perf_counter() - t0
     sizes = {k: dict(Counter(s.branch for s in v)) for k, v in {**evals, **base_sets}.items()} | {
         "retention": {"NoSearch": len(ret_q)}

@@ -199,8 +199,8 @@ class Engine:
         import torch
         why = engine_support(model)
         if why: raise ValueError(f"the fast engine cannot run this model: {why}")
-        if precision not in ("auto", "fp32", "bf16", "int8"):
-            raise ValueError(f"precision {precision!r}: expected 'auto' (the model's dtype), 'fp32', 'bf16' or 'int8'")
+        from toolpaper.precision import gen_precision
+        precision = gen_precision(precision, next(model.parameters()).device.type)     # 'auto' resolved, by measurement
         cast = {"fp32": torch.float32, "bf16": torch.bfloat16}.get(precision)
         if cast is not None and next(model.parameters()).dtype != cast: model.to(cast)
         self.model, self.tok, self.lm = model, tok, causal_lm(model)

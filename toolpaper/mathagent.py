@@ -366,7 +366,7 @@ def run_math_experiment(
     train: Sequence[MathProblem], test: Sequence[MathProblem], cfg: MathExpConfig, work_dir, progress: bool = False
 ) -> MathRun:
     """Build program-aided trajectories from `train`, train the agents, and score them and the baselines on `test`
-    (accuracy with a confidence interval)."""
+    (accuracy with a confidence interval; per-problem scores in `scored.json`, one condition per method)."""
     from toolpaper.agent import train_methods
     from toolpaper.io import atomic_write_text
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
@@ -395,8 +395,10 @@ def run_math_experiment(
     timings["base_pal_s"] = time.perf_counter() - t1
     ex_rows.append({"method": "trajectory check (GSM8K train)", **build_sb.summary()})
     timings["total_s"] = time.perf_counter() - t0
+    from toolpaper.claims import save_scored
     for k, recs in outputs.items():
         atomic_write_text(work / f"outputs_{k}.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs))
+        save_scored(work, k, "gsm8k", [{"id": r["id"], "counts": {"correct": int(r["correct"]), "n": 1}} for r in recs])
     info = {m: {"train_seconds": v["train_seconds"], "storage_bytes": v["storage_bytes"]} for m, v in trained.items()}
     corpus = {
         "train problems tried": sum(why.values()), **dict(why), "trajectories": len(trajs),

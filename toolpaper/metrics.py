@@ -31,10 +31,10 @@ from toolpaper.schema import (
 __all__ = ['NO_SEARCH_PHRASE', 'SEARCH_PHRASE', 'values_equal', 'SealCounts', 'prf', 'seal_summary', 'seal_compat_counts',
            'match_calls', 'seal_strict_counts', 'seal_scores', 'seal_gold_answer', 'seal_error_taxonomy', 'DeerCounts',
            'deer_summary', 'baseline_action', 'deer_compat_counts', 'deer_item', 'deer_scores', 'umi_gold_steps',
-           'arg_f1', 'rouge_l', 'umi_scores', 'retention_scores', 'ratio_arrays', 'umi_boot', 'count_boot', 'seal_boot',
-           'deer_boot', 'bootstrap_ci', 'df_markdown', 'ScoreResult', 'output_problem', 'umi_problem', 'umi_value',
-           'prediction_problem', 'UnknownIdError', 'resolve_references', 'score', 'pct', 'ci_pct', 'mean_ci', 'with_ci',
-           'retention_ci']
+           'arg_f1', 'rouge_l', 'umi_scores', 'rouge_pairs', 'retention_scores', 'ratio_arrays', 'umi_boot',
+           'count_boot', 'seal_boot', 'deer_boot', 'bootstrap_ci', 'df_markdown', 'ScoreResult', 'output_problem',
+           'umi_problem', 'umi_value', 'prediction_problem', 'UnknownIdError', 'resolve_references', 'score', 'pct',
+           'ci_pct', 'mean_ci', 'with_ci', 'retention_ci']
 
 # %% ../nbs/05_metrics.ipynb
 def _boolish(v):
@@ -518,19 +518,26 @@ def umi_scores(predictions: list[Any], golds: list[Trajectory], mode: str = "com
     return {"metrics": m, "subsets": {}, "counts": {"call_steps": len(act), "finish_steps": len(rl)}, "items": items}
 
 # %% ../nbs/05_metrics.ipynb
-def retention_scores(hyps: list[str], refs: list[str]) -> dict:
-    "BLEU and ROUGE-1/2/L F1 of `hyps` against `refs` (same length)."
-    import sacrebleu
+def rouge_pairs(hyps: list[str], refs: list[str]) -> dict[str, list[float]]:
+    "{rouge_1, rouge_2, rouge_l: one F1 per pair} of `hyps` against `refs` (same length)."
     from rouge import Rouge
     if len(hyps) != len(refs): raise ValueError(f"{len(hyps)} answers vs {len(refs)} references")
     h = [(x or "").strip() or "none" for x in hyps]; r = [(x or "").strip() or "none" for x in refs]
-    bleu = sacrebleu.corpus_bleu(h, [r]).score / 100
-    sc = {"rouge-1": [], "rouge-2": [], "rouge-l": []}
+    per = {"rouge-1": [], "rouge-2": [], "rouge-l": []}
     for a, b in zip(h, r):
         try: s = Rouge().get_scores([a], [b])[0]
-        except (ValueError, RecursionError, ZeroDivisionError): s = {k: {"f": 0.0} for k in sc}
-        for k in sc: sc[k].append(s[k]["f"])
-    return {"bleu": bleu, **{k.replace("-", "_"): float(np.mean(v)) if v else None for k, v in sc.items()}}
+        except (ValueError, RecursionError, ZeroDivisionError): s = {k: {"f": 0.0} for k in per}
+        for k in per: per[k].append(s[k]["f"])
+    return {k.replace("-", "_"): v for k, v in per.items()}
+
+# %% ../nbs/05_metrics.ipynb
+def retention_scores(hyps: list[str], refs: list[str]) -> dict:
+    "BLEU and ROUGE-1/2/L F1 of `hyps` against `refs` (same length)."
+    import sacrebleu
+    sc = rouge_pairs(hyps, refs)
+    h = [(x or "").strip() or "none" for x in hyps]; r = [(x or "").strip() or "none" for x in refs]
+    bleu = sacrebleu.corpus_bleu(h, [r]).score / 100
+    return {"bleu": bleu, **{k: float(np.mean(v)) if v else None for k, v in sc.items()}}
 
 # %% ../nbs/05_metrics.ipynb
 def _prf_arrays(correct, pred, gold, mode: str):
@@ -890,18 +897,13 @@ def with_ci(df: pd.DataFrame, cols: Sequence[str], digits: int = 1) -> pd.DataFr
 def retention_ci(hyps: list[str], refs: list[str], n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> dict:
     "{bleu, rouge_1, rouge_2, rouge_l: [low, high]}: intervals of `retention_scores` over the answer pairs."
     import sacrebleu
-    from rouge import Rouge
     h = [(x or "").strip() or "none" for x in hyps]; r = [(x or "").strip() or "none" for x in refs]
     if not h: return {}
-    per = {"rouge-1": [], "rouge-2": [], "rouge-l": []}
-    for a, b in zip(h, r):
-        try: sc = Rouge().get_scores([a], [b])[0]
-        except (ValueError, RecursionError, ZeroDivisionError): sc = {k: {"f": 0.0} for k in per}
-        for k in per: per[k].append(sc[k]["f"])
+    per = rouge_pairs(hyps, refs)
     idx = np.random.default_rng(seed).integers(0, len(h), (n_boot, len(h)))
     q = (100 * (1 - level) / 2, 100 * (1 + level) / 2)
     out = {
-        k.replace("-", "_"): [float(x) for x in np.percentile(np.asarray(v)[idx].mean(1), q)] for k, v in per.items()
+        k: [float(x) for x in np.percentile(np.asarray(v)[idx].mean(1), q)] for k, v in per.items()
     }
     bleu = [sacrebleu.corpus_bleu([h[i] for i in row], [[r[i] for i in row]]).score / 100 for row in idx]
     out["bleu"] = [float(x) for x in np.clip(np.percentile(bleu, q), 0, 1)]      # sacrebleu can give 1 + 1e-16

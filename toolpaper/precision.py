@@ -9,8 +9,8 @@ from pathlib import Path
 from .io import atomic_write_text, cache_root
 
 # %% auto 0
-__all__ = ['UNITS', 'PRODUCT', 'TRAIN_BF16_GAIN', 'cpu_flags', 'cpu_name', 'measure_product', 'machine_key', 'machine_profile',
-           'train_bf16']
+__all__ = ['UNITS', 'PRODUCT', 'TRAIN_BF16_GAIN', 'GEN_PRECISIONS', 'cpu_flags', 'cpu_name', 'measure_product', 'machine_key',
+           'machine_profile', 'train_bf16', 'gen_precision']
 
 # %% ../nbs/10_precision.ipynb
 UNITS = {"bf16": ("avx512_bf16", "amx_bf16"), "int8": ("avx512_vnni", "avx_vnni", "amx_int8")}
@@ -105,3 +105,21 @@ def train_bf16(profile: dict | None = None, env=None) -> bool:
     units = any(f in prof["machine"]["flags"] for f in UNITS["bf16"])
     g = prof["gflops"]
     return units and g["bf16"] >= TRAIN_BF16_GAIN * g["fp32"]
+
+# %% ../nbs/10_precision.ipynb
+GEN_PRECISIONS = ("auto", "fp32", "bf16", "int8")
+
+def gen_precision(requested: str = "auto", device: str = "cpu", profile: dict | None = None, env=None) -> str:
+    """The precision generation runs in: `requested` unless it is 'auto'; for 'auto', `TOOLPAPER_PRECISION` if set,
+    else bf16 on a GPU that supports it or on a CPU whose bf16 units measure fast (as `train_bf16`), else fp32."""
+    if requested not in GEN_PRECISIONS:
+        raise ValueError(f"precision {requested!r}: expected one of {', '.join(GEN_PRECISIONS)}")
+    if requested != "auto": return requested
+    forced = (os.environ if env is None else env).get("TOOLPAPER_PRECISION", "")
+    if forced and forced != "auto": return gen_precision(forced, device, profile, env={})
+    if str(device) != "cpu":
+        import torch
+        return "bf16" if str(device).startswith("cuda") and torch.cuda.is_bf16_supported() else "fp32"
+    prof = profile or machine_profile()
+    units = any(f in prof["machine"]["flags"] for f in UNITS["bf16"])
+    return "bf16" if units and prof["gflops"]["bf16"] >= TRAIN_BF16_GAIN * prof["gflops"]["fp32"] else "fp32"

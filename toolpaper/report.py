@@ -178,6 +178,8 @@ EXPERIMENTS: dict[str, Experiment] = {
             "09_alpha_umi_math.ipynb",
             "alpha-UMi Appendix D: program-aided math agent on GSM8K (Table 4)",
         ),
+        # last: it reads the per-item scores the experiments above keep
+        Experiment("claims", "10_claims.ipynb", "Claims ledger: which of the papers' findings toolpaper reproduces"),
     ]
 }
 
@@ -402,6 +404,9 @@ def write_index(out: str | os.PathLike) -> Path:
         "code.",
         "",
     ]
+    if (out / "CLAIMS.md").exists():
+        lines += ["**[Claims ledger](CLAIMS.md)**: which of the papers' findings these reports reproduce, contradict "
+                  "or cannot yet decide, each with a paired 95% interval.", ""]
     if man:
         lines += [
             f"Profile `{man.get('profile')}`; each experiment names the commit it ran at; run details in "

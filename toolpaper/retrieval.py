@@ -21,8 +21,8 @@ from .stages import staged
 __all__ = ['STOPWORDS', 'TOKENIZERS', 'tool_text', 'tokenize_authors', 'tokenize_words', 'rank_scores', 'BM25Index',
            'check_queries', 'Retriever', 'BM25Retriever', 'dense_text', 'DenseRetriever', 'retrieval_metrics',
            'gold_sets', 'evaluate_retriever', 'DPRConfig', 'finetune_dpr', 'CandidateList', 'candidate_lists',
-           'RetrievalExpConfig', 'dpr_key', 'train_dpr_retriever', 'compare_retrievers', 'run_retrieval_experiment',
-           'summary_table', 'kind_table', 'plot_topk']
+           'RetrievalExpConfig', 'dpr_key', 'train_dpr_retriever', 'compare_retrievers', 'query_values',
+           'run_retrieval_experiment', 'summary_table', 'kind_table', 'plot_topk']
 
 # %% ../nbs/07_retrieval.ipynb
 def tool_text(t: Tool, with_name: bool = False, params: str = "required") -> str:
@@ -409,18 +409,32 @@ def compare_retrievers(retrievers: list[Retriever], splits: dict[str, list[Insta
     return pd.concat(out, ignore_index=True)
 
 # %% ../nbs/07_retrieval.ipynb
+def query_values(ret: Retriever, instances: list[Instance], k: int = 5) -> list[dict]:
+    "[{'id', 'values': {'recall@k', 'all_gold@k'}}] for each query (instance)."
+    idx = {t.name: i for i, t in enumerate(ret.tools)}
+    ranked = ret.search([i.query for i in instances], k)
+    out = []
+    for inst, r, g in zip(instances, ranked, gold_sets(instances, idx)):
+        top = set(int(x) for x in r[:k])
+        out.append({"id": inst.id, "values": {f"recall@{k}": len(g & top) / len(g), f"all_gold@{k}": float(g <= top)}})
+    return out
+
+# %% ../nbs/07_retrieval.ipynb
 @staged
 def run_retrieval_experiment(tools: list[Tool], train: list[Instance], splits: dict[str, list[Instance]],
                              cfg: RetrievalExpConfig, work_dir) -> tuple[pd.DataFrame, dict]:
     """Seal-Tools Figure 10: BM25 (three tokenisations), the pretrained encoder and DPR fine-tuned with both losses on
     `train`, evaluated on every split; (long table, {loss: DPR loss history}). The dense rankings and DPR runs are
-    cached stages under `work_dir` (`toolpaper.stages`)."""
+    cached stages under `work_dir` (`toolpaper.stages`); each retriever's per-query scores go to its `scored.json`."""
     from toolpaper import stages
     bm25 = [BM25Retriever("authors"), BM25Retriever("words"), BM25Retriever("words", with_name=True)]
     rets, hists = [b.fit(tools) for b in bm25] + [stages.dense_retriever(tools)], {}
     for loss in ("contrastive", "multi_positive"):
         r, hists[loss] = stages.dpr_retriever(tools, train, cfg.dpr_config(loss))
         rets.append(r)
+    from toolpaper.claims import save_scored
+    for r in rets:                                  # per-query scores, for the claims ledger's paired intervals
+        for split, insts in splits.items(): save_scored(work_dir, f"{r.name}@{split}", "values", query_values(r, insts))
     return compare_retrievers(rets, splits), hists
 
 # %% ../nbs/07_retrieval.ipynb

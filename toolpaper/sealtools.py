@@ -391,7 +391,8 @@ def _seal_adapters(cfg: SealExpConfig, train_sub: list, tools: list, rets: dict,
 def _seal_answer_setting(setting: str, client, tests: dict, tools: list, rets: dict, cfg: SealExpConfig, template,
                          released: dict, work: Path, progress: bool = False) -> tuple[dict, dict, list]:
     """Generate-and-score stage of one setting: ({split: outputs}, {split: candidate names}, score frames per split and
-    over all test instances); the outputs are saved beside the stage cache."""
+    over all test instances); the outputs are saved beside the stage cache, the per-item scores (both splits pooled)
+    in `scored.json` for the claims ledger."""
     from toolpaper.io import atomic_write_text
     cand = _setting_parts(setting)[1]
     outs_by, names_by, frames = {}, {}, []
@@ -406,6 +407,10 @@ def _seal_answer_setting(setting: str, client, tests: dict, tools: list, rets: d
             "".join(json.dumps({"id": x.id, "output": o, "candidates": n}, ensure_ascii=False) + "\n"
                     for x, o, n in zip(insts, outs, names)),
         )
+    from toolpaper.claims import pool, save_scored
+    from toolpaper.metrics import seal_scores
+    save_scored(work, setting, "seal", {m: pool({sp: seal_scores(outs_by[sp], insts, m)["items"]
+                                                 for sp, insts in tests.items()}) for m in ("compat", "strict")})
     both = [x for v in tests.values() for x in v]
     df = score_setting([o for sp in tests for o in outs_by[sp]], both, setting)
     df.insert(1, "split", "all test")

@@ -77,8 +77,12 @@ class GenSettings:
                 for k, v in _ENV.items()}
 
     def backend(self) -> str:
-        "What answers, as it enters a request's key: 'served:<api>' or 'local:<engine>/<precision>'."
-        return f"served:{self.api}" if self.base_url else f"local:{self.engine}/{self.precision}"
+        """What answers, as it enters a request's key: 'served:<api>' or 'local:<engine>/<precision>', the precision
+        resolved ('auto' becomes what this machine runs: fp32 and bf16 answers never share a key)."""
+        if self.base_url: return f"served:{self.api}"
+        from toolpaper.models import default_device
+        from toolpaper.precision import gen_precision
+        return f"local:{self.engine}/{gen_precision(self.precision, default_device())}"
 
 # %% ../nbs/12_stages.ipynb
 def weights_bytes(folder) -> int:
@@ -108,6 +112,7 @@ class StageCache:
         self.trained: list[dict] = []
         self.clients: dict[str, Any] = {}
         self.retrievers: list = []
+        self.scored: dict = {}         # condition -> per-item scores of this run (toolpaper.claims.save_scored)
 
     def __enter__(self):
         self._token = _CURRENT.set(self)
@@ -154,6 +159,7 @@ class StageCache:
         if not reused: self.materialize(out)
         info = json.loads(log_p.read_text())
         self.trained.append({"stage": f"train {out.name}", "key": key, "status": "reused" if reused else "computed",
+                             "precision": info.get("precision", "bf16" if settings["bf16"] else "fp32"),
                              "commit": info.get("commit", "not recorded")})
         return info
 
@@ -186,7 +192,8 @@ class StageCache:
     def record(self, stage: str, key: str, reused: bool, commit: str | None = None) -> None:
         "Note a stage an experiment caches itself (e.g. a stored ablation point) in this run's summary."
         self.trained.append({"stage": stage, "key": key, "status": "reused" if reused else "computed",
-                             "commit": (commit or "not recorded") if reused else self.commit})
+                             "precision": self.settings.backend().split("/")[-1] if not self.settings.base_url
+                             else "served", "commit": (commit or "not recorded") if reused else self.commit})
 
     def summary(self) -> list[dict]:
         """One row per stage of this run: what it is, its key, reused or computed (requests counted), and by which
@@ -196,8 +203,11 @@ class StageCache:
             new, hits = c.usage.requests, c.usage.cache_hits
             if not new and not hits: continue
             commits = sorted(set(c.hit_commits) | ({self.commit} if new else set()))
+            backend = json.loads(ident)["backend"]
             rows.append({"stage": f"generate {c.path.stem.rsplit('-', 1)[0]}", "key": fingerprint(ident),
-                         "status": f"{hits} reused, {new} computed", "commit": ", ".join(commits) or "–"})
+                         "status": f"{hits} reused, {new} computed",
+                         "precision": backend.split("/")[-1] if backend.startswith("local:") else "served",
+                         "commit": ", ".join(commits) or "–"})
         for r in self.retrievers:
             if not (r.hits or r.new): continue
             commits = sorted(r.hit_commits | ({self.commit} if r.new else set()))
@@ -303,7 +313,7 @@ def dpr_retriever(tools, train, cfg, base: str = "all-minilm-l6-v2", name: str |
     if not reused: build()
     log = json.loads(log_p.read_text())
     c.trained.append({"stage": f"train {label}", "key": key, "status": "reused" if reused else "computed",
-                      "commit": log.get("commit", "not recorded")})
+                      "precision": "fp32", "commit": log.get("commit", "not recorded")})   # sentence-transformers fit
     return CachedRetriever(c, label, key, build, tools), log["history"]
 
 # %% ../nbs/12_stages.ipynb

@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Sequence
 import torch
 import torch.nn.functional as F
+from contextlib import contextmanager
 from .config import SFTConfig
 from .prompts import PromptExample, render
 
 # %% auto 0
-__all__ = ['tokenize_example', 'SpanCollator', 'SpanTrainer', 'training_args', 'build_dataset', 'lora_config', 'finetune']
+__all__ = ['tokenize_example', 'SpanCollator', 'SpanTrainer', 'lower_outputs', 'top_layers_only', 'training_args',
+           'build_dataset', 'lora_config', 'finetune', 'eval_loss']
 
 # %% ../nbs/10_train.ipynb
 def tokenize_example(tok, ex: PromptExample, span_labels: Sequence[str], max_length: int = 1024) -> dict:
@@ -41,15 +43,21 @@ def tokenize_example(tok, ex: PromptExample, span_labels: Sequence[str], max_len
 # %% ../nbs/10_train.ipynb
 @dataclass
 class SpanCollator:
-    "Right-pads a batch; labels with -100, span ids with 0."
+    """Right-pads a batch; labels with -100, span ids with 0. Examples from `_WithLower` give their lower layers'
+    hidden states (`inputs_embeds`, zero-padded) instead of token ids."""
     pad_id: int
     def __call__(self, feats: list[dict]) -> dict:
         n = max(len(f["input_ids"]) for f in feats)
         pad = lambda xs, v: [x + [v] * (n - len(x)) for x in xs]
-        return {"input_ids": torch.tensor(pad([f["input_ids"] for f in feats], self.pad_id)),
-                "attention_mask": torch.tensor(pad([[1] * len(f["input_ids"]) for f in feats], 0)),
-                "labels": torch.tensor(pad([f["labels"] for f in feats], -100)),
-                "span_ids": torch.tensor(pad([f["span_ids"] for f in feats], 0))}
+        out = {"attention_mask": torch.tensor(pad([[1] * len(f["input_ids"]) for f in feats], 0)),
+               "labels": torch.tensor(pad([f["labels"] for f in feats], -100)),
+               "span_ids": torch.tensor(pad([f["span_ids"] for f in feats], 0))}
+        if "lower" not in feats[0]: return {"input_ids": torch.tensor(pad([f["input_ids"] for f in feats],
+                                                                          self.pad_id)), **out}
+        hs = [ds.states(i) for ds, i in (f["lower"] for f in feats)]
+        emb = hs[0].new_zeros(len(feats), n, hs[0].shape[-1])
+        for i, h in enumerate(hs): emb[i, : len(h)] = h
+        return {"inputs_embeds": emb, **out}
 
 # %% ../nbs/10_train.ipynb
 from transformers import Trainer, TrainingArguments
@@ -62,8 +70,10 @@ class SpanTrainer(Trainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         spans, labels = inputs.pop("span_ids"), inputs.pop("labels")
-        out = model(**inputs)
-        logits, tgt, sp = out.logits[:, :-1], labels[:, 1:], spans[:, 1:]
+        first = int((labels != -100).int().argmax(1).min())       # the batch's earliest target token
+        start = max(first - 1, 0)                                  # the logit at t predicts token t + 1
+        out = model(**inputs, logits_to_keep=labels.size(1) - start)   # no vocabulary logits over the prompt
+        logits, tgt, sp = out.logits[:, :-1], labels[:, start + 1:], spans[:, start + 1:]
         tok_loss = F.cross_entropy(
             logits.float().reshape(-1, logits.size(-1)), tgt.reshape(-1), ignore_index=-100, reduction="none"
         ).view_as(tgt)
@@ -82,6 +92,75 @@ class SpanTrainer(Trainer):
                 if self._span_n[name]: logs[f"loss_{name}"] = round(self._span_sum[name] / self._span_n[name], 6)
             self._span_sum.clear(); self._span_n.clear()
         super().log(logs, *args, **kw)
+
+# %% ../nbs/10_train.ipynb
+class _Stop(Exception): "Raised by the hook in `lower_outputs` once it has the hidden states it needs."
+
+# %% ../nbs/10_train.ipynb
+def lower_outputs(model, feats, start: int) -> list[torch.Tensor]:
+    """For each tokenised example (a dict with `input_ids`), the hidden states [tokens, hidden] entering decoder layer
+    `start`: one no-gradient forward pass of the layers below it (stood-in layers run live), stopped there."""
+    from toolpaper.engine import causal_lm
+    inner = causal_lm(model).model
+    seen: dict = {}
+
+    def grab(mod, args, kwargs):
+        seen["h"] = (args[0] if args else kwargs["hidden_states"]).detach()
+        raise _Stop
+
+    stand_ins = [m for m in inner.layers[:start] if isinstance(m, _Skip)]
+    hook = inner.layers[start].register_forward_pre_hook(grab, with_kwargs=True)
+    dev, out = next(model.parameters()).device, []
+    for m in stand_ins: m.live = True
+    try:
+        with torch.no_grad():
+            for f in feats:
+                try: inner(input_ids=torch.tensor([f["input_ids"]], device=dev), use_cache=False)
+                except _Stop: pass
+                out.append(seen.pop("h")[0].cpu())
+    finally:
+        hook.remove()
+        for m in stand_ins: m.live = False
+    return out
+
+# %% ../nbs/10_train.ipynb
+class _Skip(torch.nn.Module):
+    """Stands in for a frozen decoder layer whose output is given ahead: the hidden states pass through, unless `live`
+    (then the layer it replaced runs; it is kept outside the module tree, so parameter names do not change)."""
+    def __init__(self, layer):
+        super().__init__()
+        object.__setattr__(self, "_layer", layer)
+        self.live = False
+    def forward(self, hidden_states, *args, **kwargs):
+        return self._layer(hidden_states, *args, **kwargs) if self.live else hidden_states
+
+# %% ../nbs/10_train.ipynb
+@contextmanager
+def top_layers_only(model, start: int):
+    "Inside: decoder layers below `start` pass their input through (their outputs are given as `inputs_embeds`)."
+    from toolpaper.engine import causal_lm
+    layers = causal_lm(model).model.layers
+    saved = [layers[i] for i in range(start)]
+    for i in range(start): layers[i] = _Skip(saved[i])
+    try: yield model
+    finally:
+        for i, m in enumerate(saved): layers[i] = m
+
+# %% ../nbs/10_train.ipynb
+class _WithLower(torch.utils.data.Dataset):
+    """Tokenised examples whose lower-layer hidden states are computed the first time the collator asks (`states`)
+    and kept; `seconds` adds up the time spent computing them."""
+    def __init__(self, ds, model, start: int):
+        self.ds, self.model, self.start, self.hidden, self.seconds = ds, model, start, {}, 0.0
+    def __len__(self): return len(self.ds)
+    def __getitem__(self, i): return {**self.ds[i], "lower": (self, i)}
+    def states(self, i: int) -> torch.Tensor:
+        import time
+        if i not in self.hidden:
+            t = time.perf_counter()
+            self.hidden[i] = lower_outputs(self.model, [self.ds[i]], self.start)[0]
+            self.seconds += time.perf_counter() - t
+        return self.hidden[i]
 
 # %% ../nbs/10_train.ipynb
 def training_args(cfg: SFTConfig) -> TrainingArguments:
@@ -150,9 +229,10 @@ def lora_config(model, cfg: SFTConfig):
 def finetune(model_name: str, examples: Sequence[PromptExample], cfg: SFTConfig, adapter: str | None = None,
              span_labels: Sequence[str] | None = None, resume: bool = False, callbacks: list | None = None) -> dict:
     """Fine-tune and save to `cfg.output_dir`; returns {'history', 'train_seconds', 'tokens', 'span_labels',
-    'trainable_params'}."""
-    import time
+    'trainable_params', 'reused_lower_layers', 'lower_pass_seconds' (of them, computing the frozen layers), ...}."""
+    import contextlib, time
     from transformers import set_seed
+    from toolpaper.engine import causal_lm
     from toolpaper.models import load_model
     if not cfg.output_dir: raise ValueError("SFTConfig.output_dir is empty: give the run a folder (for_run)")
     set_seed(cfg.seed)
@@ -164,6 +244,11 @@ def finetune(model_name: str, examples: Sequence[PromptExample], cfg: SFTConfig,
         model = get_peft_model(model, lora_config(model, cfg))
     if cfg.gradient_checkpointing: model.enable_input_require_grads()
     ds = build_dataset(tok, examples, span_labels, cfg.max_length)
+    tokens = int(sum(ds["length"]))
+    n_layers = causal_lm(model).config.num_hidden_layers
+    reuse = cfg.lora and cfg.lora_top_layers and cfg.reuse_lower and not adapter
+    start = n_layers - cfg.lora_top_layers if reuse else 0
+    if start: ds = _WithLower(ds, model, start)          # the frozen layers' outputs: computed once, when first drawn
     trainer = SpanTrainer(
         model=model,
         args=training_args(cfg),
@@ -177,13 +262,34 @@ def finetune(model_name: str, examples: Sequence[PromptExample], cfg: SFTConfig,
     if resume:
         from transformers.trainer_utils import get_last_checkpoint
         ckpt = get_last_checkpoint(cfg.output_dir)
-    trainer.train(resume_from_checkpoint=ckpt)
+    with top_layers_only(model, start) if start else contextlib.nullcontext():
+        trainer.train(resume_from_checkpoint=ckpt)
     secs = time.perf_counter() - t0
     trainer.save_model(cfg.output_dir); tok.save_pretrained(cfg.output_dir)
     hist = [h for h in trainer.state.log_history if "loss" in h]
-    info = {"history": hist, "train_seconds": secs, "tokens": int(sum(ds["length"])), "span_labels": span_labels,
+    info = {"history": hist, "train_seconds": secs, "tokens": tokens, "span_labels": span_labels,
+            "reused_lower_layers": start, "lower_pass_seconds": round(ds.seconds, 2) if start else 0.0,
             "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad), "config": asdict(cfg),
             "precision": "bf16" if trainer.args.bf16 else "fp32"}
     from toolpaper.io import atomic_write_text
     atomic_write_text(Path(cfg.output_dir) / "toolpaper_train.json", json.dumps(info, indent=1, default=str))
     return info
+
+# %% ../nbs/10_train.ipynb
+def eval_loss(model, tok, examples: Sequence[PromptExample], max_length: int = 1024) -> float:
+    "Mean loss per target token of `examples` under `model` (no gradients; what `SpanTrainer` optimises)."
+    labels = list(dict.fromkeys(l for e in examples for l, _ in e.spans))
+    dev, tot, n, was = next(model.parameters()).device, 0.0, 0, model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for e in examples:
+                f = tokenize_example(tok, e, labels, max_length)
+                lab = torch.tensor(f["labels"])
+                start = max(int((lab != -100).int().argmax()) - 1, 0)
+                out = model(input_ids=torch.tensor([f["input_ids"]], device=dev), logits_to_keep=len(lab) - start)
+                tgt = lab[start + 1:].to(dev)
+                tot += float(F.cross_entropy(out.logits[0, :-1].float(), tgt, ignore_index=-100, reduction="sum"))
+                n += int((tgt != -100).sum())
+    finally: model.train(was)
+    return tot / max(n, 1)

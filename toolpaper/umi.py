@@ -180,18 +180,22 @@ def _umi_methods(n: int, corpus: dict, cfg: UmiExpConfig) -> tuple[tuple, list |
                            "trajectories are left")
 
 # %% ../nbs/19_umi.ipynb
-def _umi_step_row(ag, m: str, n: int, dialogues: list, cfg: UmiExpConfig) -> dict:
-    "Step-level stage: one method's metrics in both modes, with dialogue-bootstrap intervals, as a results row."
+def _umi_step_row(ag, m: str, n: int, dialogues: list, cfg: UmiExpConfig, work=None, names=()) -> dict:
+    """Step-level stage: one method's metrics in both modes, with dialogue-bootstrap intervals, as a results row; the
+    per-step scores go to `work/scored.json` under each of `names` (for the claims ledger)."""
     from toolpaper.agent import static_predictions
+    from toolpaper.claims import save_scored
     from toolpaper.metrics import bootstrap_ci, ci_pct, pct, umi_scores
     preds = static_predictions(ag, dialogues)
-    row = {"method": m, "train trajectories": n}
+    row, items = {"method": m, "train trajectories": n}, {}
     for mode in ("compat", "strict"):
         res = umi_scores(preds, dialogues, mode)
+        items[mode] = res["items"]
         ci = bootstrap_ci("umi", res["items"], mode, seed=cfg.seed)
         for k in UMI_COLS:
             row[f"{k} ({mode})"] = pct(res["metrics"][k], 2)
             row[f"{k} ({mode}) lo"], row[f"{k} ({mode}) hi"] = ci_pct(ci, k)
+    for name in names: save_scored(work, name, "umi", items)
     return row
 
 # %% ../nbs/19_umi.ipynb
@@ -269,7 +273,10 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
         for m in methods:
             ag = make_agent(m, trained, cfg.model, batch_size=cfg.gen_batch_size, cache=cache,
                             max_new_tokens=tuple(cfg.max_new_tokens))
-            row = _umi_step_row(ag, m, n, test, cfg)
+            names = [f"{m}@n{n}"] + [f"{m}@{tag}" for tag, size in
+                                      (("heldout", main_n), ("smallest", corpus["sizes"][0]),
+                                       ("largest", corpus["sizes"][-1])) if n == size]
+            row = _umi_step_row(ag, m, n, test, cfg, work, names)
             results.append(row)
             if n == main_n:                 # real-time runs for the main comparison only (Figure 4 is step-level)
                 grp_rows, rt = _umi_realtime(ag, m, test, tools, cfg, inst_by_id, row)
