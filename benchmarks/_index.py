@@ -19,3 +19,13 @@ def write_index(out: Path) -> Path:
         )
         lines.append(f"- [{head}]({p.name})")
     return atomic_write_text(out / "README.md", "\n".join(lines) + "\n")
+
+
+def write_page(out, stem: str, res, md: str) -> None:
+    "Write a benchmark's run data (`stem.json`) and page (`stem.md`) into `out`, then refresh the index."
+    import json
+    from toolpaper.io import atomic_write_text
+    out = Path(out)
+    atomic_write_text(out / f"{stem}.json", json.dumps(res, indent=1) + "\n")
+    atomic_write_text(out / f"{stem}.md", md + "\n")
+    write_index(out)

@@ -395,12 +395,8 @@ def main():
     md = markdown(res)
     print(md)
     if a.out:
-        from toolpaper.io import atomic_write_text
-        out = Path(a.out)
-        atomic_write_text(out / "generation_speed.json", json.dumps(res, indent=1) + "\n")
-        atomic_write_text(out / "generation_speed.md", md + "\n")
-        from _index import write_index
-        write_index(out)
+        from _index import write_page
+        write_page(a.out, "generation_speed", res, md)
 
 
 if __name__ == "__main__":

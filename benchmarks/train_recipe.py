@@ -9,8 +9,8 @@ released `test_in_domain` prompts (greedy, the engine in fp32), scored with the 
 Format ACC. Recipes: full fine-tuning; LoRA on all layers; LoRA on the top N layers with the frozen lower layers'
 outputs computed once and reused (`SFTConfig.reuse_lower`); and learning-rate variants. The learning rate decays
 linearly over `--epochs` epochs, which the clock cuts short: a near-constant rate for every recipe alike.
-Run: .venv/bin/python benchmarks/train_recipe.py [--minutes 10] [--checkpoints 3] [--heldout 8] [--test 32]
-[--only full,lora_all,...] [--out reports/benchmarks]
+Run: .venv/bin/python benchmarks/train_recipe.py [--minutes 12] [--checkpoints 4] [--train 120] [--heldout 8]
+[--test 32] [--only full,lora_all,...] [--out reports/benchmarks]
 """
 import argparse, json, math, platform, shutil, tempfile, time
 from pathlib import Path
@@ -25,7 +25,7 @@ RECIPES = {
 }
 
 
-def data(n_heldout: int, n_test: int, seed: int = 0):
+def data(n_train: int | None, n_heldout: int, n_test: int, seed: int = 0):
     "(training prompts, held-out dev prompts, test instances, their released test prompts) of the released data."
     import random
     from toolpaper import sealtools as ST
@@ -34,7 +34,7 @@ def data(n_heldout: int, n_test: int, seed: int = 0):
     rel_dev = load("seal-tools:finetune/dev")
     order = list(range(len(dev))); random.Random(seed).shuffle(order)
     held = [dev[i] for i in order[:n_heldout]]
-    train = [dev[i] for i in order[n_heldout:]]
+    train = [dev[i] for i in order[n_heldout:]][:n_train]
     tr_ex = ST.released_examples(train, rel_dev, tools, "released")[0]
     ho_ex = ST.released_examples(held, rel_dev, tools, "released")[0]
     test = ST.subsample(load("seal-tools:test_in_domain"), n_test, seed, 3)
@@ -134,8 +134,9 @@ def main():
     import os
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="smollm2-135m-instruct")
-    ap.add_argument("--minutes", type=float, default=10)
-    ap.add_argument("--checkpoints", type=int, default=3)
+    ap.add_argument("--minutes", type=float, default=12)
+    ap.add_argument("--checkpoints", type=int, default=4)
+    ap.add_argument("--train", type=int, default=120, help="training prompts (dev instances), cycled for --epochs")
     ap.add_argument("--heldout", type=int, default=8)
     ap.add_argument("--test", type=int, default=32)
     ap.add_argument("--epochs", type=int, default=20)
@@ -143,7 +144,7 @@ def main():
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     torch.manual_seed(0)
-    tr_ex, ho_ex, test, te_ex = data(a.heldout, a.test)
+    tr_ex, ho_ex, test, te_ex = data(a.train, a.heldout, a.test)
     res = {"model": a.model, "threads": torch.get_num_threads(), "machine": f"{platform.machine()}, torch "
            f"{torch.__version__}", "minutes": a.minutes, "train_prompts": len(tr_ex), "heldout": len(ho_ex),
            "test": len(test), "load_start": [round(x, 2) for x in os.getloadavg()], "recipes": {}}
@@ -176,12 +177,8 @@ def main():
     md = markdown(res)
     print(md)
     if a.out:
-        from toolpaper.io import atomic_write_text
-        out = Path(a.out)
-        atomic_write_text(out / "train_recipe.json", json.dumps(res, indent=1) + "\n")
-        atomic_write_text(out / "train_recipe.md", md + "\n")
-        from _index import write_index
-        write_index(out)
+        from _index import write_page
+        write_page(a.out, "train_recipe", res, md)
 
 
 if __name__ == "__main__":

@@ -320,3 +320,21 @@ def test_bench_saves_item_by_item_counts_usage_across_resumes_and_builds_only_bm
     res = run_bench(cfg, _Counting(out / "predictions.jsonl"), out)
     assert (res["usage_this_session"]["requests"], res["usage"]["requests"]) == (2, 6)
     assert json.loads((out / "usage.json").read_text())["sessions"] == 2
+
+
+def test_constrained_bench_is_its_own_column_and_always_parses(tmp_path):
+    """`toolpaper bench seal --constrained`: every answer decoded under its candidates' answer schema parses (the tiny
+    random model's free answers do not), and the row says the run was constrained; without the flag nothing is."""
+    rows = {}
+    for flag in ([], ["--constrained"]):
+        out = tmp_path / ("on" if flag else "off")
+        r = subprocess.run([EXE, "-m", "toolpaper", "bench", "seal", "--model", "tiny-random-llama", "--data-dir",
+                            "sample", "--candidates", "gold", "--prompt", "toolpaper", "--limit", "3",
+                            "--max-tokens", "1200", "--out", str(out), "--no-progress", *flag],
+                           capture_output=True, text=True, cwd=ROOT)
+        assert r.returncode == 0, r.stderr[-2000:]
+        rows[bool(flag)] = json.loads((out / "metrics.json").read_text())
+        assert json.loads((out / "config.json").read_text())["run"]["constrained"] is bool(flag)
+    assert rows[True]["modes"]["compat"]["metrics"]["format_acc"] == 1.0
+    assert rows[False]["modes"]["compat"]["metrics"]["format_acc"] < 1.0
+    assert "constrained" in (tmp_path / "on" / "row.md").read_text()

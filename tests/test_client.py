@@ -8,6 +8,7 @@ class Stub(http.server.BaseHTTPRequestHandler):
     """Answers /v1/chat/completions; the user message picks the fault script: 'ok', '429', '500', 'slow',
     'truncated', 'nonjson' fail once then succeed; 'always500' and 'bad400' never succeed."""
     seen: dict = {}
+    bodies: list = []
     lock = threading.Lock()
 
     def log_message(self, *a): pass
@@ -17,12 +18,15 @@ class Stub(http.server.BaseHTTPRequestHandler):
         word = body["messages"][-1]["content"]
         with self.lock:
             n = self.seen[word] = self.seen.get(word, 0) + 1
+            self.bodies.append(body)
         fault = word.split("-")[0]
         first = n == 1
         if fault == "always500" or (fault == "500" and first): return self._send(500, b'{"error": {"message": "boom"}}')
         if fault == "429" and first:
             return self._send(429, b'{"error": {"message": "slow down"}}', {"retry-after": "0"})
         if fault == "bad400": return self._send(400, b'{"error": {"message": "bad request"}}')
+        if fault == "noschema" and "response_format" in body:       # a server without structured outputs
+            return self._send(400, b'{"error": {"message": "response_format json_schema is not supported"}}')
         if fault == "slow" and first: time.sleep(1.5)
         msg = {"role": "assistant", "content": f"answer to {word}"}
         if body.get("tools"):               # native function calling: the call comes back in tool_calls
@@ -53,7 +57,7 @@ class Stub(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture()
 def server():
-    Stub.seen = {}
+    Stub.seen, Stub.bodies = {}, []
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Stub)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{srv.server_address[1]}/v1"
@@ -154,3 +158,37 @@ def test_tools_are_sent_and_tool_calls_come_back_as_text(server):
     ]
     [text] = c.generate([{"messages": [{"role": "user", "content": "ok-tools"}], "tools": tools}], max_tokens=5)
     assert json.loads(native_calls(text)) == [{"api": "getWeather", "parameters": {"city": "Lima"}, "responses": []}]
+
+
+SCHEMA = {"type": "object", "properties": {"api": {"type": "string"}}, "required": ["api"]}
+
+
+def test_schema_goes_to_the_server_as_response_format(server):
+    c = client(server)
+    assert c.generate([[{"role": "user", "content": "ok-schema"}]], schema=SCHEMA) == ["answer to ok-schema"]
+    assert Stub.bodies[-1]["response_format"] == {
+        "type": "json_schema", "json_schema": {"name": "answer", "schema": SCHEMA, "strict": True}}
+    c.generate([[{"role": "user", "content": "ok-plain"}]])
+    assert "response_format" not in Stub.bodies[-1] and c.schema_refused is None
+
+
+def test_a_refused_schema_falls_back_with_a_warning(server):
+    c = client(server)
+    with pytest.warns(UserWarning, match="refused response_format"):
+        out = c.generate([[{"role": "user", "content": "noschema-1"}]], schema=SCHEMA)
+    assert out == ["answer to noschema-1"] and "response_format" not in Stub.bodies[-1]
+    assert c.schema_refused.startswith("BadRequestError") and c.usage.failures == 0
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                      # stated once: later requests go unconstrained quietly
+        assert c.generate([[{"role": "user", "content": "noschema-2"}]], schema=SCHEMA) == ["answer to noschema-2"]
+    assert sum("response_format" in b for b in Stub.bodies) == 1
+    bad = client(server).complete([[{"role": "user", "content": "bad400"}]], schema=SCHEMA, errors="return")[0]
+    assert isinstance(bad, LLMError)                        # other 400s are errors, not refusals
+
+
+def test_constrained_and_free_answers_are_cached_apart(server, tmp_path):
+    rec = RecordReplay(client(server), tmp_path / "r.jsonl")
+    conv = [{"role": "user", "content": "ok-cache"}]
+    rec.generate([conv]); rec.generate([conv], schema=SCHEMA); rec.generate([conv], schema=json.dumps(SCHEMA))
+    assert len((tmp_path / "r.jsonl").read_text().splitlines()) == 2      # the same schema written twice: one key

@@ -393,6 +393,8 @@ def _suite_options(b, suite: str) -> None:
         m = f.metadata
         kw: dict = {"default": None, "dest": f"opt_{f.name}"}
         kw["help"] = f"({suite}) {m.get('help')} (default: {f.default})"
+        if isinstance(f.default, bool):                      # a switch: given, it is True
+            b.add_argument(f"--{f.name.replace('_', '-')}", action="store_const", const=True, **kw); continue
         if m.get("choices"): kw["choices"] = list(m["choices"])
         else: kw["metavar"] = f.name.upper()
         if m.get("minimum") is not None: kw["type"] = positive_int if m["minimum"] >= 1 else count_int

@@ -69,17 +69,19 @@ PROMPT_ORIGINS: dict[str, tuple[str, dict]] = {}
 # %% ../nbs/12_client.ipynb
 @dataclass(frozen=True)
 class Params:
-    "Generation settings of one request."
+    "Generation settings of one request; `schema`: the canonical text of a JSON schema the answer must follow."
     max_tokens: int = 256
     stop: tuple = ()
     include_stop: bool = False
     temperature: float = 0.0
+    schema: str | None = None
 
     def key(self) -> dict:
-        "The settings that identify a request (stop and include_stop only when set)."
+        "The settings that identify a request (stop, include_stop and schema only when set)."
         k: dict[str, Any] = {"max_tokens": self.max_tokens, "temperature": self.temperature}
         if self.stop: k["stop"] = list(self.stop)
         if self.include_stop: k["include_stop"] = True
+        if self.schema: k["schema"] = self.schema
         return k
 
 # %% ../nbs/12_client.ipynb
@@ -140,15 +142,25 @@ class Client:
         temperature: float = 0.0,
         progress: bool = False,
         errors: str = "raise",
+        schema: dict | str | list | None = None,
     ) -> list:
         """One completion per prompt, in input order, each cut at the first of `stop` (kept with `include_stop`) and
-    continuing its prefix when `prefixes` are given; `errors='return'` returns failures in place of raising."""
+    continuing its prefix when `prefixes` are given; `schema`: a JSON schema every answer must follow, or a list of
+    them, one per prompt (the local engine enforces it while decoding, a server gets it as `response_format`);
+    `errors='return'` returns failures in place of raising."""
         if errors not in ("raise", "return"): raise ValueError(f"errors={errors!r}: expected 'raise' or 'return'")
         prompts = [check_prompt(p, i) for i, p in enumerate(prompts)]
         if prefixes is not None and len(prefixes) != len(prompts):
             raise ValueError(f"{len(prefixes)} prefixes for {len(prompts)} prompts")
+        from dataclasses import replace
+        from toolpaper.grammar import schema_text
+        schemas = schema if isinstance(schema, list) else [schema] * len(prompts)
+        if len(schemas) != len(prompts): raise ValueError(f"{len(schemas)} schemas for {len(prompts)} prompts")
         params = Params(int(max_tokens), tuple(stop or ()), bool(include_stop), float(temperature))
-        items = [(p, (prefixes[i] or "") if prefixes is not None else "", params) for i, p in enumerate(prompts)]
+        texts = {id(s): schema_text(s) for s in schemas}            # each distinct schema object checked once
+        items = [(p, (prefixes[i] or "") if prefixes is not None else "",
+                  replace(params, schema=texts[id(schemas[i])]) if schemas[i] is not None else params)
+                 for i, p in enumerate(prompts)]
         out = self._complete(items, progress) if items else []
         if errors == "raise":
             bad = next((r for r in out if isinstance(r, LLMError)), None)
@@ -230,7 +242,7 @@ class LocalClient(Client):
         for p, pre, par in items:
             text = self.render(p, pre)
             seed = int(hashlib.sha256(f"{self.seed}:{text}".encode()).hexdigest()[:8], 16)
-            reqs.append(Request(self.encode(p, pre), par.max_tokens, par.stop, par.temperature, seed))
+            reqs.append(Request(self.encode(p, pre), par.max_tokens, par.stop, par.temperature, seed, par.schema))
         outs = self.engine.generate(reqs, progress=progress)
         now, res = int(time.time()), []
         for (_, _, par), o in zip(items, outs):
@@ -296,6 +308,14 @@ def _retryable(e: Exception) -> bool:
     return type(e).__name__ in ("ValidationError", "JSONDecodeError")
 
 # %% ../nbs/12_client.ipynb
+def _refuses_schema(e: Exception) -> bool:
+    "Is `e` a server's refusal of `response_format` (a 400 / 422 that names it or JSON schemas), not another error?"
+    import openai
+    if not isinstance(e, (openai.BadRequestError, openai.UnprocessableEntityError)): return False
+    msg = str(e).lower()
+    return any(w in msg for w in ("response_format", "json_schema", "guided", "structured output"))
+
+# %% ../nbs/12_client.ipynb
 def _matched_stop(choice) -> str | None:
     for k in ("stop_reason", "matched_stop", "stopping_word"):
         v = getattr(choice, k, None)
@@ -359,6 +379,13 @@ class OpenAIClient(Client):
             prices,
         )
         self._rng = random.Random(seed)
+        self.schema_refused: str | None = None         # why the server refused `response_format` (then: sent without)
+
+    def _refuse_schema(self, e: Exception) -> None:
+        import warnings
+        self.schema_refused = f"{type(e).__name__}: {str(e)[:160]}"
+        warnings.warn(f"{self.model} at {self.base_url or 'the OpenAI API'} refused response_format "
+                      f"({self.schema_refused}); its answers are now generated without the schema", stacklevel=3)
 
     def wait(self, attempt: int) -> float:
         "Seconds to wait before retry `attempt` (0-based): exponential, capped, plus jitter."
@@ -377,8 +404,12 @@ class OpenAIClient(Client):
         kw = dict(
             model=self.model, max_tokens=par.max_tokens, temperature=par.temperature, stop=list(par.stop)[:4] or None
         )
+        fmt = None
+        if par.schema and not self.schema_refused:
+            spec = {"name": "answer", "schema": json.loads(par.schema), "strict": True}
+            fmt = {"response_format": {"type": "json_schema", "json_schema": spec}}
         if self.api == "completions":
-            r = self.client.completions.create(prompt=prompt + prefix, **kw)
+            r = self.client.completions.create(prompt=prompt + prefix, extra_body=fmt, **kw)
             ch = check_response(r, "completions")
             return r, ch, ch.text
         tools = prompt["tools"] if isinstance(prompt, dict) else None
@@ -386,6 +417,7 @@ class OpenAIClient(Client):
             [{"role": "assistant", "content": prefix}] if prefix else []
         )
         extra = {"continue_final_message": True, "add_generation_prompt": False} if prefix else None
+        if fmt: extra = {**(extra or {}), **fmt}
         if tools is not None: kw["tools"] = tools
         r = self.client.chat.completions.create(messages=msgs, extra_body=extra, **kw)
         msg = check_response(r, "chat").message
@@ -407,12 +439,18 @@ class OpenAIClient(Client):
         for attempt in range(self.max_retries + 1):
             self.usage.add(requests=1, retries=int(attempt > 0))
             t0 = time.perf_counter()
-            try:
-                r, ch, text = self._request(prompt, prefix, par)
-            except Exception as e:
-                last = e
+            err = None
+            try: r, ch, text = self._request(prompt, prefix, par)
+            except Exception as e: err = e
+            if err is not None and par.schema and not self.schema_refused and _refuses_schema(err):
+                self._refuse_schema(err)                   # stated once; this and later requests go unconstrained
+                err = None
+                try: r, ch, text = self._request(prompt, prefix, par)
+                except Exception as e: err = e
+            if err is not None:
+                last = err
                 self.usage.add(seconds=time.perf_counter() - t0)
-                if not _retryable(e) or attempt == self.max_retries: break
+                if not _retryable(err) or attempt == self.max_retries: break
                 time.sleep(self.wait(attempt)); continue
             u = getattr(r, "usage", None)
             pt, ct = (getattr(u, "prompt_tokens", 0) or 0, getattr(u, "completion_tokens", 0) or 0) if u else (0, 0)

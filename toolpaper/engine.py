@@ -56,12 +56,14 @@ def check_context(reqs, limit: int | None) -> None:
 # %% ../nbs/11_engine.ipynb
 @dataclass
 class Request:
-    "One prompt (token ids) to complete."
+    """One prompt (token ids) to complete; `schema` (canonical JSON text, `toolpaper.grammar.schema_text`): the answer
+    must be a JSON document of that schema (the fast engine masks every other token)."""
     ids: list[int]
     max_new_tokens: int = 256
     stop: tuple = ()
     temperature: float = 0.0
     seed: int = 0
+    schema: str | None = None
 
 # %% ../nbs/11_engine.ipynb
 @dataclass
@@ -195,7 +197,7 @@ class Engine:
     """Continuous-batching greedy / sampled generation for a causal LM: up to `slots` sequences decode together over a
     preallocated key/value cache, and finished prompts' keys and values are kept in a prefix cache for reuse."""
     def __init__(self, model, tok, slots: int = 16, prefix_cache_mb: int = 2048, prefill_chunk: int = 2048,
-                 precision: str = "auto", draft: int = 8, step_tokens: int = 16):
+                 precision: str = "auto", draft: int = 8, step_tokens: int = 16, grammar: str = "xgrammar"):
         import torch
         why = engine_support(model)
         if why: raise ValueError(f"the fast engine cannot run this model: {why}")
@@ -225,7 +227,15 @@ class Engine:
         self.kv = None
         self.cancel = None          # a threading.Event: when set, generate stops between steps with a RuntimeError
         self.q8 = self._quantize() if precision == "int8" else None
+        self.grammar, self._grammars = grammar, None      # schema constraints: built on the first request with one
         self._torch = torch
+
+    def grammars(self):
+        "The schema matchers of this model's tokenizer and vocabulary (`toolpaper.grammar.Grammars`), built once."
+        if self._grammars is None:
+            from toolpaper.grammar import Grammars
+            self._grammars = Grammars(self.tok, self.lm.lm_head.out_features, self.eos, self.grammar)
+        return self._grammars
 
     def _quantize(self):
         q8 = []
@@ -327,11 +337,15 @@ def _step(self, toks, pos, lens):
 Engine._step = _step
 
 # %% ../nbs/11_engine.ipynb
-def _pick(self, logits, req: Request, gen) -> int:
+def _pick(self, logits, req: Request, gen, con=None) -> int:
+    "The next token from `logits` (greedy, or sampled at the request's temperature); `con`: its schema's matcher."
     torch = self._torch
+    if con is not None: logits = con.mask(logits)
     if req.temperature and req.temperature > 0:
-        return int(torch.multinomial(torch.softmax(logits.float() / req.temperature, dim=-1), 1, generator=gen))
-    return int(torch.argmax(logits))
+        t = int(torch.multinomial(torch.softmax(logits.float() / req.temperature, dim=-1), 1, generator=gen))
+    else: t = int(torch.argmax(logits))
+    if con is not None and t not in self.eos: con.accept(t)
+    return t
 
 # %% ../nbs/11_engine.ipynb
 def _drafts(self, live: list[dict], reqs: Sequence[Request]) -> list[list[int]]:
@@ -342,7 +356,7 @@ def _drafts(self, live: list[dict], reqs: Sequence[Request]) -> list[list[int]]:
         room = r.max_new_tokens - len(s["new"])
         out.append(
             []
-            if k <= 0 or r.temperature or room <= 1
+            if k <= 0 or r.temperature or room <= 1 or s["con"] is not None      # constrained: one token a step
             else lookup_draft(np.concatenate([s["ids"], np.asarray(s["new"], dtype=np.int64)]), min(k, room - 1))
         )
     return out
@@ -363,8 +377,9 @@ def _admit(self, reqs: Sequence[Request], i: int, live: list[dict]) -> None:
     st.prefill_seconds += time.perf_counter() - t0
     st.prefilled_tokens += len(ids) - n; st.reused_tokens += n; st.prompt_tokens += len(ids); st.requests += 1
     gen = torch.Generator().manual_seed(r.seed) if r.temperature else None
-    live.append({"i": i, "ids": ids, "new": [], "pos": len(ids), "gen": gen, "reused": n, "acc": [],
-                 "next": self._pick(logits, r, gen)})
+    con = self.grammars().matcher(r.schema) if r.schema else None
+    live.append({"i": i, "ids": ids, "new": [], "pos": len(ids), "gen": gen, "reused": n, "acc": [], "con": con,
+                 "next": self._pick(logits, r, gen, con)})
 
 # %% ../nbs/11_engine.ipynb
 def _retire(self, live: list[dict], b: int, reason: str, tokens: list[int], out: list) -> None:
@@ -424,7 +439,7 @@ def _decode_round(self, live: list[dict], reqs: Sequence[Request]) -> None:
             while a < len(d) and d[a] == best[a]: a += 1
             s["acc"], s["next"] = d[:a], best[a]
             st.draft_tokens += len(d); st.accepted_tokens += a
-        else: s["acc"], s["next"] = [], self._pick(logits[b, 0], r, s["gen"])
+        else: s["acc"], s["next"] = [], self._pick(logits[b, 0], r, s["gen"], s["con"])
         s["pos"] += 1 + len(s["acc"])
         st.generated_tokens += 1 + len(s["acc"])
     st.decode_seconds += time.perf_counter() - t0
@@ -477,6 +492,9 @@ class HFEngine:
         import torch
         from tqdm.auto import tqdm
         reqs = list(reqs)
+        if any(r.schema for r in reqs):
+            raise ValueError("schema-constrained requests run on the fast engine (engine='fast' or 'auto' on a "
+                             "Llama-layout model); the transformers reference path takes none")
         check_context(reqs, context_length(self.model))
         out: list[Output | None] = [None] * len(reqs)
         groups: dict[tuple, list[int]] = {}

@@ -13,13 +13,14 @@ from .config import Profiled
 from .schema import PARAM_TYPES, fits_type
 
 # %% auto 0
-__all__ = ['PROMPT_VERSION', 'TOOL_TEMPLATE', 'RELEASE_STR', 'RELEASE_INT', 'RELEASE_FLOAT', 'SENSITIVE', 'RULES', 'StageFile',
-           'run_stage', 'read_reply', 'read_names', 'stage_prompt', 'prompt_origin', 'prompt_fields',
-           'prompt_subfields', 'prompt_tools', 'prompt_backfill', 'prompt_single', 'prompt_query', 'prompt_combo',
-           'prompt_multi', 'prompt_deer_examples', 'prompt_deer_filter', 'prompt_deer_check', 'read_yes_no',
-           'check_tool', 'check_calls', 'execution_env', 'execution_problems', 'rule_value', 'sensitive_values',
-           'program_call', 'SealGenConfig', 'GenResult', 'name_duplicate', 'dedup_tools', 'StageYield', 'generate_seal',
-           'DeerGenConfig', 'generate_deer', 'YieldExpConfig', 'dataset_shape', 'generated_set']
+__all__ = ['PROMPT_VERSION', 'TOOL_TEMPLATE', 'ANSWER_SCHEMAS', 'RELEASE_STR', 'RELEASE_INT', 'RELEASE_FLOAT', 'SENSITIVE',
+           'RULES', 'YIELD_MODES', 'StageFile', 'run_stage', 'read_reply', 'read_names', 'stage_prompt',
+           'prompt_origin', 'prompt_fields', 'prompt_subfields', 'prompt_tools', 'prompt_backfill', 'prompt_single',
+           'prompt_query', 'prompt_combo', 'prompt_multi', 'prompt_deer_examples', 'prompt_deer_filter',
+           'prompt_deer_check', 'read_yes_no', 'answer_schema', 'check_tool', 'check_calls', 'execution_env',
+           'execution_problems', 'rule_value', 'sensitive_values', 'program_call', 'SealGenConfig', 'GenResult',
+           'name_duplicate', 'dedup_tools', 'StageYield', 'generate_seal', 'DeerGenConfig', 'generate_deer',
+           'YieldExpConfig', 'run_yield', 'yield_table', 'dataset_shape', 'generated_set']
 
 # %% ../nbs/13_generate.ipynb
 class StageFile:
@@ -310,6 +311,74 @@ def read_yes_no(text: str) -> bool | None:
     return None if m is None else m.group(1).lower() == "yes"
 
 # %% ../nbs/13_generate.ipynb
+def _names(n: int | None = None) -> dict:
+    s = {"type": "array", "items": {"type": "string", "minLength": 2, "maxLength": 60}, "minItems": 1}
+    return s | ({"maxItems": n} if n else {})
+
+# %% ../nbs/13_generate.ipynb
+def _field(types=PARAM_TYPES) -> dict:
+    return {"type": "object", "properties": {"type": {"enum": list(types)},
+                                             "description": {"type": "string", "maxLength": 300}},
+            "required": ["type", "description"], "additionalProperties": False}
+
+# %% ../nbs/13_generate.ipynb
+def _args(tool: dict, values: str = "string") -> dict:
+    "The parameters object of a call of `tool` (a tool dict in the pipeline's layout), every value text."
+    ps = tool.get("parameters") or {}
+    return {"type": "object", "properties": {k: {"type": values, "maxLength": 120} for k in ps},
+            "required": [k for k in tool.get("required", []) if k in ps], "additionalProperties": False}
+
+# %% ../nbs/13_generate.ipynb
+_TOOL = {"type": "object", "properties": {
+    "api_name": {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9_]{2,50}$"},
+    "api_description": {"type": "string", "maxLength": 300},
+    "parameters": {"type": "object", "additionalProperties": _field(), "maxProperties": 6},
+    "required": {"type": "array", "items": {"type": "string"}, "maxItems": 6},
+    "responses": {"type": "object", "additionalProperties": _field(), "minProperties": 1, "maxProperties": 4}},
+    "required": ["api_name", "api_description", "parameters", "required", "responses"], "additionalProperties": False}
+
+_QUERY = {"type": "string", "minLength": 10, "maxLength": 400}
+
+ANSWER_SCHEMAS: dict[str, Callable[..., dict]] = {
+    "fields": lambda n: _names(n),
+    "subfields": lambda field, n: _names(n),
+    "tools": lambda field, subfield, n, avoid=(): {"type": "array", "items": _TOOL, "minItems": 1, "maxItems": n},
+    "backfill": lambda tools: {"type": "object", "properties": {
+        t["api_name"]: {"type": "object", "properties": {k: {"type": "string", "maxLength": 80}
+                                                         for k in t["parameters"]},
+                        "required": list(t["parameters"]), "additionalProperties": False} for t in tools},
+        "required": [t["api_name"] for t in tools], "additionalProperties": False},
+    "single": lambda tool, fixed: {"type": "object", "properties": {"query": _QUERY, "parameters": _args(tool)},
+                                   "required": ["query", "parameters"], "additionalProperties": False},
+    "query": lambda tool, arguments: {"type": "object", "properties": {"query": _QUERY}, "required": ["query"],
+                                      "additionalProperties": False},
+    "combos": lambda candidates, max_tools: {"type": "array", "items": {"enum": [t["api_name"] for t in candidates]},
+                                             "minItems": 2, "maxItems": max_tools},
+    "multi": lambda tools, plan, fixed: {"type": "object", "properties": {"query": _QUERY, "calling": {
+        "type": "array", "minItems": len(plan), "maxItems": len(plan), "items": {"anyOf": [
+            {"type": "object", "properties": {"api": {"const": t["api_name"]}, "parameters": _args(t)},
+             "required": ["api", "parameters"], "additionalProperties": False} for t in tools]}}},
+        "required": ["query", "calling"], "additionalProperties": False},
+    "deer_examples": lambda tool, n=10: {"type": "object", "properties": {
+        "api_function": {"type": "string", "maxLength": 300},
+        "examples": {"type": "array", "minItems": 1, "maxItems": n, "items": {
+            "type": "object", "properties": {"query": _QUERY, "call": {"type": "string", "maxLength": 300}},
+            "required": ["query", "call"], "additionalProperties": False}}},
+        "required": ["api_function", "examples"], "additionalProperties": False},
+    "deer_filter": lambda tool, examples: {"type": "array", "maxItems": len(examples),
+                                           "items": {"type": "integer", "minimum": 0, "maximum": len(examples) - 1}},
+    "deer_check": lambda signature, query, call: {"enum": ["YES", "NO"]},
+}
+
+# %% ../nbs/13_generate.ipynb
+def answer_schema(messages: list[dict]) -> dict | None:
+    "The JSON schema of the answer a pipeline prompt asks for (None for a prompt this process did not build)."
+    got = prompt_origin(messages[-1]["content"])
+    if got is None: return None
+    stage, args = got
+    return ANSWER_SCHEMAS[stage](**args) if stage in ANSWER_SCHEMAS else None
+
+# %% ../nbs/13_generate.ipynb
 def check_tool(
     d: Any, field: str, subfield: str, allow_no_params: bool = True
 ) -> tuple[dict | None, list[str], list[str]]:
@@ -521,6 +590,9 @@ class SealGenConfig:
     values: str = "program"
     # value rules: "release" (ids, times, dates, timestamps, e-mails, IPs; numbers, booleans) or "toolpaper"
     rules: str = "release"
+    # each request carries its answer's JSON schema (`answer_schema`), enforced by the client; False: the release's
+    # free-text answers
+    constrained: bool = False
     seed: int = 0
 
 # %% ../nbs/13_generate.ipynb
@@ -551,8 +623,10 @@ def _ask(client, stage: StageFile, jobs: list[tuple[str, list[dict], Any]], cfg,
     )
     for i in range(0, len(todo), max(1, cfg.chunk)):                  # record each chunk as soon as it is answered
         part = todo[i:i + max(1, cfg.chunk)]
+        schema = [answer_schema(m) for _, m, _ in part] if getattr(cfg, "constrained", False) else None
         res = client.complete(
-            [m for _, m, _ in part], max_tokens=cfg.max_tokens, temperature=cfg.temperature, errors="return"
+            [m for _, m, _ in part], max_tokens=cfg.max_tokens, temperature=cfg.temperature, errors="return",
+            schema=schema,
         )
         for (key, _, ctx), r in zip(part, res):
             attempt = stage.attempts.get(key, 0) + 1
@@ -1058,6 +1132,7 @@ class DeerGenConfig:
     max_attempts: int = 3
     # keep only pairs whose call the tool environment accepts (types from the signature)
     execute: bool = True
+    constrained: bool = False             # each request carries its answer's JSON schema (see SealGenConfig)
 
 # %% ../nbs/13_generate.ipynb
 def _check_deer_pair(e: Any, name: str, params, env=None) -> str | None:
@@ -1240,6 +1315,28 @@ class YieldExpConfig(Profiled):
     def seal_config(self, fields: list[str] | None) -> SealGenConfig:
         "The run's `SealGenConfig`: `fields` seeded (None: the model names `seal.n_fields`), the experiment's seed."
         return replace(self.seal, fields=fields, n_fields=self.n_fields or self.seal.n_fields, seed=self.seed)
+
+# %% ../nbs/13_generate.ipynb
+YIELD_MODES = ("free", "constrained")
+
+def run_yield(client, seal: SealGenConfig, deer: DeerGenConfig, deer_seeds: Sequence[dict], work,
+              modes: Sequence[str] = YIELD_MODES) -> dict[str, tuple[GenResult, GenResult]]:
+    "{mode: (Seal-Tools result, DEER result)}: both pipelines per decoding mode, in `work/generated[_constrained]`."
+    out = {}
+    for mode in modes:
+        if mode not in YIELD_MODES: raise ValueError(f"decoding mode {mode!r}: choose {', '.join(YIELD_MODES)}")
+        c = mode == "constrained"
+        folder = Path(work) / ("generated_constrained" if c else "generated")
+        out[mode] = (generate_seal(client, folder, replace(seal, constrained=c)),
+                     generate_deer(client, deer_seeds, folder, replace(deer, constrained=c)))
+    return out
+
+# %% ../nbs/13_generate.ipynb
+def yield_table(runs: dict, pipeline: str = "seal") -> pd.DataFrame:
+    "Per-stage yields of one pipeline ('seal' or 'deer') in every decoding mode of `runs`, a `decoding` column first."
+    k = {"seal": 0, "deer": 1}[pipeline]
+    return pd.concat([r[k].yields.assign(decoding=m) for m, r in runs.items()], ignore_index=True).pipe(
+        lambda d: d[["decoding"] + [c for c in d.columns if c != "decoding"]])
 
 # %% ../nbs/13_generate.ipynb
 def dataset_shape(tools: Sequence, instances: Sequence) -> dict:

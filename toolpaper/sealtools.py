@@ -22,7 +22,8 @@ __all__ = ['METRIC_COLS', 'CI_KEYS', 'PAPER_SEAL', 'MODELS', 'CANDIDATES', 'SETT
            'subsample', 'candidates', 'released_gold_coverage', 'seal_examples', 'released_examples', 'score_setting',
            'paper_rows', 'SealExpConfig', 'SealRun', 'make_retrievers', 'train_examples', 'gold_examples',
            'setting_label', 'seal_prompts', 'run_seal_experiment', 'seal_table', 'error_taxonomy', 'param_by_kind',
-           'plot_param_by_kind', 'plot_taxonomy', 'native_calls', 'SealOptions', 'SealPredictor', 'seal_quotes']
+           'plot_param_by_kind', 'plot_taxonomy', 'native_calls', 'seal_answer_schema', 'SealOptions', 'SealPredictor',
+           'seal_quotes']
 
 # %% ../nbs/14_sealtools.ipynb
 def subsample(instances: Sequence[Instance], n: int | None, seed: int = 0, min_nested: int = 0) -> list[Instance]:
@@ -586,6 +587,25 @@ def native_calls(text: str) -> str:
     return json.dumps(calls, ensure_ascii=False) if calls else (text or "")
 
 # %% ../nbs/14_sealtools.ipynb
+def seal_answer_schema(tools: Sequence[Tool], max_calls: int = 8, max_value: int = 60) -> dict:
+    """The JSON schema of an answer calling some of `tools`: a list of 1..`max_calls` calls in the released layout,
+    text values at most `max_value` characters."""
+    from toolpaper.schema import JSON_TYPES, canonical_type
+
+    def value(p) -> dict:
+        t, s = JSON_TYPES.get(canonical_type(p.type) or "str", "string"), {"type": "string", "maxLength": max_value}
+        return s if t == "string" else {"anyOf": [{"type": t}, s]}
+
+    calls = [{"type": "object",
+              "properties": {"api": {"const": t.name},
+                             "parameters": {"type": "object", "properties": {p.name: value(p) for p in t.parameters},
+                                            "required": t.required, "additionalProperties": False},
+                             "responses": {"type": "array", "maxItems": max(1, len(t.responses)),
+                                           "items": {"type": "string", "pattern": "^API_call_[0-9]{1,2}$"}}},
+              "required": ["api", "parameters", "responses"], "additionalProperties": False} for t in tools]
+    return {"type": "array", "minItems": 1, "maxItems": max_calls, "items": {"anyOf": calls}}
+
+# %% ../nbs/14_sealtools.ipynb
 @dataclass
 class SealOptions(Options):
     "The Seal-Tools suite's options."
@@ -595,6 +615,8 @@ class SealOptions(Options):
     dense_model: str = option("all-minilm-l6-v2", "sentence encoder for --candidates dense (a DPR folder works)")
     prompt: str = option("released", "prompt layout: the authors', the project's, or the model's native tool template",
                          choices=("released", "toolpaper", "native"))
+    constrained: bool = option(False, "decode each answer under its candidates' answer schema (structured outputs); "
+                                      "Format ACC then measures the constraint, not the model")
 
 # %% ../nbs/14_sealtools.ipynb
 class SealPredictor:
@@ -637,7 +659,10 @@ class SealPredictor:
                 for x, ns in zip(chunk, names)
             ]
         else: prompts = [e.messages for e in ex]
-        outs = self.client.generate(prompts, max_tokens=cfg.max_tokens)
+        # at most as many calls as candidates (two at least): a bound the answer's length needs under a schema
+        schema = [seal_answer_schema([self.by_name[n] for n in ns if n in self.by_name], max_calls=max(2, len(ns)))
+                  for ns in names] if cfg.constrained else None
+        outs = self.client.generate(prompts, max_tokens=cfg.max_tokens, schema=schema)
         if cfg.prompt == "native": outs = [native_calls(o) for o in outs]
         return [{"id": x.id, "output": o, "candidates": n} for x, o, n in zip(chunk, outs, names)]
 
@@ -679,5 +704,5 @@ SEAL_SUITE = register(Suite(
     name="seal", title="Seal-Tools", splits=("test_in_domain", "test_out_domain", "dev"), gold_type=Instance,
     load=_seal_load, draw=_seal_draw, predictor=SealPredictor, score=_seal_scores, boot=_seal_boot,
     headline=SEAL_HEADLINE, quotes=seal_quotes, read_gold=_seal_read_gold, options=SealOptions, max_tokens=512,
-    row_options=("candidates", "prompt"),
+    row_options=("candidates", "prompt", "constrained"), legacy={"constrained": False},
 ))

@@ -104,6 +104,22 @@ def _chat_prompt(b: dict):
     return check_prompt({"messages": msgs, "tools": b["tools"]} if b.get("tools") else msgs, 0), prefix
 
 # %% ../nbs/21_serve.ipynb
+def _schema(b: dict) -> str | None:
+    """The JSON schema a request's `response_format` asks for (canonical text), None without one; a ValueError naming
+    the field for a malformed one. `{"type": "json_object"}` asks for any JSON object."""
+    from toolpaper.grammar import schema_text
+    rf = b.get("response_format")
+    if rf is None: return None
+    if not isinstance(rf, dict) or rf.get("type") not in ("text", "json_object", "json_schema"):
+        raise ValueError("response_format must be an object with type 'text', 'json_object' or 'json_schema'")
+    if rf["type"] == "text": return None
+    if rf["type"] == "json_object": return schema_text({"type": "object"})
+    js = rf.get("json_schema")
+    if not isinstance(js, dict) or not isinstance(js.get("schema"), dict):
+        raise ValueError("response_format.json_schema.schema must be a JSON schema object")
+    return schema_text(js["schema"])
+
+# %% ../nbs/21_serve.ipynb
 def read_request(b: dict, client, chat: bool = True) -> list[tuple]:
     """The `(prompt, prefix, Params)` items of a request body `b` to `client`, every field checked; a ValueError that
     says what is wrong (and, for `max_tokens` past the context, how many new tokens fit)."""
@@ -112,6 +128,7 @@ def read_request(b: dict, client, chat: bool = True) -> list[tuple]:
     asked = _number(b, "max_completion_tokens", None, 1, 2 ** 63, True)
     asked = _number(b, "max_tokens", asked, 1, 2 ** 63, True) if asked is None else asked
     t = float(_number(b, "temperature", 0.0, 0.0, 2.0))
+    schema = _schema(b)                  # response_format: the local engine decodes under the schema
     if chat: items = [_chat_prompt(b)]
     else:
         ps = b.get("prompt")
@@ -128,7 +145,7 @@ def read_request(b: dict, client, chat: bool = True) -> list[tuple]:
                 f"max_tokens {asked if asked is not None else 'default'} is too large: the prompt has {n} tokens and "
                 f"the model's context is {limit} tokens, so at most {max(0, room)} new tokens fit"
             )
-        out.append((prompt, prefix, Params(asked or min(256, room), _stops(b.get("stop")), True, t)))
+        out.append((prompt, prefix, Params(asked or min(256, room), _stops(b.get("stop")), True, t, schema)))
     return out
 
 # %% ../nbs/21_serve.ipynb
