@@ -175,13 +175,16 @@ class DeerExpConfig(Profiled):
             answer_tokens=8,
             train=dict(max_steps=2, batch_size=2),
         ),
+        # the claims' sizes: each strategy adapter (and the retention control) on 600 samples, 200 items per evaluation
+        # set and 200 retention queries, the 4-shot baseline only (the claims compare against it)
         "cpu": dict(
-            train_n=200,
+            train_n=600,
             ratios=((2, 1, 2),),
-            valid_n=40,
-            test_n=40,
+            valid_n=200,
+            test_n=200,
             baseline_n=40,
-            retention_n=40,
+            retention_n=200,
+            shots=(4,),
             train=dict(batch_size=1),
         ),
         "paper": dict(

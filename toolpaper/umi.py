@@ -47,6 +47,8 @@ class UmiExpConfig(Profiled):
     wo_reuse: bool = True
     # released ToolBench out-of-domain dialogues every method is also scored on (None: all 400; 0: none)
     ood_n: int | None = 4
+    # held-out dialogues the real-time pass rate runs on, the first of the test set (None: all of them)
+    realtime_n: int | None = None
     seed: int = 0
     PROFILES: ClassVar[dict] = {
         # the paper's GLPFT schedule, two steps per stage
@@ -58,7 +60,9 @@ class UmiExpConfig(Profiled):
             glpft=GLPFTConfig(max_steps=2, batch_size=2),
             max_new_tokens=(12, 12, 12),
         ),
-        "cpu": {},
+        # ten times the earlier cpu run's 8 training trajectories; 50 held-out dialogues (about 200 steps, the claims'
+        # minimum); the real-time pass rate on 20 of them
+        "cpu": dict(train_n=80, test_n=50, scaling=(20, 40, 80), ood_n=20, realtime_n=20),
         "paper": dict(
             model="meta-llama/Llama-2-7b-chat-hf",
             train_n=None,
@@ -279,7 +283,8 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
             row = _umi_step_row(ag, m, n, test, cfg, work, names)
             results.append(row)
             if n == main_n:                 # real-time runs for the main comparison only (Figure 4 is step-level)
-                grp_rows, rt = _umi_realtime(ag, m, test, tools, cfg, inst_by_id, row)
+                rt_test = test[: cfg.realtime_n] if cfg.realtime_n is not None else test
+                grp_rows, rt = _umi_realtime(ag, m, rt_test, tools, cfg, inst_by_id, row)
                 groups += grp_rows
                 if ood: ood_rows += _umi_ood_rows(ag, m, ood, cfg)
                 cost.append(_umi_cost_row(m, trained[m], rt))
