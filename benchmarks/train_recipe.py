@@ -70,12 +70,15 @@ def train_recipe(name: str, over: dict, exs, model: str, minutes: float, n_ck: i
     return {"info": info, "checkpoints": clock.saved, "folder": cfg.output_dir, "wall_s": time.perf_counter() - t0}
 
 
-def _full(folder: Path, model: str) -> bool:
-    "Is the checkpoint a whole model (full fine-tuning)? Then it gets the base model's tokenizer files, to load alone."
-    if (folder / "adapter_config.json").exists(): return False
+def is_full(folder: Path) -> bool:
+    "Is the checkpoint a whole model (full fine-tuning) rather than an adapter?"
+    return not (folder / "adapter_config.json").exists()
+
+
+def add_tokenizer(folder: Path, model: str) -> None:
+    "Give a whole-model checkpoint the base model's tokenizer files, so it loads alone."
     from toolpaper.models import load_tokenizer
     load_tokenizer(model).save_pretrained(folder)
-    return True
 
 
 def checkpoint_losses(model: str, run: dict, held) -> list[dict]:
@@ -84,7 +87,8 @@ def checkpoint_losses(model: str, run: dict, held) -> list[dict]:
     out = []
     for ck in run["checkpoints"]:
         folder = Path(run["folder"]) / f"checkpoint-{ck['step']}"
-        full = _full(folder, model)
+        full = is_full(folder)
+        if full: add_tokenizer(folder, model)
         m, tok = load_model(str(folder) if full else model, adapter=None if full else str(folder), device="cpu",
                             dtype=torch.float32)
         out.append({**ck, "heldout loss": round(eval_loss(m, tok, held, 1536), 4)})
@@ -176,7 +180,8 @@ def main():
         run = train_recipe(name, RECIPES[name], tr_ex, a.model, a.minutes, a.checkpoints, a.epochs, work)
         curve = checkpoint_losses(a.model, run, ho_ex)
         last = Path(run["folder"]) / f"checkpoint-{run['checkpoints'][-1]['step']}"
-        full = _full(last, a.model)
+        full = is_full(last)
+        if full: add_tokenizer(last, a.model)
         task = task_metrics(str(last), str(last), True, test, te_ex) if full else \
             task_metrics(a.model, str(last), False, test, te_ex)
         outs = task.pop("outputs")

@@ -5,6 +5,7 @@
 # %% ../nbs/91_claims.ipynb 3
 from __future__ import annotations
 import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
@@ -65,11 +66,9 @@ def resample(suite: str, items: list[dict], metric: str, mode: str = "compat", n
     def draws(rng, n):
         if suite == "values":
             x = np.array([it["values"].get(metric, np.nan) for it in items], dtype=float)
-            with np.errstate(invalid="ignore"):
-                import warnings
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", RuntimeWarning)
-                    return np.nanmean(x[rng.integers(0, len(x), (n, len(x)))], 1)
+            with warnings.catch_warnings():                  # an all-NaN draw: "mean of empty slice"
+                warnings.simplefilter("ignore", RuntimeWarning)
+                return np.nanmean(x[rng.integers(0, len(x), (n, len(x)))], 1)
         from toolpaper.suites import get_suite
         got = get_suite(suite).boot(items, rng, n, mode)
         if metric not in got: raise KeyError(f"suite {suite!r} has no metric {metric!r}; it has {sorted(got)}")

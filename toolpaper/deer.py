@@ -320,9 +320,9 @@ def _save_deer_outputs(work: Path, name: str, evalset: str, samples, outs) -> No
 
 # %% ../nbs/15_deer.ipynb
 def _deer_evaluate(gen, name: str, sets: dict, cfg: DeerExpConfig, work: Path, demos=(),
-                   progress: bool = False) -> list:
+                   progress: bool = False, condition: str | None = None) -> list:
     """Generate-and-score stage: the two-round protocol on each evaluation set; metric rows of both modes (the per-item
-    scores go to `scored.json` as `<name>@<set>`, for the claims ledger)."""
+    scores go to `scored.json` as `<condition>@<set>`, for the claims ledger; `condition` defaults to `name`)."""
     from toolpaper.claims import save_scored
     from toolpaper.metrics import deer_scores
     rows = []
@@ -332,7 +332,7 @@ def _deer_evaluate(gen, name: str, sets: dict, cfg: DeerExpConfig, work: Path, d
         )
         _save_deer_outputs(work, name, ev, samples, outs)
         rows.extend(_metric_row(outs, samples, name, ev, mode) for mode in ("compat", "strict"))
-        save_scored(work, f"{name}@{ev}", "deer", {m: deer_scores(outs, list(samples), m)["items"]
+        save_scored(work, f"{condition or name}@{ev}", "deer", {m: deer_scores(outs, list(samples), m)["items"]
                                                    for m in ("compat", "strict")})
     return rows
 
@@ -350,7 +350,9 @@ def _deer_base(dd, evals: dict, ret_q: list, cfg: DeerExpConfig, work: Path, pro
         for trial in range(cfg.shot_trials):
             demos = demonstrations(dd.train, n, trial, compact=cfg.compact_demos, style=cfg.prompt_style)
             name = f"base {n}-shot" + (f" (trial {trial})" if cfg.shot_trials > 1 else "")
-            rows += _deer_evaluate(base, name, evals, cfg, work, demos, progress)
+            # the claims compare against the first draw of demonstrations, under the plain name
+            rows += _deer_evaluate(base, name, evals, cfg, work, demos, progress,
+                                   condition=f"base {n}-shot" if trial == 0 else name)
     stages.release(base)
     return rows, refs
 

@@ -10,7 +10,7 @@ from .io import atomic_write_text, cache_root
 
 # %% auto 0
 __all__ = ['UNITS', 'PRODUCT', 'TRAIN_BF16_GAIN', 'GEN_PRECISIONS', 'cpu_flags', 'cpu_name', 'measure_product', 'machine_key',
-           'machine_profile', 'train_bf16', 'gen_precision']
+           'machine_profile', 'cpu_bf16_fast', 'train_bf16', 'gen_precision']
 
 # %% ../nbs/10_precision.ipynb
 UNITS = {"bf16": ("avx512_bf16", "amx_bf16"), "int8": ("avx512_vnni", "avx_vnni", "amx_int8")}
@@ -91,9 +91,16 @@ def machine_profile(refresh: bool = False, seconds: float = 0.25) -> dict:
 # %% ../nbs/10_precision.ipynb
 TRAIN_BF16_GAIN = 1.5
 
+def cpu_bf16_fast(profile: dict | None = None) -> bool:
+    "Does this CPU run bf16 fast? bf16 units in its flags *and* a measured bf16 product ≥ `TRAIN_BF16_GAIN` × fp32."
+    prof = profile or machine_profile()
+    g = prof["gflops"]
+    return any(f in prof["machine"]["flags"] for f in UNITS["bf16"]) and g["bf16"] >= TRAIN_BF16_GAIN * g["fp32"]
+
+# %% ../nbs/10_precision.ipynb
 def train_bf16(profile: dict | None = None, env=None) -> bool:
     """Does `auto` train in bf16 here? The environment's `TOOLPAPER_TRAIN_PRECISION` if set; bf16 on a GPU that supports
-    it; on a CPU, bf16 units and a measured bf16 product ≥ `TRAIN_BF16_GAIN` × fp32."""
+    it; on a CPU, when `cpu_bf16_fast`."""
     e = os.environ if env is None else env
     forced = e.get("TOOLPAPER_TRAIN_PRECISION", "")
     if forced:
@@ -101,17 +108,14 @@ def train_bf16(profile: dict | None = None, env=None) -> bool:
         return forced == "bf16"
     import torch
     if profile is None and torch.cuda.is_available(): return torch.cuda.is_bf16_supported()
-    prof = profile or machine_profile()
-    units = any(f in prof["machine"]["flags"] for f in UNITS["bf16"])
-    g = prof["gflops"]
-    return units and g["bf16"] >= TRAIN_BF16_GAIN * g["fp32"]
+    return cpu_bf16_fast(profile)
 
 # %% ../nbs/10_precision.ipynb
 GEN_PRECISIONS = ("auto", "fp32", "bf16", "int8")
 
 def gen_precision(requested: str = "auto", device: str = "cpu", profile: dict | None = None, env=None) -> str:
     """The precision generation runs in: `requested` unless it is 'auto'; for 'auto', `TOOLPAPER_PRECISION` if set,
-    else bf16 on a GPU that supports it or on a CPU whose bf16 units measure fast (as `train_bf16`), else fp32."""
+    else bf16 on a GPU that supports it or on a CPU where `cpu_bf16_fast`, else fp32."""
     if requested not in GEN_PRECISIONS:
         raise ValueError(f"precision {requested!r}: expected one of {', '.join(GEN_PRECISIONS)}")
     if requested != "auto": return requested
@@ -120,6 +124,4 @@ def gen_precision(requested: str = "auto", device: str = "cpu", profile: dict | 
     if str(device) != "cpu":
         import torch
         return "bf16" if str(device).startswith("cuda") and torch.cuda.is_bf16_supported() else "fp32"
-    prof = profile or machine_profile()
-    units = any(f in prof["machine"]["flags"] for f in UNITS["bf16"])
-    return "bf16" if units and prof["gflops"]["bf16"] >= TRAIN_BF16_GAIN * prof["gflops"]["fp32"] else "fp32"
+    return "bf16" if cpu_bf16_fast(profile) else "fp32"

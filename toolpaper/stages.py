@@ -84,6 +84,11 @@ class GenSettings:
         from toolpaper.precision import gen_precision
         return f"local:{self.engine}/{gen_precision(self.precision, default_device())}"
 
+    @staticmethod
+    def precision_of(backend: str) -> str:
+        "The precision a `backend()` string names: the resolved local precision, or 'served'."
+        return backend.rsplit("/", 1)[-1] if backend.startswith("local:") else "served"
+
 # %% ../nbs/12_stages.ipynb
 def weights_bytes(folder) -> int:
     "Bytes of the model weights in a folder (safetensors / bin files)."
@@ -192,8 +197,7 @@ class StageCache:
     def record(self, stage: str, key: str, reused: bool, commit: str | None = None) -> None:
         "Note a stage an experiment caches itself (e.g. a stored ablation point) in this run's summary."
         self.trained.append({"stage": stage, "key": key, "status": "reused" if reused else "computed",
-                             "precision": self.settings.backend().split("/")[-1] if not self.settings.base_url
-                             else "served", "commit": (commit or "not recorded") if reused else self.commit})
+                             "precision": GenSettings.precision_of(self.settings.backend()), "commit": (commit or "not recorded") if reused else self.commit})
 
     def summary(self) -> list[dict]:
         """One row per stage of this run: what it is, its key, reused or computed (requests counted), and by which
@@ -206,7 +210,7 @@ class StageCache:
             backend = json.loads(ident)["backend"]
             rows.append({"stage": f"generate {c.path.stem.rsplit('-', 1)[0]}", "key": fingerprint(ident),
                          "status": f"{hits} reused, {new} computed",
-                         "precision": backend.split("/")[-1] if backend.startswith("local:") else "served",
+                         "precision": GenSettings.precision_of(backend),
                          "commit": ", ".join(commits) or "–"})
         for r in self.retrievers:
             if not (r.hits or r.new): continue
