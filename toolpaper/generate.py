@@ -20,7 +20,8 @@ __all__ = ['PROMPT_VERSION', 'TOOL_TEMPLATE', 'ANSWER_SCHEMAS', 'RELEASE_STR', '
            'prompt_deer_check', 'read_yes_no', 'answer_schema', 'check_tool', 'check_calls', 'execution_env',
            'execution_problems', 'rule_value', 'sensitive_values', 'program_call', 'SealGenConfig', 'GenResult',
            'name_duplicate', 'dedup_tools', 'StageYield', 'generate_seal', 'DeerGenConfig', 'generate_deer',
-           'YieldExpConfig', 'run_yield', 'yield_table', 'dataset_shape', 'generated_set']
+           'YieldExpConfig', 'run_yield', 'yield_table', 'dataset_shape', 'generated_set', 'yield_outcomes',
+           'reason_counts']
 
 # %% ../nbs/13_generate.ipynb
 class StageFile:
@@ -312,13 +313,14 @@ def read_yes_no(text: str) -> bool | None:
 
 # %% ../nbs/13_generate.ipynb
 def _names(n: int | None = None) -> dict:
-    s = {"type": "array", "items": {"type": "string", "minLength": 2, "maxLength": 60}, "minItems": 1}
-    return s | ({"maxItems": n} if n else {})
+    "A list of names (each a short phrase that starts with a letter): exactly `n` of them when the prompt asks for `n`."
+    s = {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9 &,'()-]{1,59}$"}}
+    return s | ({"minItems": n, "maxItems": n} if n else {"minItems": 1})
 
 # %% ../nbs/13_generate.ipynb
 def _field(types=PARAM_TYPES) -> dict:
     return {"type": "object", "properties": {"type": {"enum": list(types)},
-                                             "description": {"type": "string", "maxLength": 300}},
+                                             "description": {"type": "string", "maxLength": 120}},
             "required": ["type", "description"], "additionalProperties": False}
 
 # %% ../nbs/13_generate.ipynb
@@ -331,10 +333,10 @@ def _args(tool: dict, values: str = "string") -> dict:
 # %% ../nbs/13_generate.ipynb
 _TOOL = {"type": "object", "properties": {
     "api_name": {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9_]{2,50}$"},
-    "api_description": {"type": "string", "maxLength": 300},
-    "parameters": {"type": "object", "additionalProperties": _field(), "maxProperties": 6},
-    "required": {"type": "array", "items": {"type": "string"}, "maxItems": 6},
-    "responses": {"type": "object", "additionalProperties": _field(), "minProperties": 1, "maxProperties": 4}},
+    "api_description": {"type": "string", "minLength": 10, "maxLength": 120},
+    "parameters": {"type": "object", "additionalProperties": _field(), "maxProperties": 4},
+    "required": {"type": "array", "items": {"type": "string"}, "maxItems": 4},
+    "responses": {"type": "object", "additionalProperties": _field(), "minProperties": 1, "maxProperties": 2}},
     "required": ["api_name", "api_description", "parameters", "required", "responses"], "additionalProperties": False}
 
 _QUERY = {"type": "string", "minLength": 10, "maxLength": 400}
@@ -342,7 +344,7 @@ _QUERY = {"type": "string", "minLength": 10, "maxLength": 400}
 ANSWER_SCHEMAS: dict[str, Callable[..., dict]] = {
     "fields": lambda n: _names(n),
     "subfields": lambda field, n: _names(n),
-    "tools": lambda field, subfield, n, avoid=(): {"type": "array", "items": _TOOL, "minItems": 1, "maxItems": n},
+    "tools": lambda field, subfield, n, avoid=(): {"type": "array", "items": _TOOL, "minItems": n, "maxItems": n},
     "backfill": lambda tools: {"type": "object", "properties": {
         t["api_name"]: {"type": "object", "properties": {k: {"type": "string", "maxLength": 80}
                                                          for k in t["parameters"]},
@@ -1272,7 +1274,7 @@ def generate_deer(client, seeds: Sequence[dict], out: str | Path, cfg: DeerGenCo
 # %% ../nbs/13_generate.ipynb
 def _yield_seal() -> SealGenConfig:
     return SealGenConfig(
-        subfields_per_field=3, tools_per_subfield=3, n_single=8, n_multi=4, max_tokens=384, max_tool_rounds=3
+        subfields_per_field=3, tools_per_subfield=3, n_single=8, n_multi=4, max_tokens=768, max_tool_rounds=3
     )
 
 # %% ../nbs/13_generate.ipynb
@@ -1365,3 +1367,79 @@ def generated_set(out: str | Path) -> tuple[list, list]:
     full = lambda f: (ds / f).exists() and (ds / f).read_bytes().strip() != b""
     return (read_seal_tools(ds / "tool.jsonl") if full("tool.jsonl") else [],
             read_seal_instances(ds / "generated.jsonl", split="generated") if full("generated.jsonl") else [])
+
+# %% ../nbs/13_generate.ipynb
+def _excerpt(x, n: int = 160) -> str:
+    s = x if isinstance(x, str) else json.dumps(x, ensure_ascii=False)
+    s = " ".join(s.split())
+    return s if len(s) <= n else s[:n - 1] + "…"
+
+
+# %% ../nbs/13_generate.ipynb
+def yield_outcomes(out: str | Path, pipeline: str = "seal") -> pd.DataFrame:
+    """What became of each judged item of one generation run in `out` (a `generate_seal` or `generate_deer` folder):
+    rows {'stage', 'item', 'outcome' ('kept' / 'rejected'), 'reason', 'excerpt'}, read back from the stage files and the
+    written dataset."""
+    out, rows = Path(out), []
+    add = lambda stage, item, ok, reason, x: rows.append(
+        {"stage": stage, "item": str(item), "outcome": "kept" if ok else "rejected", "reason": reason,
+         "excerpt": _excerpt(x)})
+    path = lambda name: out / "stages" / f"{name}.jsonl"
+    recs = lambda name: StageFile(path(name)).records if path(name).exists() else {}
+    if pipeline == "seal":
+        for k, r in recs("subfields").items():
+            ok = isinstance(r.get("parsed"), list) and bool(r["parsed"])
+            add("subfields", k, ok, "" if ok else "reply did not parse as a list", r.get("text", r.get("error", "")))
+        y = json.loads((out / "yield.json").read_text()) if (out / "yield.json").exists() else {}
+        tools, insts = generated_set(out)
+        kept, dup = {t.name for t in tools}, y.get("dropped_as_duplicates", {})
+        for k, r in recs("tools").items():
+            if StageFile.failed(r):
+                add("tools", k, False, f"request failed: {r.get('error', '')}"[:120], ""); continue
+            got = r.get("parsed")
+            if not isinstance(got, list):
+                add("tools", k, False, "reply did not parse as a list", r.get("text", "")); continue
+            field, sub = k.split("#")[0].split("/", 1)
+            for d in got:
+                t, probs, _ = check_tool(d, field, sub)
+                name = d.get("api_name") if isinstance(d, dict) else None
+                if t is None: add("tools", name or k, False, "; ".join(probs), d)
+                elif name in kept: add("tools", name, True, "", d)
+                else: add("tools", name, False, dup.get(name, "dropped (duplicate or no examples after backfill)"), d)
+        for x in insts: add("instances", x.id, True, "", {"query": x.query, "calls": [c.api for c in x.calls]})
+        for r in y.get("rejected_instances", []): add("instances", r["key"], False, "; ".join(r["problems"]), r["key"])
+    elif pipeline == "deer":
+        from toolpaper.data import parse_signature
+        for k, r in recs("deer_examples").items():
+            d = r.get("parsed")
+            if not isinstance(d, dict) or not isinstance(d.get("api_function"), str):
+                add("signatures", k, False, "reply did not parse as an object with api_function", r.get("text", ""))
+                continue
+            sig = d["api_function"].strip(); params = parse_signature(sig)
+            ok = sig.startswith(k + "(") and (bool(params) or "()" in sig)
+            add("signatures", k, ok, "" if ok else "signature does not name the tool or read as a signature", sig)
+            if not ok: continue
+            from toolpaper.schema import Tool
+            from toolpaper.tools import ToolEnv
+            env = ToolEnv([Tool(name=k, parameters=params)])
+            checks = recs("deer_check")
+            good = 0
+            for e in (d.get("examples") or []):
+                why = _check_deer_pair(e, k, params, env)
+                if why is None:
+                    verdict = checks.get(f"{k}#{good}", {}).get("parsed"); good += 1
+                    if checks and verdict is not True: why = "the filter did not answer yes"
+                add("pairs", k, why is None, why or "", e)
+    else:
+        raise ValueError(f"pipeline {pipeline!r}: expected 'seal' or 'deer'")
+    return pd.DataFrame(rows, columns=["stage", "item", "outcome", "reason", "excerpt"])
+
+# %% ../nbs/13_generate.ipynb
+def reason_counts(outcomes: pd.DataFrame) -> pd.DataFrame:
+    "Rejections per stage and kind of reason (quoted values and numbers folded), most frequent first."
+    rej = outcomes[outcomes.outcome == "rejected"]
+    kind = lambda s: re.sub(r"'[^']*'|\"[^\"]*\"|\[[^\]]*\]|\d+", "…", s.split(";")[0]).strip()
+    if rej.empty: return pd.DataFrame(columns=["stage", "reason", "items"])
+    return (rej.assign(reason=rej.reason.map(kind)).groupby(["stage", "reason"], sort=False).size()
+            .rename("items").reset_index().sort_values(["stage", "items"], ascending=[True, False], kind="stable")
+            .reset_index(drop=True))

@@ -18,11 +18,11 @@ from .schema import Instance, Tool
 from .stages import staged
 
 # %% auto 0
-__all__ = ['STOPWORDS', 'TOKENIZERS', 'tool_text', 'tokenize_authors', 'tokenize_words', 'rank_scores', 'BM25Index',
-           'check_queries', 'Retriever', 'BM25Retriever', 'dense_text', 'DenseRetriever', 'retrieval_metrics',
-           'gold_sets', 'evaluate_retriever', 'DPRConfig', 'finetune_dpr', 'CandidateList', 'candidate_lists',
-           'RetrievalExpConfig', 'dpr_key', 'train_dpr_retriever', 'compare_retrievers', 'query_values',
-           'run_retrieval_experiment', 'summary_table', 'kind_table', 'plot_topk']
+__all__ = ['STOPWORDS', 'TOKENIZERS', 'DPR_VERSION', 'tool_text', 'tokenize_authors', 'tokenize_words', 'rank_scores',
+           'BM25Index', 'check_queries', 'Retriever', 'BM25Retriever', 'dense_text', 'DenseRetriever',
+           'retrieval_metrics', 'gold_sets', 'evaluate_retriever', 'DPRConfig', 'finetune_dpr', 'CandidateList',
+           'candidate_lists', 'RetrievalExpConfig', 'dpr_key', 'train_dpr_retriever', 'compare_retrievers',
+           'query_values', 'run_retrieval_experiment', 'summary_table', 'kind_table', 'plot_topk']
 
 # %% ../nbs/07_retrieval.ipynb
 def tool_text(t: Tool, with_name: bool = False, params: str = "required") -> str:
@@ -274,7 +274,7 @@ def finetune_dpr(
         top = bm.search([q for q, _ in data], cfg.hard_negatives + 10)
         for (q, g), r in zip(data, top): hard[q] = [int(x) for x in r if x not in g][:cfg.hard_negatives]
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
-    model.train(); hist, step = [], 0
+    model.train(); hist, step, keep_len = [], 0, model.max_seq_length
     for ep in range(cfg.epochs):
         if cfg.loss == "contrastive":
             rows = [(q, p) for q, g in data for p in g]; rng.shuffle(rows)
@@ -305,6 +305,7 @@ def finetune_dpr(
             if cfg.max_steps and step >= cfg.max_steps: break
         if cfg.max_steps and step >= cfg.max_steps: break
     model.eval()
+    model.max_seq_length = keep_len              # training truncates to cfg.max_length; retrieval reads whole queries
     model._toolpaper_id = f"dpr-{cfg.loss}-{step}-{cfg.seed}"
     return hist
 
@@ -358,9 +359,11 @@ class RetrievalExpConfig(Profiled):
         return replace(self.dpr, loss=loss, seed=self.seed)
 
 # %% ../nbs/07_retrieval.ipynb
+DPR_VERSION = 2     # 2: a fine-tuned encoder keeps its base's max_seq_length (1 kept the training length, 64)
+
 def dpr_key(tools: list[Tool], train: list[Instance], cfg: DPRConfig, base: str) -> str:
     "What decides a DPR encoder: the base model, the settings, the tool corpus and the training queries."
-    h = hashlib.sha256(json.dumps({"base": base, "cfg": asdict(cfg)}, sort_keys=True).encode())
+    h = hashlib.sha256(json.dumps({"base": base, "cfg": asdict(cfg), "version": DPR_VERSION}, sort_keys=True).encode())
     for t in tools: h.update(f"{t.name}\t{t.description}\n".encode())
     for x in train: h.update(f"{x.id}\t{x.query}\n".encode())
     return h.hexdigest()[:16]
