@@ -82,8 +82,8 @@ def test_reproduce_smoke(tmp_path):
     assert "| instances " in (out / "dataset_stats" / "seal_table1.md").read_text()
     assert {k: v["status"] for k, v in man["experiments"].items()} == {k: "ok" for k in quick}
     assert all(man["experiments"][k].get("git_commit") for k in quick)
-    for exp, item in [("generation_yield", "generation_yield_seal.csv"), ("generation_yield", "generation_examples.csv"),
-                      ("deer_sampling", "deer_fig4_pools.png")]:
+    for exp, item in [("generation_yield", "generation_yield_seal.csv"),
+                      ("generation_yield", "generation_examples.csv"), ("deer_sampling", "deer_fig4_pools.png")]:
         assert (out / exp / item).stat().st_size > 100, (exp, item)
 
 

@@ -178,6 +178,11 @@ EXPERIMENTS: dict[str, Experiment] = {
             "09_alpha_umi_math.ipynb",
             "alpha-UMi Appendix D: program-aided math agent on GSM8K (Table 4)",
         ),
+        Experiment(
+            "seal_generated",
+            "11_seal_generated.ipynb",
+            "Fine-tuning on generated data (Seal-Tools: self-instruct data teaches tool calling)",
+        ),
         # last: it reads the per-item scores the experiments above keep
         Experiment("claims", "10_claims.ipynb", "Claims ledger: which of the papers' findings toolpaper reproduces"),
     ]

@@ -22,8 +22,8 @@ __all__ = ['METRIC_COLS', 'CI_KEYS', 'PAPER_SEAL', 'MODELS', 'CANDIDATES', 'SETT
            'subsample', 'candidates', 'released_gold_coverage', 'seal_examples', 'released_examples', 'score_setting',
            'paper_rows', 'SealExpConfig', 'SealRun', 'make_retrievers', 'train_examples', 'gold_examples',
            'setting_label', 'seal_prompts', 'run_seal_experiment', 'seal_table', 'error_taxonomy', 'param_by_kind',
-           'plot_param_by_kind', 'plot_taxonomy', 'native_calls', 'seal_answer_schema', 'SealOptions', 'SealPredictor',
-           'seal_quotes']
+           'plot_param_by_kind', 'plot_taxonomy', 'GeneratedExpConfig', 'GeneratedRun', 'run_generated_experiment',
+           'native_calls', 'seal_answer_schema', 'SealOptions', 'SealPredictor', 'seal_quotes']
 
 # %% ../nbs/14_sealtools.ipynb
 def subsample(instances: Sequence[Instance], n: int | None, seed: int = 0, min_nested: int = 0) -> list[Instance]:
@@ -569,6 +569,105 @@ def plot_taxonomy(tax: pd.DataFrame, title: str = ""):
         ax.invert_yaxis(); ax.set_xlim(0, max(1, d["count"].max()) * 1.15)
     fig.suptitle(title); fig.tight_layout()
     return fig
+
+# %% ../nbs/14_sealtools.ipynb
+def _gen_recipe() -> SFTConfig:
+    "Full fine-tuning at lr 5e-5 (reports/benchmarks/train_recipe.md), batch 1 x 4 accumulation steps."
+    return SFTConfig(lora=False, lr=5e-5, batch_size=1, grad_accum=4, max_length=1536, logging_steps=1)
+
+# %% ../nbs/14_sealtools.ipynb
+from .generate import GenResult, SealGenConfig
+
+def _gen_quota() -> SealGenConfig:
+    "The cpu quotas: 3 seeded fields x 3 subfields x 3 tools a round, 60 single and 30 multiple-tool instances."
+    return SealGenConfig(constrained=True, subfields_per_field=3, tools_per_subfield=3, n_single=60, n_multi=30,
+                         max_tokens=768, max_tool_rounds=3)
+
+# %% ../nbs/14_sealtools.ipynb
+@dataclass
+class GeneratedExpConfig(Profiled):
+    """Fine-tuning on self-instruct data: the generating model (`gen_model`, default the model itself; 'oracle': the
+    dry-run client), its seeded fields and quotas (`gen`), the test subset and the recipe `train` of both fine-tunes."""
+    model: str = "smollm2-135m-instruct"
+    gen_model: str = ""
+    n_fields: int = 3                           # fields seeded from the released field.jsonl
+    gen: SealGenConfig = field(default_factory=_gen_quota)
+    test_split: str = "test_in_domain"
+    test_n: int | None = 100
+    min_nested: int = 3
+    max_train: int | None = None                # cap on the generated instances trained on (None: all)
+    train: SFTConfig = field(default_factory=_gen_recipe)
+    max_new_tokens: int = 160
+    gen_batch_size: int = 8
+    seed: int = 0
+    PROFILES: ClassVar[dict] = {
+        "smoke": dict(model="tiny-random-llama", gen_model="oracle", test_n=4, min_nested=1, max_new_tokens=8,
+                      gen=dict(constrained=False, subfields_per_field=2, tools_per_subfield=3, n_single=4, n_multi=2,
+                               max_tokens=512, max_tool_rounds=2),
+                      train=dict(max_steps=2, batch_size=2, grad_accum=1)),
+        "cpu": {},
+        "paper": dict(model="meta-llama/Llama-2-7b-hf", gen_model="gpt-4o-mini", test_n=None, max_new_tokens=512,
+                      gen=dict(n_fields=0, n_single=2000, n_multi=2000, max_tokens=2048, max_tool_rounds=10),
+                      train=dict(epochs=3, lr=2e-5, batch_size=8, grad_accum=1)),
+    }
+
+# %% ../nbs/14_sealtools.ipynb
+@dataclass
+class GeneratedRun:
+    "What `run_generated_experiment` returns: config, scores, the generation, training logs, test set, timings."
+    config: dict
+    scores: pd.DataFrame
+    generation: GenResult
+    shape: dict                     # toolpaper.generate.dataset_shape of the generated data
+    trained: dict                   # 'generated' / 'released' -> training log (examples, seconds, ...)
+    test: list
+    timings: dict
+
+# %% ../nbs/14_sealtools.ipynb
+@staged
+def run_generated_experiment(tools: list[Tool], dev: list[Instance], test: list[Instance], fields: list[str],
+                             cfg: GeneratedExpConfig, work_dir, generator=None, progress: bool = False) -> GeneratedRun:
+    """Generate a Seal-Tools-style dataset with `generator` (default: the stage client of `cfg.gen_model` or the model),
+    fine-tune the model on it and on as many released `dev` instances, and score base and both fine-tunes on `test`
+    (gold tools as candidates). Raises when the generation kept no instance: there is nothing to train on."""
+    from toolpaper import stages
+    from toolpaper.generate import dataset_shape, generate_seal, generated_set
+    from toolpaper.claims import save_scored
+    from toolpaper.metrics import seal_scores
+    work = Path(work_dir); t0 = time.perf_counter(); timings = {}
+    gcfg = replace(cfg.gen, fields=sorted(fields)[:cfg.n_fields] if cfg.n_fields else None, seed=cfg.seed)
+    client = generator or stages.client(cfg.gen_model or cfg.model, batch_size=cfg.gen_batch_size)
+    gen = generate_seal(client, work / "generated", gcfg)
+    timings["generate_s"] = time.perf_counter() - t0
+    gtools, ginsts = generated_set(work / "generated")
+    if not ginsts:
+        raise ValueError(f"{work / 'generated'}: the generation kept no instance (yields in yield.json); "
+                         "nothing to fine-tune on")
+    ginsts = subsample(ginsts, cfg.max_train, cfg.seed) if cfg.max_train else ginsts
+    rel = subsample(dev, len(ginsts), cfg.seed)
+    gold = lambda insts, ts: seal_examples(insts, candidates(insts, ts, gold_only=True, seed=cfg.seed), "toolpaper")
+    prompts = {"generated": gold(ginsts, gtools), "released": gold(rel, tools)}
+    test = subsample(test, cfg.test_n, cfg.seed, cfg.min_nested)
+    ex, _ = seal_prompts(test, tools, "gold", "toolpaper", seed=cfg.seed)
+    trained, frames = {}, []
+    for name in ("base", "generated", "released"):
+        if name == "base": g = stages.client(cfg.model, None, cfg.gen_batch_size)
+        else:
+            folder = work / f"model_{name}"
+            trained[name] = stages.finetune(cfg.model, prompts[name], cfg.train.for_run(folder, seed=cfg.seed))
+            trained[name]["examples"] = len(prompts[name])
+            g = stages.client(str(folder), None, cfg.gen_batch_size) if not cfg.train.lora else \
+                stages.client(cfg.model, folder, cfg.gen_batch_size)
+        t1 = time.perf_counter()
+        outs = g.generate([e.messages for e in ex], max_tokens=cfg.max_new_tokens, progress=progress)
+        timings[f"{name}_answer_s"] = time.perf_counter() - t1
+        frames.append(score_setting(outs, test, f"{name}:gold"))
+        save_scored(work, f"{name}:gold", "seal",
+                    {m: seal_scores(outs, test, m)["items"] for m in ("compat", "strict")})
+        stages.release(g)
+    timings["total_s"] = time.perf_counter() - t0
+    return GeneratedRun(asdict(cfg), pd.concat(frames, ignore_index=True), gen, dataset_shape(gtools, ginsts), trained,
+                        test, timings)
 
 # %% ../nbs/14_sealtools.ipynb
 def native_calls(text: str) -> str:

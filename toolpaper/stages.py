@@ -197,7 +197,8 @@ class StageCache:
     def record(self, stage: str, key: str, reused: bool, commit: str | None = None) -> None:
         "Note a stage an experiment caches itself (e.g. a stored ablation point) in this run's summary."
         self.trained.append({"stage": stage, "key": key, "status": "reused" if reused else "computed",
-                             "precision": GenSettings.precision_of(self.settings.backend()), "commit": (commit or "not recorded") if reused else self.commit})
+                             "precision": GenSettings.precision_of(self.settings.backend()),
+                             "commit": (commit or "not recorded") if reused else self.commit})
 
     def summary(self) -> list[dict]:
         """One row per stage of this run: what it is, its key, reused or computed (requests counted), and by which
