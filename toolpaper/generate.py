@@ -178,6 +178,7 @@ TOOL_TEMPLATE = (
     '"parameters": {"name": {"type": "str", "description": "What the value means (e.g., an example value)"}}, '
     '"required": ["name"], "responses": {"result": {"type": "str", "description": "What comes back"}}}'
 )
+_TEMPLATE = json.loads(TOOL_TEMPLATE)
 
 @stage_prompt("tools")
 def prompt_tools(field: str, subfield: str, n: int, avoid: Sequence[str] = ()) -> list[dict]:
@@ -400,6 +401,8 @@ def check_tool(
         if v["type"] not in PARAM_TYPES
     ]
     if not t["api_name"].isidentifier(): probs.append(f"name {t['api_name']!r} is not an identifier")
+    if t["api_name"] == _TEMPLATE["api_name"] or t["api_description"] == _TEMPLATE["api_description"]:
+        probs.append("copies the prompt's template")
     if not t["parameters"] and not allow_no_params: probs.append("no parameters")
     no_ex = [k for k, v in t["parameters"].items() if not description_examples(v["description"])]
     return (None if probs else t), probs, no_ex
@@ -1274,7 +1277,8 @@ def generate_deer(client, seeds: Sequence[dict], out: str | Path, cfg: DeerGenCo
 # %% ../nbs/13_generate.ipynb
 def _yield_seal() -> SealGenConfig:
     return SealGenConfig(
-        subfields_per_field=3, tools_per_subfield=3, n_single=8, n_multi=4, max_tokens=768, max_tool_rounds=3
+        subfields_per_field=3, tools_per_subfield=3, n_single=8, n_multi=4, max_tokens=768, max_tool_rounds=3,
+        temperature=0.7
     )
 
 # %% ../nbs/13_generate.ipynb
