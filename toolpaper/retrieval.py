@@ -246,7 +246,9 @@ class DPRConfig:
     lr: float = 2e-5
     temperature: float = 0.05
     hard_negatives: int = 3
-    max_length: int = 64
+    # tokens a query / tool text keeps in training; 256 holds every Seal-Tools query (median 72, 90th percentile 126
+    # word pieces); 64 cut 58% of them, and measured, all-gold@5 fell by 0.06 (in-domain) and 0.10 (out-of-domain)
+    max_length: int = 256
     seed: int = 0
     max_steps: int | None = None
 
@@ -352,7 +354,8 @@ class RetrievalExpConfig(Profiled):
     "The retrieval experiment (Seal-Tools Figure 10): the DPR fine-tuning config `dpr` and the seed."
     dpr: DPRConfig = field(default_factory=DPRConfig)
     seed: int = 0
-    PROFILES: ClassVar[dict] = {"smoke": dict(dpr={"max_steps": 3}), "cpu": {}, "paper": dict(dpr={"epochs": 5})}
+    PROFILES: ClassVar[dict] = {"smoke": dict(dpr={"max_steps": 3}), "cpu": dict(dpr={"epochs": 3}),
+                                "paper": dict(dpr={"epochs": 5})}
 
     def dpr_config(self, loss: str) -> DPRConfig:
         "The DPR run with `loss` ('contrastive' or 'multi_positive'), seeded with the experiment's seed."

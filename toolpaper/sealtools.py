@@ -201,7 +201,7 @@ def paper_rows(table: str) -> pd.DataFrame:
 
 # %% ../nbs/14_sealtools.ipynb
 def _seal_train() -> SFTConfig:
-    "The cpu profile's fine-tuning: LoRA r=16, lr 1e-3, batch 1 x 4 accumulation steps (~1,500-token prompts)."
+    "The default fine-tuning: LoRA r=16, lr 1e-3, batch 1 x 4 accumulation steps (~1,500-token prompts)."
     return SFTConfig(lr=1e-3, batch_size=1, grad_accum=4, max_length=1536, logging_steps=1)
 
 # %% ../nbs/14_sealtools.ipynb
@@ -253,8 +253,9 @@ class SealExpConfig(Profiled):
         # the claims' sizes: 320 training prompts (10x the earlier 32), 100 test instances per split (200 pooled), the
         # settings the claims compare (base vs fine-tuned with DPR candidates, DPR vs BM25, the gold-tools model)
         # fine-tuning: full, lr 5e-5 — the recipe that learned most per minute here (reports/benchmarks/train_recipe.md)
+        # the dense retriever: the retrieval report's cpu encoder (3 DPR epochs)
         "cpu": dict(train_n=320, test_n=100, settings=("base:dense", "ft:bm25", "ft:dense", "ftgold:gold"),
-                    train=dict(lora=False, lr=5e-5)),
+                    train=dict(lora=False, lr=5e-5), dpr=dict(epochs=3)),
         "paper": dict(
             model="meta-llama/Llama-2-7b-hf",
             train_n=None,
