@@ -341,6 +341,9 @@ _TOOL = {"type": "object", "properties": {
     "required": ["api_name", "api_description", "parameters", "required", "responses"], "additionalProperties": False}
 
 _QUERY = {"type": "string", "minLength": 10, "maxLength": 400}
+# a DEER signature or call: the prompt's own tool name, then its arguments in parentheses, on one line (xgrammar
+# refuses a bounded repetition inside a pattern, so the bound is maxLength)
+_called = lambda name: {"type": "string", "pattern": f"^{re.escape(name)}\\([^\\n]*\\)$", "maxLength": 250}
 
 ANSWER_SCHEMAS: dict[str, Callable[..., dict]] = {
     "fields": lambda n: _names(n),
@@ -363,9 +366,9 @@ ANSWER_SCHEMAS: dict[str, Callable[..., dict]] = {
              "required": ["api", "parameters"], "additionalProperties": False} for t in tools]}}},
         "required": ["query", "calling"], "additionalProperties": False},
     "deer_examples": lambda tool, n=10: {"type": "object", "properties": {
-        "api_function": {"type": "string", "maxLength": 300},
+        "api_function": _called(tool["api_name"]),
         "examples": {"type": "array", "minItems": 1, "maxItems": n, "items": {
-            "type": "object", "properties": {"query": _QUERY, "call": {"type": "string", "maxLength": 300}},
+            "type": "object", "properties": {"query": _QUERY, "call": _called(tool["api_name"])},
             "required": ["query", "call"], "additionalProperties": False}}},
         "required": ["api_function", "examples"], "additionalProperties": False},
     "deer_filter": lambda tool, examples: {"type": "array", "maxItems": len(examples),
