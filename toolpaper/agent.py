@@ -397,7 +397,7 @@ def make_agent(method: str, trained: dict, base: str, batch_size: int = 8, cache
                max_new_tokens: tuple[int, int, int] = (96, 96, 128), style: str = "toolpaper", data_dir=None):
     """The agent of a trained method: `SingleAgent` for 'single', `UmiAgent` (one generator per distinct model folder)
     otherwise."""
-    from toolpaper.stages import client
+    from toolpaper.stages import tuned_client
     cache = cache if cache is not None else {}
     cfgs = {r["folder"]: r.get("config", {}) for r in trained[method].get("runs", {}).values() if "folder" in r}
     def gen(folder):
@@ -405,7 +405,7 @@ def make_agent(method: str, trained: dict, base: str, batch_size: int = 8, cache
         # settings, so a cached run whose weights are not on disk is told apart too)
         if folder not in cache:
             lora = cfgs[folder].get("lora", True) if folder in cfgs else Path(folder, "adapter_config.json").exists()
-            cache[folder] = client(base, folder, batch_size) if lora else client(folder, None, batch_size)
+            cache[folder] = tuned_client(base, folder, lora, batch_size)
         return cache[folder]
     mods = trained[method]["models"]
     if method == "single":

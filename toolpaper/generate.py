@@ -1143,6 +1143,17 @@ class DeerGenConfig:
     constrained: bool = False             # each request carries its answer's JSON schema (see SealGenConfig)
 
 # %% ../nbs/13_generate.ipynb
+def _deer_signature(d: Any, name: str) -> tuple[str | None, list, str | None]:
+    """A generated signature of tool `name` read from reply `d`: (signature, parameters, why it is rejected or None);
+    signature None when the reply is not an object with an `api_function` string."""
+    from toolpaper.data import parse_signature
+    if not isinstance(d, dict) or not isinstance(d.get("api_function"), str):
+        return None, [], "reply did not parse as an object with api_function"
+    sig = d["api_function"].strip(); params = parse_signature(sig)
+    ok = sig.startswith(name + "(") and (bool(params) or "()" in sig)
+    return sig, params, None if ok else "signature does not name the tool or read as a signature"
+
+# %% ../nbs/13_generate.ipynb
 def _check_deer_pair(e: Any, name: str, params, env=None) -> str | None:
     from toolpaper.schema import parse_call_expr
 
@@ -1164,7 +1175,6 @@ def _deer_pairs(
 ) -> tuple[list[tuple[dict, str, list[dict], dict]], StageYield, StageYield]:
     """Per tool a signature and query-call pairs; the pairs that read as calls of the tool with known arguments (and,
     with `execute`, run)."""
-    from toolpaper.data import parse_signature
     from toolpaper.schema import Tool
     from toolpaper.tools import ToolEnv
     cfg = run.cfg
@@ -1177,11 +1187,10 @@ def _deer_pairs(
     staged = []
     for s in seeds:
         rec = st.records[s["api_name"]]; d = rec.get("parsed")
-        if not isinstance(d, dict) or not isinstance(d.get("api_function"), str): continue
+        sig, params, why = _deer_signature(d, s["api_name"])
+        if sig is None: continue
         sigs.parsed += 1
-        sig = d["api_function"].strip()
-        params = parse_signature(sig)
-        if not sig.startswith(s["api_name"] + "(") or (not params and "()" not in sig): continue
+        if why: continue
         sigs.valid += 1
         exs = [e for e in (d.get("examples") or [])][: cfg.examples_per_tool]
         pairs.parsed += sum(isinstance(e, dict) for e in exs)
@@ -1416,16 +1425,13 @@ def yield_outcomes(out: str | Path, pipeline: str = "seal") -> pd.DataFrame:
         for x in insts: add("instances", x.id, True, "", {"query": x.query, "calls": [c.api for c in x.calls]})
         for r in y.get("rejected_instances", []): add("instances", r["key"], False, "; ".join(r["problems"]), r["key"])
     elif pipeline == "deer":
-        from toolpaper.data import parse_signature
         for k, r in recs("deer_examples").items():
             d = r.get("parsed")
-            if not isinstance(d, dict) or not isinstance(d.get("api_function"), str):
-                add("signatures", k, False, "reply did not parse as an object with api_function", r.get("text", ""))
-                continue
-            sig = d["api_function"].strip(); params = parse_signature(sig)
-            ok = sig.startswith(k + "(") and (bool(params) or "()" in sig)
-            add("signatures", k, ok, "" if ok else "signature does not name the tool or read as a signature", sig)
-            if not ok: continue
+            sig, params, why = _deer_signature(d, k)
+            if sig is None:
+                add("signatures", k, False, why, r.get("text", "")); continue
+            add("signatures", k, why is None, why or "", sig)
+            if why: continue
             from toolpaper.schema import Tool
             from toolpaper.tools import ToolEnv
             env = ToolEnv([Tool(name=k, parameters=params)])

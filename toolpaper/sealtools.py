@@ -311,14 +311,12 @@ def train_examples(
     )
 
 # %% ../nbs/14_sealtools.ipynb
-def gold_examples(train: list[Instance], tools: list[Tool], cfg: SealExpConfig, template=None) -> list[PromptExample]:
-    "Prompts of the Table 5 model: only the gold tools as candidates."
-    return seal_examples(
-        train,
-        candidates(train, tools, gold_only=True, seed=cfg.seed, shuffle=cfg.prompt_style == "toolpaper"),
-        cfg.prompt_style,
-        template,
-    )
+def gold_examples(train: list[Instance], tools: list[Tool], seed: int = 0, style: str = "toolpaper",
+                  template=None) -> list[PromptExample]:
+    """Prompts of the Table 5 model: only the gold tools as candidates (in a seeded shuffle in the project's style, in
+    the instance's order in the released one)."""
+    return seal_examples(train, candidates(train, tools, gold_only=True, seed=seed, shuffle=style == "toolpaper"),
+                         style, template)
 
 # %% ../nbs/14_sealtools.ipynb
 MODELS = ("base", "ft", "ftgold")
@@ -385,7 +383,7 @@ def _seal_adapters(cfg: SealExpConfig, train_sub: list, tools: list, rets: dict,
     info, adapters = {}, {"ft": work / "adapter", "ftgold": work / "adapter_gold"}
     for m, make in (
         ("ft", lambda: train_examples(train_sub, tools, rets, cfg, released.get("dev"))),
-        ("ftgold", lambda: gold_examples(train_sub, tools, cfg, template)),
+        ("ftgold", lambda: gold_examples(train_sub, tools, cfg.seed, cfg.prompt_style, template)),
     ):
         if any(s.startswith(m + ":") for s in cfg.settings):
             ex = make()
@@ -458,8 +456,8 @@ def run_seal_experiment(
     for s in cfg.settings:
         tuned = adapters.get(_setting_parts(s)[0])
         # a full fine-tune's folder is the model itself; a LoRA run's is an adapter of the base model
-        g = stages.client(str(tuned), None, cfg.gen_batch_size) if tuned is not None and not cfg.train.lora else \
-            stages.client(cfg.model, tuned, cfg.gen_batch_size)
+        g = stages.tuned_client(cfg.model, tuned, cfg.train.lora, cfg.gen_batch_size) if tuned is not None else \
+            stages.client(cfg.model, None, cfg.gen_batch_size)
         t1, tok0 = time.perf_counter(), g.usage.completion_tokens
         outputs[s], cands[s], fr = _seal_answer_setting(
             s, g, tests, tools, rets, cfg, template, released, work, progress
@@ -573,8 +571,8 @@ def plot_taxonomy(tax: pd.DataFrame, title: str = ""):
 
 # %% ../nbs/14_sealtools.ipynb
 def _gen_recipe() -> SFTConfig:
-    "Full fine-tuning at lr 5e-5 (reports/benchmarks/train_recipe.md), batch 1 x 4 accumulation steps."
-    return SFTConfig(lora=False, lr=5e-5, batch_size=1, grad_accum=4, max_length=1536, logging_steps=1)
+    "The Seal-Tools experiment's cpu recipe (full fine-tuning at lr 5e-5, reports/benchmarks/train_recipe.md)."
+    return SealExpConfig.for_profile("cpu").train
 
 # %% ../nbs/14_sealtools.ipynb
 from .generate import GenResult, SealGenConfig
@@ -610,7 +608,7 @@ class GeneratedExpConfig(Profiled):
         "cpu": {},
         "paper": dict(model="meta-llama/Llama-2-7b-hf", gen_model="gpt-4o-mini", test_n=None, max_new_tokens=512,
                       gen=dict(n_fields=0, n_single=2000, n_multi=2000, max_tokens=2048, max_tool_rounds=10),
-                      train=dict(epochs=3, lr=2e-5, batch_size=8, grad_accum=1)),
+                      train=SealExpConfig.PROFILES["paper"]["train"]),
     }
 
 # %% ../nbs/14_sealtools.ipynb
@@ -647,8 +645,7 @@ def run_generated_experiment(tools: list[Tool], dev: list[Instance], test: list[
                          "nothing to fine-tune on")
     ginsts = subsample(ginsts, cfg.max_train, cfg.seed) if cfg.max_train else ginsts
     rel = subsample(dev, len(ginsts), cfg.seed)
-    gold = lambda insts, ts: seal_examples(insts, candidates(insts, ts, gold_only=True, seed=cfg.seed), "toolpaper")
-    prompts = {"generated": gold(ginsts, gtools), "released": gold(rel, tools)}
+    prompts = {"generated": gold_examples(ginsts, gtools, cfg.seed), "released": gold_examples(rel, tools, cfg.seed)}
     test = subsample(test, cfg.test_n, cfg.seed, cfg.min_nested)
     ex, _ = seal_prompts(test, tools, "gold", "toolpaper", seed=cfg.seed)
     trained, frames = {}, []
@@ -658,8 +655,7 @@ def run_generated_experiment(tools: list[Tool], dev: list[Instance], test: list[
             folder = work / f"model_{name}"
             trained[name] = stages.finetune(cfg.model, prompts[name], cfg.train.for_run(folder, seed=cfg.seed))
             trained[name]["examples"] = len(prompts[name])
-            g = stages.client(str(folder), None, cfg.gen_batch_size) if not cfg.train.lora else \
-                stages.client(cfg.model, folder, cfg.gen_batch_size)
+            g = stages.tuned_client(cfg.model, folder, cfg.train.lora, cfg.gen_batch_size)
         t1 = time.perf_counter()
         outs = g.generate([e.messages for e in ex], max_tokens=cfg.max_new_tokens, progress=progress)
         timings[f"{name}_answer_s"] = time.perf_counter() - t1

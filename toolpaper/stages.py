@@ -12,8 +12,8 @@ from .io import atomic_write_text
 
 # %% auto 0
 __all__ = ['STAGE_VERSION', 'GENERATION_VERSION', 'fingerprint', 'git_commit', 'GenSettings', 'weights_bytes', 'StageCache',
-           'current', 'finetune', 'client', 'release', 'staged', 'CachedRetriever', 'dense_retriever', 'dpr_retriever',
-           'verify']
+           'current', 'finetune', 'client', 'release', 'tuned_client', 'staged', 'CachedRetriever', 'dense_retriever',
+           'dpr_retriever', 'verify']
 
 # %% ../nbs/12_stages.ipynb
 STAGE_VERSION = 1          # training stages: bump when toolpaper.train changes what a run learns
@@ -250,6 +250,12 @@ def release(c) -> None:
     "Free the model behind a stage client (its answers stay cached; a later miss builds it again)."
     inner = getattr(c, "inner", None)
     if hasattr(inner, "factory"): inner.inner = None
+
+# %% ../nbs/12_stages.ipynb
+def tuned_client(base: str, folder, lora: bool, batch_size: int = 16):
+    """The `client` of a fine-tuned model: a LoRA run's `folder` is an adapter over `base`; a full fine-tune's folder is
+    the model itself."""
+    return client(base, folder, batch_size) if lora else client(str(folder), None, batch_size)
 
 # %% ../nbs/12_stages.ipynb
 def staged(fn):
