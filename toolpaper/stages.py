@@ -11,9 +11,9 @@ from typing import Any, Callable
 from .io import atomic_write_text
 
 # %% auto 0
-__all__ = ['STAGE_VERSION', 'GENERATION_VERSION', 'fingerprint', 'git_commit', 'GenSettings', 'weights_bytes', 'StageCache',
-           'current', 'finetune', 'client', 'release', 'tuned_client', 'staged', 'CachedRetriever', 'dense_retriever',
-           'dpr_retriever', 'verify']
+__all__ = ['STAGE_VERSION', 'GENERATION_VERSION', 'fingerprint', 'git_commit', 'GenSettings', 'weights_bytes',
+           'checkpoint_minutes', 'StageCache', 'current', 'finetune', 'client', 'release', 'tuned_client', 'staged',
+           'CachedRetriever', 'dense_retriever', 'dpr_retriever', 'verify']
 
 # %% ../nbs/12_stages.ipynb
 STAGE_VERSION = 1          # training stages: bump when toolpaper.train changes what a run learns
@@ -105,6 +105,17 @@ def _stage_key(folder) -> str | None:
 _CURRENT: contextvars.ContextVar = contextvars.ContextVar("toolpaper_stage_cache", default=None)
 
 # %% ../nbs/12_stages.ipynb
+def checkpoint_minutes(env=None) -> float:
+    """Minutes between the checkpoints of a training stage (`TOOLPAPER_CHECKPOINT_MINUTES`, default 10): what a
+    `reproduce` cut off mid-training loses at most."""
+    e = os.environ if env is None else env
+    raw = e.get("TOOLPAPER_CHECKPOINT_MINUTES") or "10"
+    try: v = float(raw)
+    except ValueError: v = -1.0
+    if v < 0: raise ValueError(f"TOOLPAPER_CHECKPOINT_MINUTES={raw!r}: expected minutes, a number >= 0")
+    return v
+
+# %% ../nbs/12_stages.ipynb
 class StageCache:
     """The cached training, generation and retrieval stages of one experiment under `work/stages/`; a context manager
     that makes itself the current cache (`current()`), so `finetune` and `client` go through it."""
@@ -154,7 +165,13 @@ class StageCache:
             if _stage_key(out) == key and not self.settings.fresh: return
             from toolpaper.train import finetune
             for dep in (model, adapter): self.materialize(dep)
-            info = finetune(model, examples, cfg, adapter=adapter, span_labels=span_labels)
+            # a run of this key cut off earlier resumes from its last checkpoint (kept every CHECKPOINT_MINUTES)
+            pending = out / "stage_pending.json"
+            resume = not self.settings.fresh and pending.exists() and json.loads(pending.read_text()) == {"key": key}
+            out.mkdir(parents=True, exist_ok=True); atomic_write_text(pending, json.dumps({"key": key}))
+            info = finetune(model, examples, cfg, adapter=adapter, span_labels=span_labels, resume=resume,
+                            checkpoint_minutes=checkpoint_minutes())
+            pending.unlink()
             info.update(storage_bytes=weights_bytes(out), stage_key=key, commit=self.commit)
             atomic_write_text(out / "stage.json", json.dumps({"key": key}) + "\n")
             atomic_write_text(log_p, json.dumps(info, indent=1, sort_keys=True, default=str) + "\n")

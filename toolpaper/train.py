@@ -17,7 +17,7 @@ from .prompts import PromptExample, render
 
 # %% auto 0
 __all__ = ['tokenize_example', 'SpanCollator', 'SpanTrainer', 'lower_outputs', 'top_layers_only', 'training_args',
-           'build_dataset', 'lora_config', 'finetune', 'eval_loss']
+           'build_dataset', 'lora_config', 'TimedCheckpoints', 'finetune', 'eval_loss']
 
 # %% ../nbs/10_train.ipynb
 def tokenize_example(tok, ex: PromptExample, span_labels: Sequence[str], max_length: int = 1024) -> dict:
@@ -226,11 +226,53 @@ def lora_config(model, cfg: SFTConfig):
     return LoraConfig(**kw)
 
 # %% ../nbs/10_train.ipynb
+from transformers import TrainerCallback
+
+class TimedCheckpoints(TrainerCallback):
+    """Save a checkpoint (weights, optimizer, scheduler, RNG, data position) after the first step that ends `minutes`
+    after the last save, so an interrupted run resumes where it was (`finetune(..., resume=True)`); each checkpoint
+    records the seconds trained so far (`before`: those of the runs it resumes)."""
+    def __init__(self, minutes: float, before: float = 0.0):
+        import time
+        self.every, self.before, self.clock = minutes * 60, before, time.perf_counter
+        self.t0 = self.last = self.clock()
+
+    def seconds(self) -> float:
+        "Seconds trained so far, the resumed runs' included."
+        return self.before + self.clock() - self.t0
+
+    def on_step_end(self, args, state, control, **kw):
+        if self.clock() - self.last >= self.every: control.should_save = True
+
+    def on_save(self, args, state, control, **kw):
+        from toolpaper.io import atomic_write_text
+        self.last = self.clock()
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if folder.exists():
+            atomic_write_text(folder / "toolpaper_elapsed.json", json.dumps({"seconds": self.seconds()}))
+
+# %% ../nbs/10_train.ipynb
+def _last_checkpoint(folder: Path) -> Path | None:
+    from transformers.trainer_utils import get_last_checkpoint
+    got = get_last_checkpoint(str(folder)) if Path(folder).is_dir() else None
+    return Path(got) if got else None
+
+# %% ../nbs/10_train.ipynb
+def _elapsed(ckpt: Path | None) -> float:
+    "Seconds trained up to checkpoint `ckpt` (0 without one, or when it did not record them)."
+    f = Path(ckpt or "", "toolpaper_elapsed.json")
+    return float(json.loads(f.read_text())["seconds"]) if ckpt and f.exists() else 0.0
+
+# %% ../nbs/10_train.ipynb
 def finetune(model_name: str, examples: Sequence[PromptExample], cfg: SFTConfig, adapter: str | None = None,
-             span_labels: Sequence[str] | None = None, resume: bool = False, callbacks: list | None = None) -> dict:
+             span_labels: Sequence[str] | None = None, resume: bool = False, callbacks: list | None = None,
+             checkpoint_minutes: float | None = None) -> dict:
     """Fine-tune and save to `cfg.output_dir`; returns {'history', 'train_seconds', 'tokens', 'span_labels',
-    'trainable_params', 'reused_lower_layers', 'lower_pass_seconds' (of them, computing the frozen layers), ...}."""
-    import contextlib, time
+    'trainable_params', 'reused_lower_layers', 'lower_pass_seconds' (of them, computing the frozen layers),
+    'resumed_from_step', ...}. `resume`: continue from the last checkpoint in `output_dir` (if any);
+    `checkpoint_minutes`: keep one checkpoint, renewed every that many minutes, removed once the run ends."""
+    import contextlib, shutil, time
+    from dataclasses import replace
     from transformers import set_seed
     from toolpaper.engine import causal_lm
     from toolpaper.models import load_model
@@ -249,28 +291,32 @@ def finetune(model_name: str, examples: Sequence[PromptExample], cfg: SFTConfig,
     reuse = cfg.lora and cfg.lora_top_layers and cfg.reuse_lower and not adapter
     start = n_layers - cfg.lora_top_layers if reuse else 0
     if start: ds = _WithLower(ds, model, start)          # the frozen layers' outputs: computed once, when first drawn
+    out = Path(cfg.output_dir)
+    ckpt = _last_checkpoint(out) if resume else None
+    timed = TimedCheckpoints(checkpoint_minutes, _elapsed(ckpt)) if checkpoint_minutes is not None else None
+    if timed and not ckpt:                                   # another run's checkpoints: never resumed, never kept
+        for old in out.glob("checkpoint-*"): shutil.rmtree(old)
     trainer = SpanTrainer(
         model=model,
-        args=training_args(cfg),
+        args=training_args(replace(cfg, save_total_limit=1) if timed else cfg),
         train_dataset=ds,
         data_collator=SpanCollator(tok.pad_token_id),
         span_labels=span_labels,
-        callbacks=callbacks,
+        callbacks=(callbacks or []) + ([timed] if timed else []),
     )
     t0 = time.perf_counter()
-    ckpt = None
-    if resume:
-        from transformers.trainer_utils import get_last_checkpoint
-        ckpt = get_last_checkpoint(cfg.output_dir)
     with top_layers_only(model, start) if start else contextlib.nullcontext():
-        trainer.train(resume_from_checkpoint=ckpt)
-    secs = time.perf_counter() - t0
+        trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
+    secs = timed.seconds() if timed else time.perf_counter() - t0
     trainer.save_model(cfg.output_dir); tok.save_pretrained(cfg.output_dir)
+    if timed and not cfg.save_steps:
+        for old in out.glob("checkpoint-*"): shutil.rmtree(old)
     hist = [h for h in trainer.state.log_history if "loss" in h]
     info = {"history": hist, "train_seconds": secs, "tokens": tokens, "span_labels": span_labels,
             "reused_lower_layers": start, "lower_pass_seconds": round(ds.seconds, 2) if start else 0.0,
             "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad), "config": asdict(cfg),
-            "precision": "bf16" if trainer.args.bf16 else "fp32"}
+            "precision": "bf16" if trainer.args.bf16 else "fp32",
+            "resumed_from_step": int(ckpt.name.split("-")[-1]) if ckpt else None}
     from toolpaper.io import atomic_write_text
     atomic_write_text(Path(cfg.output_dir) / "toolpaper_train.json", json.dumps(info, indent=1, default=str))
     return info
