@@ -196,6 +196,7 @@ class LocalClient(Client):
         seed: int = 0,
         name: str | None = None,
         loaded: tuple | None = None,
+        grammar: str | None = None,
     ):
         super().__init__()
         from toolpaper.engine import context_length, make_engine
@@ -204,7 +205,7 @@ class LocalClient(Client):
         kw = (
             {}
             if engine == "reference"
-            else {"precision": precision, "prefix_cache_mb": prefix_cache_mb, "draft": draft}
+            else {"precision": precision, "prefix_cache_mb": prefix_cache_mb, "draft": draft, "grammar": grammar}
         )
         self.engine = make_engine(self.model_obj, self.tok, engine, batch_size=batch_size, **kw)
         # the precision it generates in, resolved ('fp32', 'bf16', 'int8'; the reference engine: the model's dtype)
@@ -487,10 +488,12 @@ class RecordReplay(Client):
     """Wrap `inner`: 'record' answers known requests from the JSONL file at `path` and appends new answers to it;
     'replay' answers from the file alone and raises `CacheMiss` for a request it does not hold. `fresh` (record mode)
     ignores the answers already in the file (new ones are appended; the last answer to a request wins when read);
-    `extra` fields are written into every new record; `hit_commits` counts the answers reused, by their `commit`."""
+    `extra` fields are written into every new record; `hit_commits` counts the answers reused, by their `commit`;
+    `grammar`: the library that enforces schemas (part of a constrained request's key: libraries decode differently)."""
     def __init__(self, inner: Client | None, path, mode: str = "record", model: str | None = None,
-                 fresh: bool = False, extra: dict | None = None):
+                 fresh: bool = False, extra: dict | None = None, grammar: str | None = None):
         super().__init__()
+        self.grammar = grammar
         if mode not in ("record", "replay"): raise ValueError("mode must be 'record' or 'replay'")
         if mode == "record" and inner is None: raise ValueError("record mode needs a client to call")
         self.inner, self.path, self.mode, self.extra = inner, Path(path), mode, dict(extra or {})
@@ -513,6 +516,10 @@ class RecordReplay(Client):
         models = sorted({e.get("request_model", e.get("model")) for e in self.entries.values()} - {None})
         self.model = model or (inner.model if inner else models[0] if len(models) == 1 else "?")
 
+    def _params(self, par: Params) -> dict:
+        "A request's settings as they enter its key: the grammar library too when the request has a schema."
+        return {**par.key(), "grammar": self.grammar} if par.schema and self.grammar else par.key()
+
     def _hit(self, e: dict) -> Completion:
         return Completion(
             e["text"],
@@ -526,7 +533,7 @@ class RecordReplay(Client):
         )
 
     def _complete(self, items, progress=False):
-        keys = [request_key(self.model, p, par.key(), pre) for p, pre, par in items]
+        keys = [request_key(self.model, p, self._params(par), pre) for p, pre, par in items]
         out: list = [None] * len(items)
         todo: dict[str, list[int]] = {}
         for i, k in enumerate(keys):
@@ -549,7 +556,7 @@ class RecordReplay(Client):
                         "model": c.model,
                         ("prompt" if isinstance(p, str) else "messages"): p,
                         "prefix": pre,
-                        "params": par.key(),
+                        "params": self._params(par),
                         "text": c.text,
                         "prompt_tokens": c.prompt_tokens,
                         "completion_tokens": c.completion_tokens,

@@ -197,7 +197,7 @@ class Engine:
     """Continuous-batching greedy / sampled generation for a causal LM: up to `slots` sequences decode together over a
     preallocated key/value cache, and finished prompts' keys and values are kept in a prefix cache for reuse."""
     def __init__(self, model, tok, slots: int = 16, prefix_cache_mb: int = 2048, prefill_chunk: int = 2048,
-                 precision: str = "auto", draft: int = 8, step_tokens: int = 16, grammar: str = "xgrammar"):
+                 precision: str = "auto", draft: int = 8, step_tokens: int = 16, grammar: str | None = None):
         import torch
         why = engine_support(model)
         if why: raise ValueError(f"the fast engine cannot run this model: {why}")
@@ -227,7 +227,8 @@ class Engine:
         self.kv = None
         self.cancel = None          # a threading.Event: when set, generate stops between steps with a RuntimeError
         self.q8 = self._quantize() if precision == "int8" else None
-        self.grammar, self._grammars = grammar, None      # schema constraints: built on the first request with one
+        from toolpaper.grammar import DEFAULT_GRAMMAR
+        self.grammar, self._grammars = grammar or DEFAULT_GRAMMAR, None   # schema constraints: built when first asked
         self._torch = torch
 
     def grammars(self):

@@ -8,7 +8,7 @@ import json
 from functools import lru_cache
 
 # %% auto 0
-__all__ = ['BACKENDS', 'schema_text', 'Grammars']
+__all__ = ['BACKENDS', 'DEFAULT_GRAMMAR', 'schema_text', 'Grammars']
 
 # %% ../nbs/11_grammar.ipynb
 def schema_text(schema: dict | str | None) -> str | None:
@@ -22,6 +22,9 @@ def schema_text(schema: dict | str | None) -> str | None:
 
 # %% ../nbs/11_grammar.ipynb
 BACKENDS = ("xgrammar", "llguidance")
+# the default, by measurement (reports/benchmarks/grammar_speed.md: more answers complete within the token limit, less
+# mask work per token)
+DEFAULT_GRAMMAR = "llguidance"
 
 class _XgrMatcher:
     def __init__(self, compiled, vocab: int):
@@ -56,7 +59,7 @@ class _LlgMatcher:
 class Grammars:
     """JSON-schema matchers for one tokenizer and vocabulary (`vocab`: the model's logits width), from `backend`
     ('xgrammar' or 'llguidance'); each schema is compiled once. `stop_ids`: the tokens that end a sequence."""
-    def __init__(self, tok, vocab: int, stop_ids, backend: str = "xgrammar"):
+    def __init__(self, tok, vocab: int, stop_ids, backend: str = DEFAULT_GRAMMAR):
         if backend not in BACKENDS:
             raise ValueError(f"grammar backend {backend!r}: choose one of {', '.join(BACKENDS)}")
         self.backend, self.vocab, stop = backend, int(vocab), sorted(int(t) for t in stop_ids)

@@ -52,7 +52,7 @@ def git_commit(root: str | os.PathLike | None = None) -> str:
 
 # %% ../nbs/12_stages.ipynb
 _ENV = {"base_url": "TOOLPAPER_BASE_URL", "api": "TOOLPAPER_API", "engine": "TOOLPAPER_ENGINE",
-        "precision": "TOOLPAPER_PRECISION", "fresh": "TOOLPAPER_FRESH"}
+        "precision": "TOOLPAPER_PRECISION", "fresh": "TOOLPAPER_FRESH", "grammar": "TOOLPAPER_GRAMMAR"}
 
 @dataclass
 class GenSettings:
@@ -62,6 +62,7 @@ class GenSettings:
     engine: str = "auto"
     precision: str = "auto"
     fresh: bool = False
+    grammar: str = ""          # the library enforcing answer schemas locally ('': toolpaper.grammar.DEFAULT_GRAMMAR)
 
     @classmethod
     def from_env(cls, env=None) -> "GenSettings":
@@ -69,7 +70,7 @@ class GenSettings:
         e = os.environ if env is None else env
         return cls(base_url=e.get(_ENV["base_url"]) or None, api=e.get(_ENV["api"]) or "chat",
                    engine=e.get(_ENV["engine"]) or "auto", precision=e.get(_ENV["precision"]) or "auto",
-                   fresh=e.get(_ENV["fresh"]) == "1")
+                   fresh=e.get(_ENV["fresh"]) == "1", grammar=e.get(_ENV["grammar"]) or "")
 
     def environ(self) -> dict[str, str]:
         "These settings as environment variables (what `from_env` reads back)."
@@ -194,20 +195,22 @@ class StageCache:
                             "generation": GENERATION_VERSION}, sort_keys=True)
         if ident in self.clients: return self.clients[ident]
         trained_model = str(Path(model)) in self.folders            # a full fine-tune: served under its folder's name
+        from toolpaper.grammar import DEFAULT_GRAMMAR
+        grammar = None if st.base_url else st.grammar or DEFAULT_GRAMMAR    # a server enforces schemas its own way
         name = Path(str(adapter)).name if adapter else Path(str(model)).name if trained_model else model
 
         def make():
             if st.base_url: return OpenAIClient(name, base_url=st.base_url, api=st.api)
             for dep in (model, adapter): self.materialize(dep)
             return LocalClient(model, adapter=str(adapter) if adapter else None, batch_size=batch_size,
-                               engine=st.engine, precision=st.precision)
+                               engine=st.engine, precision=st.precision, grammar=grammar)
 
         rel = lambda x: None if x is None else os.path.relpath(x, self.root) if Path(str(x)).exists() else str(x)
         source = {"model": rel(model), "adapter": rel(adapter), "backend": st.backend(),
                   "model_key": self.ident(model), "adapter_key": self.ident(adapter)}
         path = self.root / "requests" / f"{Path(str(name)).name}-{fingerprint(ident)}.jsonl"
         c = RecordReplay(LazyClient(make, ident), path, "record", model=ident, fresh=st.fresh,
-                         extra={"commit": self.commit, "source": source})
+                         extra={"commit": self.commit, "source": source}, grammar=grammar)
         self.clients[ident] = c
         return c
 
