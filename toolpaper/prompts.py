@@ -10,9 +10,9 @@ from typing import Sequence, Union
 from .schema import DecisionSample, Instance, Tool
 
 # %% auto 0
-__all__ = ['PROMPT_STYLES', 'SEAL_INSTRUCTIONS', 'DEER_PREAMBLE', 'DEER_SYSTEM', 'DEER_STOPS', 'check_style', 'PromptExample',
-           'render_plain', 'render', 'SealTemplate', 'released_tool_list', 'seal_template', 'seal_tool_dict',
-           'seal_prompt', 'split_chain_spans', 'deer_plain_prompt', 'deer_prompt', 'deer_pool_text',
+__all__ = ['PROMPT_STYLES', 'UNSCORED', 'SEAL_INSTRUCTIONS', 'DEER_PREAMBLE', 'DEER_SYSTEM', 'DEER_STOPS', 'check_style',
+           'PromptExample', 'render_plain', 'render', 'SealTemplate', 'released_tool_list', 'seal_template',
+           'seal_tool_dict', 'seal_prompt', 'split_chain_spans', 'deer_plain_prompt', 'deer_prompt', 'deer_pool_text',
            'deer_round_two_prefix', 'write_examples', 'read_examples']
 
 # %% ../nbs/09_prompts.ipynb
@@ -34,6 +34,10 @@ class PromptExample:
     meta: dict = field(default_factory=dict)
     @property
     def target(self) -> str: return "".join(t for _, t in self.spans)
+
+# %% ../nbs/09_prompts.ipynb
+# the label of a target span the model reads but is not trained on (labels -100: no loss, no per-span curve)
+UNSCORED = "unscored"
 
 # %% ../nbs/09_prompts.ipynb
 def render_plain(messages: list[dict]) -> str:
@@ -156,12 +160,17 @@ DEER_SYSTEM = (
     "If one fits, write #CallAPI# followed by the call, e.g. tool_name(arg='value'), then #APIResponse# and #End#."
 )
 
-def split_chain_spans(chain: str) -> list[tuple[str, str]]:
-    "Cut a gold chain into ('decision', ...) and, for a call, ('call', ...) spans; the pieces concatenate to the chain."
+def split_chain_spans(chain: str, score_pool: bool = True) -> list[tuple[str, str]]:
+    """Cut a gold chain into ('decision', ...) and, for a call, ('call', ...) spans (they concatenate to the chain);
+    `score_pool=False`: the candidate pool after `#SearchAPI#` becomes an `UNSCORED` span (read, not learned)."""
     if "#CallAPI#" in chain:
         head, tail = chain.split("#CallAPI#", 1)
-        return [("decision", head + "#CallAPI#"), ("call", tail)]
-    return [("decision", chain)]
+        spans = [("decision", head + "#CallAPI#"), ("call", tail)]
+    else: spans = [("decision", chain)]
+    pool = deer_pool_text(chain)
+    if score_pool or not pool: return spans
+    before, after = spans[0][1].split("#SearchAPI#", 1)
+    return [("decision", before + "#SearchAPI#"), (UNSCORED, pool), ("decision", after[len(pool):])] + spans[1:]
 
 # %% ../nbs/09_prompts.ipynb
 def deer_plain_prompt(query: str, demos: Sequence[tuple[str, str]] = (), preamble: str = DEER_PREAMBLE) -> str:
@@ -176,21 +185,23 @@ def deer_prompt(
     system: str = DEER_SYSTEM,
     demos: Sequence[tuple[str, str]] = (),
     style: str = "released",
+    score_pool: bool = True,
 ) -> PromptExample:
-    "Prompt (plain template or system + turns, optional demonstrations) and target chain of a DEER sample, in `style`."
+    """Prompt (plain template or system + turns, optional demonstrations) and target chain of a DEER sample, in `style`;
+    `score_pool=False` leaves the candidate pool out of the training loss (`split_chain_spans`)."""
     from toolpaper.sampling import render_chain
     chain = chain if chain is not None else render_chain(s, style)
     if check_style(style) == "released":
         return PromptExample(
             s.id,
             deer_plain_prompt(s.query, demos),
-            split_chain_spans(" " + chain),
+            split_chain_spans(" " + chain, score_pool),
             {"branch": s.branch, "style": style},
         )
     msgs = [{"role": "system", "content": system}]
     for q, c in demos: msgs += [{"role": "user", "content": q}, {"role": "assistant", "content": c}]
     msgs.append({"role": "user", "content": s.query})
-    return PromptExample(s.id, msgs, split_chain_spans(chain), {"branch": s.branch, "style": style})
+    return PromptExample(s.id, msgs, split_chain_spans(chain, score_pool), {"branch": s.branch, "style": style})
 
 # %% ../nbs/09_prompts.ipynb
 DEER_STOPS = ("#SearchAPI#", "#NoCallAPI#", "#APIResponse#", "#End#")

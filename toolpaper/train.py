@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from contextlib import contextmanager
 from .config import SFTConfig
-from .prompts import PromptExample, render
+from .prompts import PromptExample, render, UNSCORED
 
 # %% auto 0
 __all__ = ['tokenize_example', 'SpanCollator', 'SpanTrainer', 'lower_outputs', 'top_layers_only', 'training_args',
@@ -22,20 +22,24 @@ __all__ = ['tokenize_example', 'SpanCollator', 'SpanTrainer', 'lower_outputs', '
 # %% ../nbs/10_train.ipynb
 def tokenize_example(tok, ex: PromptExample, span_labels: Sequence[str], max_length: int = 1024) -> dict:
     """{'input_ids', 'labels', 'span_ids'} of one example: the chat-templated prompt (labels -100, span 0), then each
-    target span and the end-of-turn token; over `max_length` the prompt is cut from the left, then the target."""
+    target span (an `UNSCORED` one: labels -100, span 0) and the end-of-turn token; over `max_length` the prompt is cut
+    from the left, then the target."""
     # a plain prompt gets BOS, as at inference
     p = tok(render(tok, ex.messages), add_special_tokens=isinstance(ex.messages, str))["input_ids"]
-    t_ids, t_spans = [], []
+    t_ids, t_labels, t_spans = [], [], []
     for label, text in ex.spans:
         ids = tok(text, add_special_tokens=False)["input_ids"]
-        t_ids += ids; t_spans += [span_labels.index(label) + 1] * len(ids)
+        scored = label != UNSCORED
+        t_ids += ids; t_labels += ids if scored else [-100] * len(ids)
+        t_spans += [span_labels.index(label) + 1 if scored else 0] * len(ids)
     if tok.eos_token_id is not None:
-        t_ids.append(tok.eos_token_id); t_spans.append(t_spans[-1] if t_spans else 1)
-    t_ids, t_spans = t_ids[:max_length], t_spans[:max_length]
+        t_ids.append(tok.eos_token_id); t_labels.append(tok.eos_token_id)
+        t_spans.append(next((s for s in reversed(t_spans) if s), 1))
+    t_ids, t_labels, t_spans = t_ids[:max_length], t_labels[:max_length], t_spans[:max_length]
     p = p[max(0, len(p) - (max_length - len(t_ids))):] if len(p) + len(t_ids) > max_length else p
     return {
         "input_ids": p + t_ids,
-        "labels": [-100] * len(p) + t_ids,
+        "labels": [-100] * len(p) + t_labels,
         "span_ids": [0] * len(p) + t_spans,
         "length": len(p) + len(t_ids),
     }
@@ -278,7 +282,7 @@ def finetune(model_name: str, examples: Sequence[PromptExample], cfg: SFTConfig,
     from toolpaper.models import load_model
     if not cfg.output_dir: raise ValueError("SFTConfig.output_dir is empty: give the run a folder (for_run)")
     set_seed(cfg.seed)
-    span_labels = list(span_labels or dict.fromkeys(l for e in examples for l, _ in e.spans))
+    span_labels = list(span_labels or dict.fromkeys(l for e in examples for l, _ in e.spans if l != UNSCORED))
     model, tok = load_model(model_name, adapter=adapter, device="cpu" if not torch.cuda.is_available() else None,
                             dtype=torch.float32, trainable=True)
     if cfg.lora and adapter is None:
