@@ -69,19 +69,22 @@ PROMPT_ORIGINS: dict[str, tuple[str, dict]] = {}
 # %% ../nbs/12_client.ipynb
 @dataclass(frozen=True)
 class Params:
-    "Generation settings of one request; `schema`: the canonical text of a JSON schema the answer must follow."
+    """Generation settings of one request; `schema`: the canonical text of a JSON schema the answer must follow; `draw`:
+    which sample of a sampled prompt (the same prompt and settings with another draw is another sample)."""
     max_tokens: int = 256
     stop: tuple = ()
     include_stop: bool = False
     temperature: float = 0.0
     schema: str | None = None
+    draw: int = 0
 
     def key(self) -> dict:
-        "The settings that identify a request (stop, include_stop and schema only when set)."
+        "The settings that identify a request (stop, include_stop, schema and draw only when set)."
         k: dict[str, Any] = {"max_tokens": self.max_tokens, "temperature": self.temperature}
         if self.stop: k["stop"] = list(self.stop)
         if self.include_stop: k["include_stop"] = True
         if self.schema: k["schema"] = self.schema
+        if self.draw: k["draw"] = self.draw
         return k
 
 # %% ../nbs/12_client.ipynb
@@ -143,10 +146,12 @@ class Client:
         progress: bool = False,
         errors: str = "raise",
         schema: dict | str | list | None = None,
+        draw: int = 0,
     ) -> list:
         """One completion per prompt, in input order, each cut at the first of `stop` (kept with `include_stop`) and
     continuing its prefix when `prefixes` are given; `schema`: a JSON schema every answer must follow, or a list of
     them, one per prompt (the local engine enforces it while decoding, a server gets it as `response_format`);
+    `draw` > 0: another sample of the same sampled prompts (its own seed locally, its own cache key);
     `errors='return'` returns failures in place of raising."""
         if errors not in ("raise", "return"): raise ValueError(f"errors={errors!r}: expected 'raise' or 'return'")
         prompts = [check_prompt(p, i) for i, p in enumerate(prompts)]
@@ -156,7 +161,7 @@ class Client:
         from toolpaper.grammar import schema_text
         schemas = schema if isinstance(schema, list) else [schema] * len(prompts)
         if len(schemas) != len(prompts): raise ValueError(f"{len(schemas)} schemas for {len(prompts)} prompts")
-        params = Params(int(max_tokens), tuple(stop or ()), bool(include_stop), float(temperature))
+        params = Params(int(max_tokens), tuple(stop or ()), bool(include_stop), float(temperature), draw=int(draw))
         texts = {id(s): schema_text(s) for s in schemas}            # each distinct schema object checked once
         items = [(p, (prefixes[i] or "") if prefixes is not None else "",
                   replace(params, schema=texts[id(schemas[i])]) if schemas[i] is not None else params)
@@ -242,7 +247,8 @@ class LocalClient(Client):
         reqs = []
         for p, pre, par in items:
             text = self.render(p, pre)
-            seed = int(hashlib.sha256(f"{self.seed}:{text}".encode()).hexdigest()[:8], 16)
+            salt = f"{self.seed}:{par.draw}:" if par.draw else f"{self.seed}:"     # draw 0: the seed of earlier runs
+            seed = int(hashlib.sha256(f"{salt}{text}".encode()).hexdigest()[:8], 16)
             reqs.append(Request(self.encode(p, pre), par.max_tokens, par.stop, par.temperature, seed, par.schema))
         outs = self.engine.generate(reqs, progress=progress)
         now, res = int(time.time()), []

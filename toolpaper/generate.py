@@ -619,11 +619,12 @@ def _iso(ts) -> str | None:
     return dt.datetime.fromtimestamp(int(ts), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if ts else None
 
 # %% ../nbs/13_generate.ipynb
-def _ask(client, stage: StageFile, jobs: list[tuple[str, list[dict], Any]], cfg, parse: Callable, what: str) -> dict:
-    """Send the unfinished jobs (key, messages, context) that have tries left, in chunks; record text, parse result and
-    provenance, or the failure. A failed request is tried again by the next run, up to `cfg.max_attempts` tries
-    in all. Returns the stage's request counts: finished, retried (finished after a failed try), failed (its last
-    try failed) and given up."""
+def _ask(client, stage: StageFile, jobs: list[tuple[str, list[dict], Any]], cfg, parse: Callable, what: str,
+         draw: int = 0) -> dict:
+    """Send the unfinished jobs (key, messages, context) that have tries left, in chunks (`draw`: which sample of
+    sampled prompts, see `Client.complete`); record text, parse result and provenance, or the failure. A failed
+    request is tried again by the next run, up to `cfg.max_attempts` tries in all. Returns the stage's request counts:
+    finished, retried (finished after a failed try), failed (its last try failed) and given up."""
     from toolpaper.client import LLMError
 
     todo = list(
@@ -634,7 +635,7 @@ def _ask(client, stage: StageFile, jobs: list[tuple[str, list[dict], Any]], cfg,
         schema = [answer_schema(m) for _, m, _ in part] if getattr(cfg, "constrained", False) else None
         res = client.complete(
             [m for _, m, _ in part], max_tokens=cfg.max_tokens, temperature=cfg.temperature, errors="return",
-            schema=schema,
+            schema=schema, draw=draw,
         )
         for (key, _, ctx), r in zip(part, res):
             attempt = stage.attempts.get(key, 0) + 1
@@ -771,13 +772,14 @@ class _Run:
     files: dict = field(default_factory=dict)
 
     def ask(
-        self, stage: str, jobs: list[tuple[str, list[dict], Any]], parse: Callable, file: str | None = None
+        self, stage: str, jobs: list[tuple[str, list[dict], Any]], parse: Callable, file: str | None = None,
+        draw: int = 0,
     ) -> StageFile:
-        """Send a stage's unfinished jobs through `_ask` and add up its request counts; the stage's file (`file` or the
-        stage name)."""
+        """Send a stage's unfinished jobs through `_ask` (`draw`: which sample of sampled prompts) and add up its
+        request counts; the stage's file (`file` or the stage name)."""
         name = file or stage
         if name not in self.files: self.files[name] = StageFile(self.folder / f"{name}.jsonl")
-        got = _ask(self.client, self.files[name], jobs, self.cfg, parse, stage)
+        got = _ask(self.client, self.files[name], jobs, self.cfg, parse, stage, draw)
         self.requests[stage] = _merge_requests([self.requests[stage], got]) if stage in self.requests else got
         return self.files[name]
 
@@ -845,6 +847,8 @@ def _seal_tools(run: _Run, subs: list[tuple[str, str]]) -> tuple[_Tools, StageYi
                 for f, s in todo
             ],
             lambda t, _: read_reply(t, list),
+            # sampled, a round whose prompt repeats an earlier one (nothing kept yet to avoid) is a new draw, not a copy
+            draw=r if cfg.temperature > 0 else 0,
         )
         for f, s in todo:
             rec, row = st.records[key(f, s, r)], per[(f, s)]
