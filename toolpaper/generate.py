@@ -783,6 +783,23 @@ class _Run:
         self.requests[stage] = _merge_requests([self.requests[stage], got]) if stage in self.requests else got
         return self.files[name]
 
+    def settle(self, pipeline: str) -> None:
+        """Record what answers this pipeline's requests (`<pipeline>_settings.json`: prompt version, model, grammar
+        library, decoding settings) or check it against the record, so stages answered otherwise are never resumed
+        silently; quotas and sizes may change (a resumed run extends the data)."""
+        from toolpaper.io import atomic_write_text
+        now = {"prompt_version": PROMPT_VERSION, "model": str(getattr(self.client, "model", "?")),
+               "grammar": getattr(self.client, "grammar", None),
+               **{k: getattr(self.cfg, k, None) for k in ("temperature", "max_tokens", "constrained", "seed")}}
+        path = self.folder / f"{pipeline}_settings.json"
+        if not path.exists():
+            self.folder.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, json.dumps(now, indent=1, sort_keys=True) + "\n"); return
+        old = json.loads(path.read_text())
+        diff = [f"{k} {old.get(k)!r} -> {v!r}" for k, v in now.items() if old.get(k) != v]
+        if diff: raise ValueError(f"{path}: its {pipeline} stages were answered with other settings "
+                                  f"({'; '.join(diff)}); resume with the same settings, or generate elsewhere")
+
 # %% ../nbs/13_generate.ipynb
 def _seal_fields(run: _Run) -> tuple[list[str], StageYield]:
     "Fields: the configured seeds, or the model's list."
@@ -1064,6 +1081,7 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig | None = None, emb
     cfg = cfg if cfg is not None else SealGenConfig()
     out = Path(out); t0 = time.perf_counter(); u0 = dict(client.usage.as_dict())
     run, Y = _Run(client, cfg, out / "stages"), {}
+    run.settle("seal")
     tools, kept, dropped = _seal_tool_stages(run, cfg, embedder, Y)
     by_name = {t["api_name"]: t for t in kept}
     env = execution_env(kept, functions, cfg.seed) if cfg.execute else None
@@ -1249,6 +1267,7 @@ def generate_deer(client, seeds: Sequence[dict], out: str | Path, cfg: DeerGenCo
     cfg = cfg if cfg is not None else DeerGenConfig()
     out = Path(out); t0 = time.perf_counter(); u0 = dict(client.usage.as_dict())
     run = _Run(client, cfg, out / "stages")
+    run.settle("deer")
     seeds = [s for s in seeds if isinstance(s, dict) and isinstance(s.get("api_name"), str)]
     staged, sigs, pairs = _deer_pairs(run, seeds)
     tools, prov, trace = [], [], []
