@@ -217,6 +217,7 @@ class LocalClient(Client):
         dtype = str(next(self.model_obj.parameters()).dtype).removeprefix("torch.")
         named = {"float32": "fp32", "bfloat16": "bf16"}.get(dtype, dtype)
         self.precision = getattr(self.engine, "precision", None) or named
+        self.grammar = getattr(self.engine, "grammar", None)      # the library enforcing schemas (None: no schemas)
         self.context_length = context_length(self.model_obj)       # prompt + new tokens the model holds (or None)
         self.model = name or (str(model) + (f"+{Path(str(adapter).rstrip('/')).name}" if adapter else ""))
         self.seed = seed
