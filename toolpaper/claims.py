@@ -131,6 +131,9 @@ class Claim:
     margin: float = 0.0      # for 'no worse': how far below B still counts as keeping B's level
     paired: bool = True      # False: the terms hold different items (subsets), resampled independently
     mode: str = "compat"
+    # points: when the verdict is inconclusive and every condition scores at most this, the row says the task is out of
+    # the tested model's reach (more items would not separate conditions that all sit at the floor)
+    reach: float | None = None
 
     @property
     def comparison(self) -> str:
@@ -182,10 +185,15 @@ def evaluate(claim: Claim, reports, n_boot: int = 2000, seed: int = 0) -> dict:
                          claim.paired, n_boot, seed)
     pct = lambda v: "–" if v is None else f"{100 * v:.1f}"
     v = verdict(r["low"], r["high"], claim.expect, claim.margin)
+    why = "" if v != "not run" else "a term is undefined on these items"
+    floor = claim.reach is not None and all(x is not None and 100 * x <= claim.reach for x in r["terms"])
+    if v == VERDICTS[2] and floor:
+        why = (f"out of this model's reach: every condition scores at most {claim.reach:g}%, so the number of items is "
+               "not what is missing")
     return row | {"mode": mode, "toolpaper": " / ".join(pct(x) for x in r["terms"]),
                   "difference [95% CI]": f"{pct(r['value'])} [{pct(r['low'])}, {pct(r['high'])}]",
                   "n": " / ".join(str(n) for n in r["n"]) if len(set(r["n"])) > 1 else str(r["n"][0]),
-                  "verdict": v, "why": "" if v != "not run" else "a term is undefined on these items"}
+                  "verdict": v, "why": why}
 
 # %% ../nbs/91_claims.ipynb
 def _d(a: str, b: str) -> tuple: return ((1, a), (-1, b))
@@ -255,7 +263,8 @@ CLAIMS: list[Claim] = [
           "Act EM 58.94 vs 55.50 w/o reuse", "alpha_umi", "act_em",
           _d("alpha_umi@heldout", "alpha_umi_wo_reuse@heldout")),
     Claim("alpha-UMi", "program-aided alpha-UMi beats Single-LLM on GSM8K", "Table 4 (Appendix D)",
-          "7B: 49.73 vs 37.90; 13B: 54.20 vs 44.88", "alpha_umi_math", "accuracy", _d("alpha_umi", "single")),
+          "7B: 49.73 vs 37.90; 13B: 54.20 vs 44.88", "alpha_umi_math", "accuracy", _d("alpha_umi", "single"),
+          reach=5),
 ]
 
 # %% ../nbs/91_claims.ipynb
