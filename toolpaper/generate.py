@@ -17,11 +17,11 @@ __all__ = ['PROMPT_VERSION', 'TOOL_TEMPLATE', 'ANSWER_SCHEMAS', 'RELEASE_STR', '
            'RULES', 'YIELD_MODES', 'StageFile', 'run_stage', 'read_reply', 'read_names', 'stage_prompt',
            'prompt_origin', 'prompt_fields', 'prompt_subfields', 'prompt_tools', 'prompt_backfill', 'prompt_single',
            'prompt_query', 'prompt_combo', 'prompt_multi', 'prompt_deer_examples', 'prompt_deer_filter',
-           'prompt_deer_check', 'read_yes_no', 'answer_schema', 'check_tool', 'check_calls', 'execution_env',
-           'execution_problems', 'rule_value', 'sensitive_values', 'program_call', 'SealGenConfig', 'GenResult',
-           'name_duplicate', 'dedup_tools', 'StageYield', 'generate_seal', 'DeerGenConfig', 'generate_deer',
-           'YieldExpConfig', 'run_yield', 'yield_table', 'dataset_shape', 'generated_set', 'yield_outcomes',
-           'reason_counts']
+           'prompt_deer_check', 'read_yes_no', 'tools_schema', 'answer_schema', 'check_tool', 'check_calls',
+           'required_from_flags', 'execution_env', 'execution_problems', 'rule_value', 'sensitive_values',
+           'program_call', 'SealGenConfig', 'GenResult', 'name_duplicate', 'dedup_tools', 'StageYield', 'generate_seal',
+           'DeerGenConfig', 'generate_deer', 'YieldExpConfig', 'run_yield', 'yield_table', 'dataset_shape',
+           'generated_set', 'yield_outcomes', 'reason_counts']
 
 # %% ../nbs/13_generate.ipynb
 class StageFile:
@@ -348,7 +348,7 @@ _called = lambda name: {"type": "string", "pattern": f"^{re.escape(name)}\\([^\\
 ANSWER_SCHEMAS: dict[str, Callable[..., dict]] = {
     "fields": lambda n: _names(n),
     "subfields": lambda field, n: _names(n),
-    "tools": lambda field, subfield, n, avoid=(): {"type": "array", "items": _TOOL, "minItems": n, "maxItems": n},
+    "tools": lambda field, subfield, n, avoid=(): tools_schema(n),
     "backfill": lambda tools: {"type": "object", "properties": {
         t["api_name"]: {"type": "object", "properties": {k: {"type": "string", "maxLength": 80}
                                                          for k in t["parameters"]},
@@ -377,11 +377,27 @@ ANSWER_SCHEMAS: dict[str, Callable[..., dict]] = {
 }
 
 # %% ../nbs/13_generate.ipynb
-def answer_schema(messages: list[dict]) -> dict | None:
-    "The JSON schema of the answer a pipeline prompt asks for (None for a prompt this process did not build)."
+def tools_schema(n: int, required_flags: bool = False) -> dict:
+    """The tools answer: exactly `n` tools in the release's shape, or (`required_flags`) with a boolean `required` in
+    each parameter instead of the tool's `required` list."""
+    tool = _TOOL
+    if required_flags:
+        f = _field()
+        flag = {**f, "properties": {**f["properties"], "required": {"type": "boolean"}},
+                "required": [*f["required"], "required"]}
+        props = {k: v for k, v in _TOOL["properties"].items() if k != "required"}
+        props["parameters"] = {**props["parameters"], "additionalProperties": flag}
+        tool = {**_TOOL, "properties": props, "required": [k for k in _TOOL["required"] if k != "required"]}
+    return {"type": "array", "items": tool, "minItems": n, "maxItems": n}
+
+# %% ../nbs/13_generate.ipynb
+def answer_schema(messages: list[dict], required_flags: bool = False) -> dict | None:
+    """The JSON schema of the answer a pipeline prompt asks for (None for a prompt this process did not build);
+    `required_flags`: a tools answer marks each parameter required or not (`tools_schema`)."""
     got = prompt_origin(messages[-1]["content"])
     if got is None: return None
     stage, args = got
+    if stage == "tools" and required_flags: return tools_schema(args["n"], True)
     return ANSWER_SCHEMAS[stage](**args) if stage in ANSWER_SCHEMAS else None
 
 # %% ../nbs/13_generate.ipynb
@@ -438,6 +454,21 @@ def check_calls(calls: Sequence[dict], query: str, tools: dict[str, dict]) -> li
         except RefError as e:
             probs.append(f"reference: {e}")
     return probs
+
+# %% ../nbs/13_generate.ipynb
+def required_from_flags(tools: Any) -> Any:
+    """A tools answer written under `tools_schema(n, required_flags=True)` in the release's shape: each tool's flagged
+    parameters become its `required` list, the flags are dropped; anything else (a tool that has a `required` list, a
+    reply that is not a list) comes back as it is."""
+    if not isinstance(tools, list): return tools
+    out = []
+    for d in tools:
+        ps = d.get("parameters") if isinstance(d, dict) else None
+        if not isinstance(ps, dict) or "required" in d or not all(isinstance(v, dict) for v in ps.values()):
+            out.append(d); continue
+        out.append({**d, "parameters": {k: {a: b for a, b in v.items() if a != "required"} for k, v in ps.items()},
+                    "required": [k for k, v in ps.items() if v.get("required") is True]})
+    return out
 
 # %% ../nbs/13_generate.ipynb
 def execution_env(tools: Sequence[dict], functions: dict[str, Callable] | None = None, seed: int = 0):
@@ -601,6 +632,9 @@ class SealGenConfig:
     # each request carries its answer's JSON schema (`answer_schema`), enforced by the client; False: the release's
     # free-text answers
     constrained: bool = False
+    # with `constrained`: tools answers mark each parameter required or not (`tools_schema`), turned back into the
+    # release's `required` list before the checks (a schema cannot tie that list to the parameters' names)
+    required_flags: bool = False
     seed: int = 0
 
 # %% ../nbs/13_generate.ipynb
@@ -632,7 +666,8 @@ def _ask(client, stage: StageFile, jobs: list[tuple[str, list[dict], Any]], cfg,
     )
     for i in range(0, len(todo), max(1, cfg.chunk)):                  # record each chunk as soon as it is answered
         part = todo[i:i + max(1, cfg.chunk)]
-        schema = [answer_schema(m) for _, m, _ in part] if getattr(cfg, "constrained", False) else None
+        flags = getattr(cfg, "required_flags", False)
+        schema = [answer_schema(m, flags) for _, m, _ in part] if getattr(cfg, "constrained", False) else None
         res = client.complete(
             [m for _, m, _ in part], max_tokens=cfg.max_tokens, temperature=cfg.temperature, errors="return",
             schema=schema, draw=draw,
@@ -790,7 +825,8 @@ class _Run:
         from toolpaper.io import atomic_write_text
         now = {"prompt_version": PROMPT_VERSION, "model": str(getattr(self.client, "model", "?")),
                "grammar": getattr(self.client, "grammar", None),
-               **{k: getattr(self.cfg, k, None) for k in ("temperature", "max_tokens", "constrained", "seed")}}
+               **{k: getattr(self.cfg, k, None) for k in ("temperature", "max_tokens", "constrained", "seed")},
+               **({"required_flags": True} if getattr(self.cfg, "required_flags", False) else {})}
         path = self.folder / f"{pipeline}_settings.json"
         if not path.exists():
             self.folder.mkdir(parents=True, exist_ok=True)
@@ -850,6 +886,7 @@ def _seal_tools(run: _Run, subs: list[tuple[str, str]]) -> tuple[_Tools, StageYi
     }
     found, empty, names_all = {sub: [] for sub in subs}, {sub: 0 for sub in subs}, []
     key = lambda f, s, r: f"{f}/{s}" + (f"#{r}" if r else "")
+    flags = cfg.constrained and cfg.required_flags
     for r in range(max(1, cfg.max_tool_rounds) if cfg.saturate else 1):
         todo = [sub for sub in subs if empty[sub] < cfg.empty_rounds]
         if not todo: break
@@ -863,7 +900,7 @@ def _seal_tools(run: _Run, subs: list[tuple[str, str]]) -> tuple[_Tools, StageYi
                 )
                 for f, s in todo
             ],
-            lambda t, _: read_reply(t, list),
+            lambda t, _: required_from_flags(read_reply(t, list)) if flags else read_reply(t, list),
             # sampled, a round whose prompt repeats an earlier one (nothing kept yet to avoid) is a new draw, not a copy
             draw=r if cfg.temperature > 0 else 0,
         )
@@ -1358,7 +1395,7 @@ class YieldExpConfig(Profiled):
         return replace(self.seal, fields=fields, n_fields=self.n_fields or self.seal.n_fields, seed=self.seed)
 
 # %% ../nbs/13_generate.ipynb
-YIELD_MODES = ("free", "constrained")
+YIELD_MODES = ("free", "constrained", "constrained_flags")
 
 def run_yield(client, seal: SealGenConfig, deer: DeerGenConfig, deer_seeds: Sequence[dict], work,
               modes: Sequence[str] = YIELD_MODES) -> dict[str, tuple[GenResult, GenResult]]:
@@ -1366,9 +1403,9 @@ def run_yield(client, seal: SealGenConfig, deer: DeerGenConfig, deer_seeds: Sequ
     out = {}
     for mode in modes:
         if mode not in YIELD_MODES: raise ValueError(f"decoding mode {mode!r}: choose {', '.join(YIELD_MODES)}")
-        c = mode == "constrained"
-        folder = Path(work) / ("generated_constrained" if c else "generated")
-        out[mode] = (generate_seal(client, folder, replace(seal, constrained=c)),
+        c = mode != "free"
+        folder = Path(work) / ("generated" if mode == "free" else f"generated_{mode}")
+        out[mode] = (generate_seal(client, folder, replace(seal, constrained=c, required_flags=mode.endswith("flags"))),
                      generate_deer(client, deer_seeds, folder, replace(deer, constrained=c)))
     return out
 
