@@ -49,6 +49,9 @@ class UmiExpConfig(Profiled):
     ood_n: int | None = 4
     # held-out dialogues the real-time pass rate runs on, the first of the test set (None: all of them)
     realtime_n: int | None = None
+    # also score the base model, not fine-tuned, with the Single-LLM prompt (`base`): the floor every fine-tuned method
+    # is measured against
+    base_row: bool = True
     seed: int = 0
     PROFILES: ClassVar[dict] = {
         # the paper's GLPFT schedule, two steps per stage
@@ -82,6 +85,7 @@ UMI_NAMES = {
     "multitask": "Single-LLM multi-task",
     "alpha_umi": "alpha-UMi (GLPFT)",
     "alpha_umi_wo_reuse": "alpha-UMi w/o reuse",
+    "base": "base model (not fine-tuned, Single-LLM prompt)",
 }
 PAPER_UMI = {
     "Single-LLM": [81.92, 53.26, 2.32, 45.57, 42.66],
@@ -203,6 +207,18 @@ def _umi_step_row(ag, m: str, n: int, dialogues: list, cfg: UmiExpConfig, work=N
     return row
 
 # %% ../nbs/19_umi.ipynb
+def _umi_base_row(dialogues: list, n: int, cfg: UmiExpConfig, work) -> dict:
+    """The base model, not fine-tuned, answering with the Single-LLM prompt: its step-level row (listed at the main size
+    `n`), scored as `base@heldout`."""
+    from toolpaper import stages
+    from toolpaper.agent import SingleAgent
+    base = stages.client(cfg.model, batch_size=cfg.gen_batch_size)
+    agent = SingleAgent(base, cfg.max_new_tokens[0] + cfg.max_new_tokens[1])
+    row = _umi_step_row(agent, "base", n, dialogues, cfg, work, ["base@heldout"])
+    stages.release(base)
+    return row
+
+# %% ../nbs/19_umi.ipynb
 def _umi_realtime(ag, m: str, test: list, tools, cfg: UmiExpConfig, inst_by_id: dict, row: dict):
     """Real-time stage (main size): the pass rate with its interval goes into `row`; (rows per test group, the
     evaluation record)."""
@@ -290,6 +306,7 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
                 cost.append(_umi_cost_row(m, trained[m], rt))
             for c in cache.values(): c.clear_cache()        # each method's prompts are its own: free the prefix caches
         for c in cache.values(): stages.release(c)          # the next size trains other models
+        if n == main_n and cfg.base_row: results.append(_umi_base_row(test, n, cfg, work))
         timings[f"n{n}_eval_s"] = time.perf_counter() - t1
     timings["total_s"] = time.perf_counter() - t0
     res = pd.DataFrame(results)
