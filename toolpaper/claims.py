@@ -13,8 +13,8 @@ import pandas as pd
 from .io import atomic_write_text
 
 # %% auto 0
-__all__ = ['SCORED', 'VERDICTS', 'CLAIMS', 'save_scored', 'load_scored', 'pool', 'resample', 'contrast', 'verdict', 'Claim',
-           'select', 'evaluate', 'ledger', 'ledger_sources', 'write_ledger']
+__all__ = ['SCORED', 'VERDICTS', 'CLAIMS', 'BASE_CHECKS', 'save_scored', 'load_scored', 'pool', 'resample', 'contrast', 'verdict',
+           'Claim', 'select', 'evaluate', 'base_table', 'branch_table', 'ledger', 'ledger_sources', 'write_ledger']
 
 # %% ../nbs/91_claims.ipynb
 SCORED = "scored.json"
@@ -268,6 +268,60 @@ CLAIMS: list[Claim] = [
 ]
 
 # %% ../nbs/91_claims.ipynb
+_DEER_ADAPTERS = ("mixture 2:1:2", "random", "intra", "inter")
+
+def _base(experiment: str, model: str, base: str, metric: str) -> Claim:
+    return Claim("toolkit", f"{model} beats {base}", "", "", experiment, metric, _d(model, base))
+
+BASE_CHECKS: list[Claim] = [
+    _base("seal_tools", "ft:dense", "base:dense", "tool.f1"),
+    _base("seal_tools", "ft:bm25", "base:bm25", "tool.f1"),
+    _base("seal_tools", "ftgold:gold", "base:gold", "tool.f1"),
+    _base("seal_generated", "generated:gold", "base:gold", "tool.f1"),
+    _base("seal_generated", "released:gold", "base:gold", "tool.f1"),
+    *[_base("deer", f"{a}@valid", "base 4-shot@valid", m) for a in _DEER_ADAPTERS for m in ("p_ds", "p_dc")],
+    *[_base("alpha_umi", f"{m}@heldout", "base@heldout", "act_em")
+      for m in ("single", "multi_one_stage", "multitask", "alpha_umi", "alpha_umi_wo_reuse")],
+]
+
+# %% ../nbs/91_claims.ipynb
+_RESULT = {"reproduced": "above base", "contradicted": "below base"}
+
+def base_table(reports, checks: list[Claim] | None = None, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+    "One row per fine-tuned model and metric: its value and its base's, the paired difference [95% CI], n, result."
+    rows = []
+    for c in (BASE_CHECKS if checks is None else checks):
+        r = evaluate(c, reports, n_boot, seed)
+        rows.append({"experiment": c.experiment, "fine-tuned": c.terms[0][1], "base": c.terms[1][1], "metric": c.metric,
+                     "mode": r["mode"], "values": r["toolpaper"], "difference [95% CI]": r["difference [95% CI]"],
+                     "n": r["n"], "result": _RESULT.get(r["verdict"], r["verdict"]), "why": r["why"]})
+    return pd.DataFrame(rows)
+
+# %% ../nbs/91_claims.ipynb
+_BRANCHES = ("p_nosearch", "p_search", "p_nocall", "p_call")
+
+def branch_table(reports, adapters=_DEER_ADAPTERS, sets=("valid", "test"), n_boot: int = 2000,
+                 seed: int = 0) -> pd.DataFrame:
+    """One row per DEER adapter and evaluation set: each branch's compat score in percent with its 95% interval, and
+    `every branch > 0` (yes / no; 'not run' when the adapter was not scored on the set)."""
+    scored = load_scored(Path(reports) / "deer" / "work")
+    rows = []
+    for a in adapters:
+        for s in sets:
+            row = {"adapter": a, "set": s}
+            try: _, items = select(scored, f"{a}@{s}", "compat")
+            except KeyError:
+                rows.append(row | dict.fromkeys(_BRANCHES, "–") | {"n": "–", "every branch > 0": "not run"}); continue
+            vals = []
+            for m in _BRANCHES:
+                r = contrast("deer", [(1, items)], m, "compat", True, n_boot, seed)
+                v, lo, hi = (None if x is None else 100 * x for x in (r["value"], r["low"], r["high"]))
+                row[m] = "–" if v is None else f"{v:.1f} [{lo:.1f}, {hi:.1f}]"
+                if r["value"] is not None: vals.append(r["value"])
+            rows.append(row | {"n": len(items), "every branch > 0": "yes" if vals and min(vals) > 0 else "no"})
+    return pd.DataFrame(rows)
+
+# %% ../nbs/91_claims.ipynb
 def ledger(reports, claims: list[Claim] | None = None, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
     "One row per claim: the paper's evidence, toolpaper's values, the paired difference with its 95% interval, verdict."
     return pd.DataFrame([evaluate(c, reports, n_boot, seed) for c in (CLAIMS if claims is None else claims)])
@@ -303,8 +357,18 @@ def write_ledger(reports, claims: list[Claim] | None = None, n_boot: int = 2000,
              "side, *inconclusive at this scale* when it holds zero; *not run* names what is missing. "
              "`toolpaper` lists each condition's value; `n` the items (per condition where they differ).", ""]
     if scale: lines += [scale, ""]
+    bt, br = base_table(reports, n_boot=n_boot, seed=seed), branch_table(reports, n_boot=n_boot, seed=seed)
     lines += ["Verdicts: " + ", ".join(f"{v} {counts.get(v, 0)}" for v in VERDICTS), "",
               df_markdown(df.drop(columns=["why"]) if not df["why"].any() else df), "",
+              "## Fine-tuned models against their base", "",
+              "Every fine-tuned model against the model it was tuned from, on the same items and the primary metric "
+              "(Seal-Tools Tool F1, DEER P_DS and P_DC against the 4-shot base model, alpha-UMi Act EM against the "
+              "base model with the Single-LLM prompt; GSM8K left out): the paired difference with its 95% interval.",
+              "",
+              df_markdown(bt.drop(columns=["why"]) if not bt["why"].any() else bt), "",
+              "## DEER adapters on every branch", "",
+              "Each DEER adapter behind a claim, compat score per branch in percent with its 95% interval over the "
+              "set's samples (the test set holds no NoSearch samples).", "", df_markdown(br), "",
               "## What the ledger rests on", "",
               "The experiments' runs as `manifest.json` records them; each experiment's page states its scale "
               "(model, training data, test items).", "", df_markdown(ledger_sources(reports, claims)), ""]
