@@ -275,7 +275,6 @@ def _base(experiment: str, model: str, base: str, metric: str) -> Claim:
 
 BASE_CHECKS: list[Claim] = [
     _base("seal_tools", "ft:dense", "base:dense", "tool.f1"),
-    _base("seal_tools", "ft:bm25", "base:bm25", "tool.f1"),
     _base("seal_tools", "ftgold:gold", "base:gold", "tool.f1"),
     _base("seal_generated", "generated:gold", "base:gold", "tool.f1"),
     _base("seal_generated", "released:gold", "base:gold", "tool.f1"),
