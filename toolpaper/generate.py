@@ -13,15 +13,15 @@ from .config import Profiled
 from .schema import PARAM_TYPES, fits_type
 
 # %% auto 0
-__all__ = ['PROMPT_VERSION', 'TOOL_TEMPLATE', 'ANSWER_SCHEMAS', 'RELEASE_STR', 'RELEASE_INT', 'RELEASE_FLOAT', 'SENSITIVE',
-           'RULES', 'YIELD_MODES', 'StageFile', 'run_stage', 'read_reply', 'read_names', 'stage_prompt',
-           'prompt_origin', 'prompt_fields', 'prompt_subfields', 'prompt_tools', 'prompt_backfill', 'prompt_single',
-           'prompt_query', 'prompt_combo', 'prompt_multi', 'prompt_deer_examples', 'prompt_deer_filter',
-           'prompt_deer_check', 'read_yes_no', 'tools_schema', 'answer_schema', 'check_tool', 'check_calls',
-           'required_from_flags', 'execution_env', 'execution_problems', 'rule_value', 'sensitive_values',
-           'program_call', 'SealGenConfig', 'GenResult', 'name_duplicate', 'dedup_tools', 'StageYield', 'generate_seal',
-           'DeerGenConfig', 'generate_deer', 'YieldExpConfig', 'run_yield', 'yield_table', 'dataset_shape',
-           'generated_set', 'yield_outcomes', 'reason_counts']
+__all__ = ['PROMPT_VERSION', 'TOOL_EXAMPLE', 'TOOL_EXAMPLE_TOPIC', 'ANSWER_SCHEMAS', 'RELEASE_STR', 'RELEASE_INT',
+           'RELEASE_FLOAT', 'SENSITIVE', 'RULES', 'YIELD_MODES', 'StageFile', 'run_stage', 'read_reply', 'read_names',
+           'stage_prompt', 'prompt_origin', 'prompt_fields', 'prompt_subfields', 'prompt_tools', 'prompt_backfill',
+           'prompt_single', 'prompt_query', 'prompt_combo', 'prompt_multi', 'prompt_deer_examples',
+           'prompt_deer_filter', 'prompt_deer_check', 'read_yes_no', 'tools_schema', 'answer_schema', 'check_tool',
+           'check_calls', 'required_from_flags', 'execution_env', 'execution_problems', 'rule_value',
+           'sensitive_values', 'program_call', 'SealGenConfig', 'GenResult', 'name_duplicate', 'dedup_tools',
+           'StageYield', 'generate_seal', 'DeerGenConfig', 'generate_deer', 'YieldExpConfig', 'run_yield',
+           'yield_table', 'dataset_shape', 'generated_set', 'yield_outcomes', 'reason_counts']
 
 # %% ../nbs/13_generate.ipynb
 class StageFile:
@@ -116,7 +116,7 @@ def read_names(text: str) -> list | None:
     return out or None
 
 # %% ../nbs/13_generate.ipynb
-PROMPT_VERSION = "toolpaper-selfinstruct-2"
+PROMPT_VERSION = "toolpaper-selfinstruct-3"
 
 def _msg(text: str) -> list[dict]: return [{"role": "user", "content": text}]
 
@@ -173,23 +173,27 @@ def prompt_subfields(field: str, n: int) -> list[dict]:
     )
 
 # %% ../nbs/13_generate.ipynb
-TOOL_TEMPLATE = (
-    '{"api_name": "getThing", "api_description": "What the API does, in one sentence", '
-    '"parameters": {"name": {"type": "str", "description": "What the value means (e.g., an example value)"}}, '
-    '"required": ["name"], "responses": {"result": {"type": "str", "description": "What comes back"}}}'
-)
-_TEMPLATE = json.loads(TOOL_TEMPLATE)
+# a made-up tool shown as the in-context example (Seal-Tools §3.1.2 makes up a tool example to start the pool); a
+# concrete one, not a shape with placeholders: SmolLM2-135M copied a placeholder shape back in every tool request
+TOOL_EXAMPLE = {
+    "api_name": "getCityWeather", "api_description": "Get today's weather report for a city",
+    "parameters": {"city": {"type": "str", "description": "Name of the city (e.g., Lisbon)"},
+                   "unit": {"type": "str", "description": "Temperature unit (e.g., celsius)"}},
+    "required": ["city"],
+    "responses": {"temperature": {"type": "float", "description": "Temperature in the chosen unit"}},
+}
+TOOL_EXAMPLE_TOPIC = ("Travel", "Weather reports")
 
 @stage_prompt("tools")
 def prompt_tools(field: str, subfield: str, n: int, avoid: Sequence[str] = ()) -> list[dict]:
     av = f" Do not reuse these names: {', '.join(avoid)}." if avoid else ""
     return _msg(
-        f"Invent {n} different web APIs for the topic '{subfield}' (area: {field}). Describe each one as a JSON "
-        f"object shaped like\n{TOOL_TEMPLATE}\n"
-        f"Types must be one of {', '.join(PARAM_TYPES)}. Every parameter description ends with an example value in "
-        "parentheses, "
-        f"written as (e.g., VALUE). `required` lists only names that are in `parameters`.{av} Answer with a JSON list "
-        f"of the {n} objects only."
+        f"Here is an example web API, for the topic '{TOOL_EXAMPLE_TOPIC[1]}' (area: {TOOL_EXAMPLE_TOPIC[0]}):\n"
+        f"{json.dumps(TOOL_EXAMPLE, ensure_ascii=False)}\n"
+        f"Invent {n} different web APIs for the topic '{subfield}' (area: {field}), each a JSON object in the same "
+        f"layout. Types must be one of {', '.join(PARAM_TYPES)}. Every parameter description ends with an example "
+        "value in parentheses, written as (e.g., VALUE). `required` lists only names that are in `parameters`."
+        f"{av} Answer with a JSON list of the {n} objects only."
     )
 
 # %% ../nbs/13_generate.ipynb
@@ -360,10 +364,12 @@ ANSWER_SCHEMAS: dict[str, Callable[..., dict]] = {
                                       "additionalProperties": False},
     "combos": lambda candidates, max_tools: {"type": "array", "items": {"enum": [t["api_name"] for t in candidates]},
                                              "minItems": 2, "maxItems": max_tools},
+    # the calls in the plan's order (prefixItems): call i names plan[i]'s tool and fills that tool's parameters
     "multi": lambda tools, plan, fixed: {"type": "object", "properties": {"query": _QUERY, "calling": {
-        "type": "array", "minItems": len(plan), "maxItems": len(plan), "items": {"anyOf": [
-            {"type": "object", "properties": {"api": {"const": t["api_name"]}, "parameters": _args(t)},
-             "required": ["api", "parameters"], "additionalProperties": False} for t in tools]}}},
+        "type": "array", "minItems": len(plan), "maxItems": len(plan), "items": False, "prefixItems": [
+            {"type": "object", "properties": {"api": {"const": p["api"]}, "parameters": _args(
+                next(t for t in tools if t["api_name"] == p["api"]))},
+             "required": ["api", "parameters"], "additionalProperties": False} for p in plan]}},
         "required": ["query", "calling"], "additionalProperties": False},
     "deer_examples": lambda tool, n=10: {"type": "object", "properties": {
         "api_function": _called(tool["api_name"]),
@@ -420,8 +426,8 @@ def check_tool(
         if v["type"] not in PARAM_TYPES
     ]
     if not t["api_name"].isidentifier(): probs.append(f"name {t['api_name']!r} is not an identifier")
-    if t["api_name"] == _TEMPLATE["api_name"] or t["api_description"] == _TEMPLATE["api_description"]:
-        probs.append("copies the prompt's template")
+    if t["api_name"] == TOOL_EXAMPLE["api_name"] or t["api_description"] == TOOL_EXAMPLE["api_description"]:
+        probs.append("copies the prompt's example")
     if not t["parameters"] and not allow_no_params: probs.append("no parameters")
     no_ex = [k for k, v in t["parameters"].items() if not description_examples(v["description"])]
     return (None if probs else t), probs, no_ex
