@@ -116,7 +116,7 @@ def read_names(text: str) -> list | None:
     return out or None
 
 # %% ../nbs/13_generate.ipynb
-PROMPT_VERSION = "toolpaper-selfinstruct-3"
+PROMPT_VERSION = "toolpaper-selfinstruct-4"
 
 def _msg(text: str) -> list[dict]: return [{"role": "user", "content": text}]
 
@@ -223,7 +223,7 @@ def prompt_single(tool: dict, fixed: dict) -> list[dict]:
         "and the call's parameter values. Fill all required parameters; every value must appear word for word in the "
         "request."
         + fx
-        + ' Answer with a JSON object {"query": "...", "parameters": {...}} only.'
+        + ' Answer with a JSON object {"parameters": {...}, "query": "..."} only.'
     )
 
 # %% ../nbs/13_generate.ipynb
@@ -270,7 +270,7 @@ def prompt_multi(tools: Sequence[dict], plan: list[dict], fixed: dict) -> list[d
         "call (such as API_call_0) when it should come from that call's result. Then write the user's request that "
         "this plan answers."
         + fx
-        + ' Answer with a JSON object {"query": "...", "calling": [{"api": "...", "parameters": {...}}]} only.'
+        + ' Answer with a JSON object {"calling": [{"api": "...", "parameters": {...}}], "query": "..."} only.'
     )
 
 # %% ../nbs/13_generate.ipynb
@@ -329,11 +329,45 @@ def _field(types=PARAM_TYPES) -> dict:
             "required": ["type", "description"], "additionalProperties": False}
 
 # %% ../nbs/13_generate.ipynb
-def _args(tool: dict, values: str = "string") -> dict:
-    "The parameters object of a call of `tool` (a tool dict in the pipeline's layout), every value text."
+def _value(p: dict, refs: Sequence[str] = ()) -> dict:
+    """One parameter value: of the parameter's declared type (text of at most 120 characters), or one of `refs`, the
+    response ids of earlier calls (a nested call)."""
+    from toolpaper.schema import JSON_TYPES, canonical_type
+    v = {"type": JSON_TYPES.get(canonical_type(p.get("type")) or "str", "string")}
+    if v["type"] == "string": v["maxLength"] = 120
+    return {"anyOf": [v, {"enum": list(refs)}]} if refs else v
+
+def _args(tool: dict, refs: Sequence[str] = ()) -> dict:
+    """The parameters object of a call of `tool` (a tool dict in the pipeline's layout): each value of its declared
+    type (`check_calls` wants exactly that) or one of `refs`."""
     ps = tool.get("parameters") or {}
-    return {"type": "object", "properties": {k: {"type": values, "maxLength": 120} for k in ps},
+    return {"type": "object", "properties": {k: _value(v, refs) for k, v in ps.items()},
             "required": [k for k in tool.get("required", []) if k in ps], "additionalProperties": False}
+
+def _pattern_text(s: str) -> str:
+    "`s` as a literal inside a schema pattern (only the regex metacharacters escaped: the engines' dialects differ)."
+    return re.sub(r"([\\^$.|?*+()\[\]{}])", r"\\\1", s)
+
+def _query_with(arguments: dict) -> dict:
+    """A request that holds every value of `arguments` word for word, in the call's order (booleans excepted, as in
+    `check_calls`): the prompt's own rule, made part of the answer's shape."""
+    parts = [" ".join(str(v).split()) for v in arguments.values() if not isinstance(v, bool)]
+    parts = [x for x in parts if x]
+    return {**_QUERY, "pattern": "^.*" + ".*".join(map(_pattern_text, parts)) + ".*$"} if parts else _QUERY
+
+def _multi_schema(tools: Sequence[dict], plan: list[dict]) -> dict:
+    """A filled call plan: the calls in the plan's order (prefixItems), call i naming plan[i]'s tool with values of
+    their types or the response ids of calls before it; then the request (written after the values it must hold)."""
+    by, items, earlier = {t["api_name"]: t for t in tools}, [], []
+    for p in plan:
+        items.append({"type": "object", "properties": {"api": {"const": p["api"]},
+                                                       "parameters": _args(by[p["api"]], earlier)},
+                      "required": ["api", "parameters"], "additionalProperties": False})
+        earlier = earlier + list(p["responses"])
+    return {"type": "object", "properties": {
+        "calling": {"type": "array", "minItems": len(plan), "maxItems": len(plan), "items": False,
+                    "prefixItems": items},
+        "query": _QUERY}, "required": ["calling", "query"], "additionalProperties": False}
 
 # %% ../nbs/13_generate.ipynb
 _TOOL = {"type": "object", "properties": {
@@ -358,19 +392,14 @@ ANSWER_SCHEMAS: dict[str, Callable[..., dict]] = {
                                                          for k in t["parameters"]},
                         "required": list(t["parameters"]), "additionalProperties": False} for t in tools},
         "required": [t["api_name"] for t in tools], "additionalProperties": False},
-    "single": lambda tool, fixed: {"type": "object", "properties": {"query": _QUERY, "parameters": _args(tool)},
-                                   "required": ["query", "parameters"], "additionalProperties": False},
-    "query": lambda tool, arguments: {"type": "object", "properties": {"query": _QUERY}, "required": ["query"],
-                                      "additionalProperties": False},
+    # values first, then the request that must hold them (a model writes its keys in the schema's order)
+    "single": lambda tool, fixed: {"type": "object", "properties": {"parameters": _args(tool), "query": _QUERY},
+                                   "required": ["parameters", "query"], "additionalProperties": False},
+    "query": lambda tool, arguments: {"type": "object", "properties": {"query": _query_with(arguments)},
+                                      "required": ["query"], "additionalProperties": False},
     "combos": lambda candidates, max_tools: {"type": "array", "items": {"enum": [t["api_name"] for t in candidates]},
                                              "minItems": 2, "maxItems": max_tools},
-    # the calls in the plan's order (prefixItems): call i names plan[i]'s tool and fills that tool's parameters
-    "multi": lambda tools, plan, fixed: {"type": "object", "properties": {"query": _QUERY, "calling": {
-        "type": "array", "minItems": len(plan), "maxItems": len(plan), "items": False, "prefixItems": [
-            {"type": "object", "properties": {"api": {"const": p["api"]}, "parameters": _args(
-                next(t for t in tools if t["api_name"] == p["api"]))},
-             "required": ["api", "parameters"], "additionalProperties": False} for p in plan]}},
-        "required": ["query", "calling"], "additionalProperties": False},
+    "multi": lambda tools, plan, fixed: _multi_schema(tools, plan),
     "deer_examples": lambda tool, n=10: {"type": "object", "properties": {
         "api_function": _called(tool["api_name"]),
         "examples": {"type": "array", "minItems": 1, "maxItems": n, "items": {
