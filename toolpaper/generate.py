@@ -16,12 +16,12 @@ from .schema import PARAM_TYPES, fits_type
 __all__ = ['PROMPT_VERSION', 'TOOL_EXAMPLE', 'TOOL_EXAMPLE_TOPIC', 'ANSWER_SCHEMAS', 'RELEASE_STR', 'RELEASE_INT',
            'RELEASE_FLOAT', 'SENSITIVE', 'RULES', 'YIELD_MODES', 'StageFile', 'run_stage', 'read_reply', 'read_names',
            'stage_prompt', 'prompt_origin', 'prompt_fields', 'prompt_subfields', 'prompt_tools', 'prompt_backfill',
-           'prompt_single', 'prompt_query', 'prompt_combo', 'prompt_multi', 'prompt_deer_examples',
-           'prompt_deer_filter', 'prompt_deer_check', 'read_yes_no', 'tools_schema', 'answer_schema', 'check_tool',
-           'check_calls', 'required_from_flags', 'execution_env', 'execution_problems', 'rule_value',
-           'sensitive_values', 'program_call', 'SealGenConfig', 'GenResult', 'name_duplicate', 'dedup_tools',
-           'StageYield', 'generate_seal', 'DeerGenConfig', 'generate_deer', 'YieldExpConfig', 'run_yield',
-           'yield_table', 'dataset_shape', 'generated_set', 'yield_outcomes', 'reason_counts']
+           'prompt_single', 'prompt_query', 'prompt_combo', 'prompt_multi', 'prompt_multi_query',
+           'prompt_deer_examples', 'prompt_deer_filter', 'prompt_deer_check', 'read_yes_no', 'tools_schema',
+           'answer_schema', 'check_tool', 'check_calls', 'required_from_flags', 'execution_env', 'execution_problems',
+           'rule_value', 'sensitive_values', 'program_call', 'SealGenConfig', 'GenResult', 'name_duplicate',
+           'dedup_tools', 'StageYield', 'generate_seal', 'DeerGenConfig', 'generate_deer', 'YieldExpConfig',
+           'run_yield', 'yield_table', 'dataset_shape', 'generated_set', 'yield_outcomes', 'reason_counts']
 
 # %% ../nbs/13_generate.ipynb
 class StageFile:
@@ -116,7 +116,7 @@ def read_names(text: str) -> list | None:
     return out or None
 
 # %% ../nbs/13_generate.ipynb
-PROMPT_VERSION = "toolpaper-selfinstruct-4"
+PROMPT_VERSION = "toolpaper-selfinstruct-5"
 
 def _msg(text: str) -> list[dict]: return [{"role": "user", "content": text}]
 
@@ -254,23 +254,39 @@ def prompt_combo(candidates: Sequence[dict], max_tools: int) -> list[dict]:
 
 # %% ../nbs/13_generate.ipynb
 @stage_prompt("multi")
-def prompt_multi(tools: Sequence[dict], plan: list[dict], fixed: dict) -> list[dict]:
+def prompt_multi(tools: Sequence[dict], plan: list[dict], fixed: dict, query: bool = True) -> list[dict]:
+    """Fill a call plan's values and (`query`) write the request in the same answer; with `query=False` only the
+    values (the request follows from `prompt_multi_query`)."""
     fx = (
         (" Use exactly these values where the parameter appears: " + json.dumps(fixed, ensure_ascii=False) + ".")
         if fixed
         else ""
     )
+    ask = (
+        "Fill every parameter value. A value is either literal text that you also write in the request, or the "
+        "response id of an EARLIER call (such as API_call_0) when it should come from that call's result. Then write "
+        "the user's request that this plan answers."
+        if query
+        else "Fill every parameter value. A value is either literal text, or the response id of an EARLIER call (such "
+        "as API_call_0) when it should come from that call's result."
+    )
+    form = '{"calling": [{"api": "...", "parameters": {...}}], "query": "..."}' if query else \
+        '{"calling": [{"api": "...", "parameters": {...}}]}'
     return _msg(
-        "APIs:\n"
-        + json.dumps(list(tools), ensure_ascii=False)
-        + "\nCall plan with empty parameter values:\n"
-        + json.dumps(plan, ensure_ascii=False)
-        + "\nFill every parameter value. A value is either literal text that you also write in the request, or the "
-          "response id of an EARLIER "
-        "call (such as API_call_0) when it should come from that call's result. Then write the user's request that "
-        "this plan answers."
-        + fx
-        + ' Answer with a JSON object {"calling": [{"api": "...", "parameters": {...}}], "query": "..."} only.'
+        "APIs:\n" + json.dumps(list(tools), ensure_ascii=False)
+        + "\nCall plan with empty parameter values:\n" + json.dumps(plan, ensure_ascii=False)
+        + "\n" + ask + fx + f" Answer with a JSON object {form} only."
+    )
+
+@stage_prompt("multi_query")
+def prompt_multi_query(tools: Sequence[dict], calls: list[dict]) -> list[dict]:
+    "The request that a filled call plan answers (the second step of `prompt_multi(query=False)`)."
+    return _msg(
+        "APIs:\n" + json.dumps(list(tools), ensure_ascii=False)
+        + "\nCalls, in order (a value such as API_call_0 is the result of an earlier call):\n"
+        + json.dumps(calls, ensure_ascii=False)
+        + "\nWrite a natural request a user might make that these calls answer; every other parameter value must "
+        'appear word for word in it. Answer with a JSON object {"query": "..."} only.'
     )
 
 # %% ../nbs/13_generate.ipynb
@@ -348,26 +364,29 @@ def _pattern_text(s: str) -> str:
     "`s` as a literal inside a schema pattern (only the regex metacharacters escaped: the engines' dialects differ)."
     return re.sub(r"([\\^$.|?*+()\[\]{}])", r"\\\1", s)
 
-def _query_with(arguments: dict) -> dict:
-    """A request that holds every value of `arguments` word for word, in the call's order (booleans excepted, as in
+def _query_with(values: Sequence) -> dict:
+    """A request that holds every one of `values` word for word, in order (booleans and response ids excepted, as in
     `check_calls`): the prompt's own rule, made part of the answer's shape."""
-    parts = [" ".join(str(v).split()) for v in arguments.values() if not isinstance(v, bool)]
+    from toolpaper.schema import REF_RE
+    parts = [" ".join(str(v).split()) for v in values
+             if not isinstance(v, bool) and not (isinstance(v, str) and REF_RE.fullmatch(v.strip()))]
     parts = [x for x in parts if x]
-    return {**_QUERY, "pattern": "^.*" + ".*".join(map(_pattern_text, parts)) + ".*$"} if parts else _QUERY
+    if not parts: return _QUERY
+    room = max(_QUERY["maxLength"], sum(map(len, parts)) + 100)     # long values still leave words around them
+    return {**_QUERY, "maxLength": room, "pattern": "^.*" + ".*".join(map(_pattern_text, parts)) + ".*$"}
 
-def _multi_schema(tools: Sequence[dict], plan: list[dict]) -> dict:
+def _multi_schema(tools: Sequence[dict], plan: list[dict], query: bool = True) -> dict:
     """A filled call plan: the calls in the plan's order (prefixItems), call i naming plan[i]'s tool with values of
-    their types or the response ids of calls before it; then the request (written after the values it must hold)."""
+    their types or the response ids of calls before it; then (`query`) the request, written after its values."""
     by, items, earlier = {t["api_name"]: t for t in tools}, [], []
     for p in plan:
         items.append({"type": "object", "properties": {"api": {"const": p["api"]},
                                                        "parameters": _args(by[p["api"]], earlier)},
                       "required": ["api", "parameters"], "additionalProperties": False})
         earlier = earlier + list(p["responses"])
-    return {"type": "object", "properties": {
-        "calling": {"type": "array", "minItems": len(plan), "maxItems": len(plan), "items": False,
-                    "prefixItems": items},
-        "query": _QUERY}, "required": ["calling", "query"], "additionalProperties": False}
+    calling = {"type": "array", "minItems": len(plan), "maxItems": len(plan), "items": False, "prefixItems": items}
+    return {"type": "object", "properties": {"calling": calling, **({"query": _QUERY} if query else {})},
+            "required": ["calling", "query"] if query else ["calling"], "additionalProperties": False}
 
 # %% ../nbs/13_generate.ipynb
 _TOOL = {"type": "object", "properties": {
@@ -395,11 +414,14 @@ ANSWER_SCHEMAS: dict[str, Callable[..., dict]] = {
     # values first, then the request that must hold them (a model writes its keys in the schema's order)
     "single": lambda tool, fixed: {"type": "object", "properties": {"parameters": _args(tool), "query": _QUERY},
                                    "required": ["parameters", "query"], "additionalProperties": False},
-    "query": lambda tool, arguments: {"type": "object", "properties": {"query": _query_with(arguments)},
+    "query": lambda tool, arguments: {"type": "object", "properties": {"query": _query_with(arguments.values())},
                                       "required": ["query"], "additionalProperties": False},
     "combos": lambda candidates, max_tools: {"type": "array", "items": {"enum": [t["api_name"] for t in candidates]},
                                              "minItems": 2, "maxItems": max_tools},
-    "multi": lambda tools, plan, fixed: _multi_schema(tools, plan),
+    "multi": lambda tools, plan, fixed, query=True: _multi_schema(tools, plan, query),
+    "multi_query": lambda tools, calls: {"type": "object", "properties": {"query": _query_with(
+        [v for c in calls for v in (c.get("parameters") or {}).values()])}, "required": ["query"],
+        "additionalProperties": False},
     "deer_examples": lambda tool, n=10: {"type": "object", "properties": {
         "api_function": _called(tool["api_name"]),
         "examples": {"type": "array", "minItems": 1, "maxItems": n, "items": {
@@ -1075,31 +1097,36 @@ def _seal_combos(
     return combos, rejects, StageYield(len(jobs), parsed, valid, len(taken))
 
 # %% ../nbs/13_generate.ipynb
+def _filled(d: Any, plan: list[dict]) -> list[dict] | str | None:
+    "The calls of a filled plan `d` (None: no calls in it; a string: why they do not follow the plan)."
+    if not (isinstance(d, dict) and isinstance(d.get("calling"), list)): return None
+    filled = [c for c in d["calling"] if isinstance(c, dict)]
+    if len(filled) != len(plan) or any(c.get("api") != p["api"] for c, p in zip(filled, plan)):
+        return "the filled calls do not follow the plan"
+    return [{"api": p["api"], "parameters": c.get("parameters") if isinstance(c.get("parameters"), dict) else {},
+             "responses": p["responses"]} for c, p in zip(filled, plan)]
+
 def _seal_multi(run: _Run, combos: list, problems: Callable) -> tuple[list[tuple[dict, dict]], list[dict], StageYield]:
     """Multiple-tool instances: the model fills each combination's plan (values or earlier response ids) and writes the
-    request."""
-    st = run.ask(
-        "multi",
-        [(key, prompt_multi(ts, plan, fixed), None) for key, ts, plan, fixed in combos],
-        lambda t, _: read_reply(t, dict),
-    )
+    request — in one answer (free text, as released), or under a schema in two (the values, then the request, whose
+    schema holds the values the first answer chose: a schema cannot refer to values written in its own answer)."""
+    two = bool(run.cfg.constrained)
+    read = lambda t, _: read_reply(t, dict)
+    st = run.ask("multi", [(key, prompt_multi(ts, plan, fixed, query=not two), None)
+                           for key, ts, plan, fixed in combos], read)
+    calls_of = {key: _filled(st.records[key].get("parsed"), plan) for key, _, plan, _ in combos}
+    if two:
+        sq = run.ask("multi_query", [(key, prompt_multi_query(ts, calls_of[key]), None)
+                                     for key, ts, _, _ in combos if isinstance(calls_of[key], list)], read)
     made, rejects, parsed = [], [], 0
     for key, _, plan, _ in combos:
-        rec = st.records[key]; d = rec.get("parsed")
-        if not (isinstance(d, dict) and isinstance(d.get("query"), str) and isinstance(d.get("calling"), list)):
-            continue
+        rec, calls = st.records[key], calls_of[key]
+        d = sq.records[key].get("parsed") if two and isinstance(calls, list) else rec.get("parsed")
+        if calls is None or (not two and not isinstance(d.get("query"), str)): continue
         parsed += 1
-        filled = [c for c in d["calling"] if isinstance(c, dict)]
-        if len(filled) != len(plan) or any(c.get("api") != p["api"] for c, p in zip(filled, plan)):
-            rejects.append({"key": key, "problems": ["the filled calls do not follow the plan"]}); continue
-        calls = [
-            {
-                "api": p["api"],
-                "parameters": c.get("parameters") if isinstance(c.get("parameters"), dict) else {},
-                "responses": p["responses"],
-            }
-            for c, p in zip(filled, plan)
-        ]
+        if isinstance(calls, str): rejects.append({"key": key, "problems": [calls]}); continue
+        if not (isinstance(d, dict) and isinstance(d.get("query"), str)):
+            rejects.append({"key": key, "problems": ["no request written for the filled calls"]}); continue
         probs = problems(calls, d["query"])
         if probs: rejects.append({"key": key, "problems": probs}); continue
         made.append(

@@ -93,26 +93,30 @@ class OracleChat(Client):
     def _combos(self, candidates: Sequence[dict], max_tools: int) -> str:
         return json.dumps([t["api_name"] for t in candidates][:2])
 
-    def _multi(self, tools: Sequence[dict], plan: list[dict], fixed: dict) -> str:
+    def _multi(self, tools: Sequence[dict], plan: list[dict], fixed: dict, query: bool = True) -> str:
         by = {t["api_name"]: t for t in tools}
-        calls, parts, prev = [], [], None
+        calls, prev = [], None
         for c in plan:
             t = by[c["api"]]; args = {}
             for k in c["parameters"]:
                 if prev and t["parameters"][k]["type"] == "str" and k not in fixed and not args: args[k] = prev
                 else: args[k] = fixed.get(k, self._value(k, t["parameters"][k]))
             calls.append({"api": c["api"], "parameters": args}); prev = c["responses"][0]
-            parts.append(
-                t["api_description"].rstrip(".").lower()
-                + " ("
-                + ", ".join(
-                    f"{k.replace('_', ' ')} {v}"
-                    for k, v in args.items()
-                    if not isinstance(v, bool) and not str(v).startswith("API_call_")
-                )
-                + ")"
-            )
-        return json.dumps({"query": "First " + ", then ".join(parts) + ".", "calling": calls})
+        return json.dumps({"calling": calls, **({"query": self._plan_request(by, calls)} if query else {})})
+
+    def _multi_query(self, tools: Sequence[dict], calls: list[dict]) -> str:
+        return json.dumps({"query": self._plan_request({t["api_name"]: t for t in tools}, calls)})
+
+    @staticmethod
+    def _plan_request(by: dict, calls: list[dict]) -> str:
+        "A request naming every literal value of `calls`, in order."
+        parts = [
+            by[c["api"]]["api_description"].rstrip(".").lower() + " ("
+            + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in c["parameters"].items()
+                        if not isinstance(v, bool) and not str(v).startswith("API_call_")) + ")"
+            for c in calls
+        ]
+        return "First " + ", then ".join(parts) + "."
 
     def _deer_examples(self, tool: dict, n: int) -> str:
         t = self.deer.get(tool["api_name"])
