@@ -116,7 +116,7 @@ def read_names(text: str) -> list | None:
     return out or None
 
 # %% ../nbs/13_generate.ipynb
-PROMPT_VERSION = "toolpaper-selfinstruct-5"
+PROMPT_VERSION = "toolpaper-selfinstruct-6"
 
 def _msg(text: str) -> list[dict]: return [{"role": "user", "content": text}]
 
@@ -345,17 +345,23 @@ def _field(types=PARAM_TYPES) -> dict:
             "required": ["type", "description"], "additionalProperties": False}
 
 # %% ../nbs/13_generate.ipynb
-def _value(p: dict, refs: Sequence[str] = ()) -> dict:
-    """One parameter value: of the parameter's declared type (text of at most 120 characters), or one of `refs`, the
-    response ids of earlier calls (a nested call)."""
-    from toolpaper.schema import JSON_TYPES, canonical_type
-    v = {"type": JSON_TYPES.get(canonical_type(p.get("type")) or "str", "string")}
-    if v["type"] == "string": v["maxLength"] = 120
-    return {"anyOf": [v, {"enum": list(refs)}]} if refs else v
+# which response types a parameter of each type can take (the simulator's `fits_type` at the value level: text takes
+# numbers, a float takes an int)
+_REF_FITS = {"str": {"str", "int", "float"}, "int": {"int"}, "float": {"int", "float"}, "bool": {"bool"}}
 
-def _args(tool: dict, refs: Sequence[str] = ()) -> dict:
+def _value(p: dict, refs: dict[str, str] | None = None) -> dict:
+    """One parameter value: of the parameter's declared type (text of at most 120 characters), or one of `refs`
+    (earlier calls' response ids -> their types) whose type the parameter takes (a nested call)."""
+    from toolpaper.schema import JSON_TYPES, canonical_type
+    t = canonical_type(p.get("type")) or "str"
+    v = {"type": JSON_TYPES.get(t, "string")}
+    if v["type"] == "string": v["maxLength"] = 120
+    fit = [i for i, rt in (refs or {}).items() if (canonical_type(rt) or "str") in _REF_FITS.get(t, {t})]
+    return {"anyOf": [v, {"enum": fit}]} if fit else v
+
+def _args(tool: dict, refs: dict[str, str] | None = None) -> dict:
     """The parameters object of a call of `tool` (a tool dict in the pipeline's layout): each value of its declared
-    type (`check_calls` wants exactly that) or one of `refs`."""
+    type (`check_calls` wants exactly that) or one of `refs` that fits it."""
     ps = tool.get("parameters") or {}
     return {"type": "object", "properties": {k: _value(v, refs) for k, v in ps.items()},
             "required": [k for k in tool.get("required", []) if k in ps], "additionalProperties": False}
@@ -378,12 +384,14 @@ def _query_with(values: Sequence) -> dict:
 def _multi_schema(tools: Sequence[dict], plan: list[dict], query: bool = True) -> dict:
     """A filled call plan: the calls in the plan's order (prefixItems), call i naming plan[i]'s tool with values of
     their types or the response ids of calls before it; then (`query`) the request, written after its values."""
-    by, items, earlier = {t["api_name"]: t for t in tools}, [], []
+    by, items, earlier = {t["api_name"]: t for t in tools}, [], {}
     for p in plan:
         items.append({"type": "object", "properties": {"api": {"const": p["api"]},
                                                        "parameters": _args(by[p["api"]], earlier)},
                       "required": ["api", "parameters"], "additionalProperties": False})
-        earlier = earlier + list(p["responses"])
+        # response id i carries the tool's i-th response field (a tool without responses answers one text "result")
+        types = [f.get("type", "str") for f in (by[p["api"]].get("responses") or {}).values()]
+        earlier = earlier | {i: (types[j] if j < len(types) else "str") for j, i in enumerate(p["responses"])}
     calling = {"type": "array", "minItems": len(plan), "maxItems": len(plan), "items": False, "prefixItems": items}
     return {"type": "object", "properties": {"calling": calling, **({"query": _QUERY} if query else {})},
             "required": ["calling", "query"] if query else ["calling"], "additionalProperties": False}
@@ -1411,7 +1419,7 @@ def generate_deer(client, seeds: Sequence[dict], out: str | Path, cfg: DeerGenCo
 # %% ../nbs/13_generate.ipynb
 def _yield_seal() -> SealGenConfig:
     return SealGenConfig(
-        subfields_per_field=3, tools_per_subfield=3, n_single=8, n_multi=4, max_tokens=768, max_tool_rounds=3,
+        subfields_per_field=3, tools_per_subfield=3, n_single=8, n_multi=16, max_tokens=768, max_tool_rounds=3,
         temperature=0.7
     )
 
