@@ -278,6 +278,7 @@ def prompt_multi(tools: Sequence[dict], plan: list[dict], fixed: dict, query: bo
         + "\n" + ask + fx + f" Answer with a JSON object {form} only."
     )
 
+# %% ../nbs/13_generate.ipynb
 @stage_prompt("multi_query")
 def prompt_multi_query(tools: Sequence[dict], calls: list[dict]) -> list[dict]:
     "The request that a filled call plan answers (the second step of `prompt_multi(query=False)`)."
@@ -359,6 +360,7 @@ def _value(p: dict, refs: dict[str, str] | None = None) -> dict:
     fit = [i for i, rt in (refs or {}).items() if (canonical_type(rt) or "str") in _REF_FITS.get(t, {t})]
     return {"anyOf": [v, {"enum": fit}]} if fit else v
 
+# %% ../nbs/13_generate.ipynb
 def _args(tool: dict, refs: dict[str, str] | None = None) -> dict:
     """The parameters object of a call of `tool` (a tool dict in the pipeline's layout): each value of its declared
     type (`check_calls` wants exactly that) or one of `refs` that fits it."""
@@ -366,10 +368,12 @@ def _args(tool: dict, refs: dict[str, str] | None = None) -> dict:
     return {"type": "object", "properties": {k: _value(v, refs) for k, v in ps.items()},
             "required": [k for k in tool.get("required", []) if k in ps], "additionalProperties": False}
 
+# %% ../nbs/13_generate.ipynb
 def _pattern_text(s: str) -> str:
     "`s` as a literal inside a schema pattern (only the regex metacharacters escaped: the engines' dialects differ)."
     return re.sub(r"([\\^$.|?*+()\[\]{}])", r"\\\1", s)
 
+# %% ../nbs/13_generate.ipynb
 def _query_with(values: Sequence) -> dict:
     """A request that holds every one of `values` word for word, in order (booleans and response ids excepted, as in
     `check_calls`): the prompt's own rule, made part of the answer's shape."""
@@ -381,6 +385,7 @@ def _query_with(values: Sequence) -> dict:
     room = max(_QUERY["maxLength"], sum(map(len, parts)) + 100)     # long values still leave words around them
     return {**_QUERY, "maxLength": room, "pattern": "^.*" + ".*".join(map(_pattern_text, parts)) + ".*$"}
 
+# %% ../nbs/13_generate.ipynb
 def _multi_schema(tools: Sequence[dict], plan: list[dict], query: bool = True) -> dict:
     """A filled call plan: the calls in the plan's order (prefixItems), call i naming plan[i]'s tool with values of
     their types or the response ids of calls before it; then (`query`) the request, written after its values."""
@@ -1114,6 +1119,7 @@ def _filled(d: Any, plan: list[dict]) -> list[dict] | str | None:
     return [{"api": p["api"], "parameters": c.get("parameters") if isinstance(c.get("parameters"), dict) else {},
              "responses": p["responses"]} for c, p in zip(filled, plan)]
 
+# %% ../nbs/13_generate.ipynb
 def _seal_multi(run: _Run, combos: list, problems: Callable) -> tuple[list[tuple[dict, dict]], list[dict], StageYield]:
     """Multiple-tool instances: the model fills each combination's plan (values or earlier response ids) and writes the
     request — in one answer (free text, as released), or under a schema in two (the values, then the request, whose
