@@ -17,11 +17,12 @@ __all__ = ['PROMPT_VERSION', 'TOOL_EXAMPLE', 'TOOL_EXAMPLE_TOPIC', 'ANSWER_SCHEM
            'RELEASE_FLOAT', 'SENSITIVE', 'RULES', 'YIELD_MODES', 'StageFile', 'run_stage', 'read_reply', 'read_names',
            'stage_prompt', 'prompt_origin', 'prompt_fields', 'prompt_subfields', 'prompt_tools', 'prompt_backfill',
            'prompt_single', 'prompt_query', 'prompt_combo', 'prompt_multi', 'prompt_multi_query',
-           'prompt_deer_examples', 'prompt_deer_filter', 'prompt_deer_check', 'read_yes_no', 'tools_schema',
-           'answer_schema', 'check_tool', 'check_calls', 'required_from_flags', 'execution_env', 'execution_problems',
-           'rule_value', 'sensitive_values', 'program_call', 'SealGenConfig', 'GenResult', 'name_duplicate',
-           'dedup_tools', 'StageYield', 'generate_seal', 'DeerGenConfig', 'generate_deer', 'YieldExpConfig',
-           'run_yield', 'yield_table', 'dataset_shape', 'generated_set', 'yield_outcomes', 'reason_counts']
+           'prompt_deer_examples', 'prompt_deer_filter', 'prompt_deer_check', 'read_yes_no', 'request_literal',
+           'tools_schema', 'answer_schema', 'check_tool', 'check_calls', 'required_from_flags', 'execution_env',
+           'execution_problems', 'rule_value', 'sensitive_values', 'program_call', 'SealGenConfig', 'GenResult',
+           'name_duplicate', 'dedup_tools', 'StageYield', 'generate_seal', 'DeerGenConfig', 'generate_deer',
+           'YieldExpConfig', 'run_yield', 'yield_table', 'dataset_shape', 'generated_set', 'yield_outcomes',
+           'reason_counts']
 
 # %% ../nbs/13_generate.ipynb
 class StageFile:
@@ -369,18 +370,23 @@ def _args(tool: dict, refs: dict[str, str] | None = None) -> dict:
             "required": [k for k in tool.get("required", []) if k in ps], "additionalProperties": False}
 
 # %% ../nbs/13_generate.ipynb
+def request_literal(v: Any) -> str | None:
+    """The text a request must hold word for word for call value `v`: its words, single-spaced; None for a boolean, a
+    response id (`API_call_0`) or an empty text."""
+    from toolpaper.schema import REF_RE
+    if isinstance(v, bool) or (isinstance(v, str) and REF_RE.fullmatch(v.strip())): return None
+    return " ".join(str(v).split()) or None
+
+# %% ../nbs/13_generate.ipynb
 def _pattern_text(s: str) -> str:
     "`s` as a literal inside a schema pattern (only the regex metacharacters escaped: the engines' dialects differ)."
     return re.sub(r"([\\^$.|?*+()\[\]{}])", r"\\\1", s)
 
 # %% ../nbs/13_generate.ipynb
 def _query_with(values: Sequence) -> dict:
-    """A request that holds every one of `values` word for word, in order (booleans and response ids excepted, as in
-    `check_calls`): the prompt's own rule, made part of the answer's shape."""
-    from toolpaper.schema import REF_RE
-    parts = [" ".join(str(v).split()) for v in values
-             if not isinstance(v, bool) and not (isinstance(v, str) and REF_RE.fullmatch(v.strip()))]
-    parts = [x for x in parts if x]
+    """A request that holds every one of `values` word for word, in order (`request_literal`: booleans and response ids
+    excepted, as in `check_calls`): the prompt's own rule, made part of the answer's shape."""
+    parts = [x for x in map(request_literal, values) if x]
     if not parts: return _QUERY
     room = max(_QUERY["maxLength"], sum(map(len, parts)) + 100)     # long values still leave words around them
     return {**_QUERY, "maxLength": room, "pattern": "^.*" + ".*".join(map(_pattern_text, parts)) + ".*$"}
@@ -514,7 +520,7 @@ def check_calls(calls: Sequence[dict], query: str, tools: dict[str, dict]) -> li
             if isinstance(v, str) and REF_RE.fullmatch(v.strip()): continue
             if not fits_type(v, t["parameters"][k]["type"], "exact"):
                 probs.append(f"call {i}: {k}={v!r} is not {t['parameters'][k]['type']}")
-            elif not isinstance(v, bool) and " ".join(str(v).split()).casefold() not in q:
+            elif (need := request_literal(v)) and need.casefold() not in q:
                 probs.append(f"call {i}: value {v!r} not in the query")
     if not probs:
         try:

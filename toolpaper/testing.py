@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 from .client import Client, Completion
-from .generate import prompt_origin
+from .generate import prompt_origin, request_literal
 
 # %% auto 0
 __all__ = ['OracleChat']
@@ -109,11 +109,11 @@ class OracleChat(Client):
 
     @staticmethod
     def _plan_request(by: dict, calls: list[dict]) -> str:
-        "A request naming every literal value of `calls`, in order."
+        "A request naming every value of `calls` that one must hold (`request_literal`), in order."
         parts = [
             by[c["api"]]["api_description"].rstrip(".").lower() + " ("
-            + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in c["parameters"].items()
-                        if not isinstance(v, bool) and not str(v).startswith("API_call_")) + ")"
+            + ", ".join(f"{k.replace('_', ' ')} {x}" for k, v in c["parameters"].items()
+                        if (x := request_literal(v))) + ")"
             for c in calls
         ]
         return "First " + ", then ".join(parts) + "."
