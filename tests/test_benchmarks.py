@@ -1,0 +1,41 @@
+"""The benchmark scripts' own logic (their timings are never asserted: they print figures)."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+
+def _prompts():
+    from toolpaper import generate as G
+    t = {"api_name": "getWeather", "api_description": "Weather of a city", "required": ["city"],
+         "parameters": {"city": {"type": "str", "description": "City (e.g., Lima)"}},
+         "responses": {"temp": {"type": "float", "description": "Temperature"}}}
+    plan = [{"api": "getWeather", "parameters": {}, "responses": ["API_call_0"]}]
+    calls = [{"api": "getWeather", "parameters": {"city": "Lima"}, "responses": ["API_call_0"]}]
+    dt = {"api_name": "weather", "description_for_human": "Weather", "description_for_model": "Weather now",
+          "api_function": "weather(city: str)"}
+    return [G.prompt_fields(3), G.prompt_subfields("Travel", 3), G.prompt_tools("Travel", "Hotels", 3),
+            G.prompt_backfill([t]), G.prompt_single(t, {}), G.prompt_query(t, {"city": "Lima"}),
+            G.prompt_combo([t, t], 3), G.prompt_multi([t], plan, {}), G.prompt_multi([t], plan, {}, query=False),
+            G.prompt_multi_query([t], calls), G.prompt_deer_examples(dt, 2),
+            G.prompt_deer_filter(dt, [{"query": "q", "call": "c"}]), G.prompt_deer_check("f(x)", "q", "f(1)")]
+
+
+def test_grammar_speed_names_every_generation_stage():
+    "The benchmark groups recorded requests by their prompt's opening: it must agree with the prompts' own stages."
+    from grammar_speed import stage_of
+    from toolpaper.generate import prompt_origin
+    for msgs in _prompts():
+        assert stage_of(msgs, "{}") == prompt_origin(msgs[-1]["content"])[0], msgs[-1]["content"][:60]
+    assert stage_of([{"role": "user", "content": "Tell me a joke"}], "{}") == "other"
+
+
+def test_grammar_speed_refuses_a_bad_record_line(tmp_path):
+    from grammar_speed import pipeline_cost
+    p = tmp_path / "cache.jsonl"
+    p.write_text(json.dumps({"messages": [{"role": "user", "content": "x"}], "text": "[]", "params": {}}) + "\n{oops\n")
+    with pytest.raises(SystemExit, match=r"cache.jsonl:2: not a record line"):
+        pipeline_cost(None, 8, [0], p, [])
