@@ -270,6 +270,22 @@ def _read_json(p: Path) -> dict:
     except Exception: return {}
 
 # %% ../nbs/90_report.ipynb
+def _save_manifest(out: Path, manifest: dict, name: str) -> dict:
+    """Merge this run's fields and its record of experiment `name` into `out/manifest.json` as it is on disk now
+    (locked against other `reproduce` runs writing the same folder); the merged manifest."""
+    import fcntl
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        disk = _read_json(out / "manifest.json")
+        merged = {**disk, **{k: v for k, v in manifest.items() if k != "experiments"}}
+        merged["experiments"] = {**disk.get("experiments", {}), name: manifest["experiments"][name]}
+        atomic_write_text(out / "manifest.json", json.dumps(merged, indent=1, sort_keys=True))
+        return merged
+    finally:
+        os.close(fd)
+
+# %% ../nbs/90_report.ipynb
 def _run_experiment(name: str, profile: str, params: dict | None, out: Path, root: Path, progress: bool,
                     manifest: dict, log, step: str = "") -> dict:
     """Execute one experiment notebook with papermill into `out/name` (`step`, e.g. '[2/5]', heads its log line);
@@ -375,7 +391,8 @@ def reproduce(
             )
         if runs[name]["status"] != "ok": failed.append(name)
         log(f"    {runs[name]['status']} in {runs[name]['wall_s']} s")
-        atomic_write_text(out / "manifest.json", json.dumps(manifest, indent=1, sort_keys=True))
+        manifest = _save_manifest(out, manifest, name)         # other runs may have written the file meanwhile
+        runs = manifest["experiments"]
     write_index(out)
     if failed:
         raise RuntimeError(f"experiment(s) failed: {failed}; see {out / 'manifest.json'} and the executed notebooks")
