@@ -14,15 +14,15 @@ from .schema import PARAM_TYPES, fits_type
 
 # %% auto 0
 __all__ = ['PROMPT_VERSION', 'TOOL_EXAMPLE', 'TOOL_EXAMPLE_TOPIC', 'ANSWER_SCHEMAS', 'RELEASE_STR', 'RELEASE_INT',
-           'RELEASE_FLOAT', 'SENSITIVE', 'RULES', 'YIELD_MODES', 'StageFile', 'run_stage', 'read_reply', 'read_names',
-           'stage_prompt', 'prompt_origin', 'prompt_fields', 'prompt_subfields', 'prompt_tools', 'prompt_backfill',
-           'prompt_single', 'prompt_query', 'prompt_combo', 'prompt_multi', 'prompt_multi_query',
+           'RELEASE_FLOAT', 'SENSITIVE', 'RULES', 'YIELD_MODES', 'GIVEN_FROM', 'StageFile', 'run_stage', 'read_reply',
+           'read_names', 'stage_prompt', 'prompt_origin', 'prompt_fields', 'prompt_subfields', 'prompt_tools',
+           'prompt_backfill', 'prompt_single', 'prompt_query', 'prompt_combo', 'prompt_multi', 'prompt_multi_query',
            'prompt_deer_examples', 'prompt_deer_filter', 'prompt_deer_check', 'read_yes_no', 'request_literal',
            'tools_schema', 'answer_schema', 'check_tool', 'check_calls', 'required_from_flags', 'execution_env',
            'execution_problems', 'rule_value', 'sensitive_values', 'program_call', 'SealGenConfig', 'GenResult',
-           'name_duplicate', 'dedup_tools', 'StageYield', 'generate_seal', 'DeerGenConfig', 'generate_deer',
-           'YieldExpConfig', 'run_yield', 'yield_table', 'dataset_shape', 'generated_set', 'yield_outcomes',
-           'reason_counts']
+           'name_duplicate', 'dedup_tools', 'StageYield', 'generate_seal', 'generate_seal_given', 'DeerGenConfig',
+           'generate_deer', 'YieldExpConfig', 'run_yield', 'yield_table', 'dataset_shape', 'generated_set',
+           'yield_outcomes', 'reason_counts']
 
 # %% ../nbs/13_generate.ipynb
 class StageFile:
@@ -1155,11 +1155,14 @@ def _seal_multi(run: _Run, combos: list, problems: Callable) -> tuple[list[tuple
     return made, rejects, StageYield(len(combos), parsed, len(made))
 
 # %% ../nbs/13_generate.ipynb
-def _seal_tool_stages(run, cfg: SealGenConfig, embedder, Y: dict) -> tuple:
+def _seal_tool_stages(run, cfg: SealGenConfig, embedder, Y: dict, subs: list[tuple[str, str]] | None = None) -> tuple:
     """Fields, subfields, tools, back-fill and the embedding de-duplication of the Seal-Tools pipeline, their yields
-    recorded in `Y`; (the tools stage's result, the kept tools, the tools dropped as duplicates)."""
+    recorded in `Y`; (the tools stage's result, the kept tools, the tools dropped as duplicates). `subs`: ask for tools
+    of these (field, subfield) pairs instead of the ones this run's subfields stage named (which is still asked and
+    counted)."""
     fields, Y["fields"] = _seal_fields(run)
-    subs, Y["subfields"] = _seal_subfields(run, fields)
+    own, Y["subfields"] = _seal_subfields(run, fields)
+    subs = own if subs is None else subs
     tools, Y["tools"] = _seal_tools(run, subs)
     fixed, Y["backfill"] = _seal_backfill(run, tools.backfill)
     cand = sorted(
@@ -1192,6 +1195,24 @@ def _nested_and_cross(instances: list[dict], by_name: dict) -> tuple[int, int]:
     return nested, cross
 
 # %% ../nbs/13_generate.ipynb
+def _seal_instances(run: _Run, cfg: SealGenConfig, kept: list[dict], functions, Y: dict) -> tuple[list, list]:
+    """Single- and multiple-tool instances over the `kept` tools, checked (and, with `execute`, run in the tools'
+    simulated environment); their yields, nested and cross-field counts recorded in `Y`; (the instances with their
+    provenance, the rejections)."""
+    by_name = {t["api_name"]: t for t in kept}
+    env = execution_env(kept, functions, cfg.seed) if cfg.execute else None
+    problems = lambda calls, query: (
+        check_calls(calls, query, by_name) or (execution_problems(env, calls) if env is not None else [])
+    )
+    singles, rej1, Y["single"] = _seal_single(run, kept, problems)
+    combos, rej2, Y["combos"] = _seal_combos(run, kept)
+    multis, rej3, Y["multi"] = _seal_multi(run, combos, problems)
+    made = singles + multis
+    nested, cross = _nested_and_cross([x for x, _ in made], by_name)
+    Y["nested"], Y["cross_field"] = StageYield(valid=nested, kept=nested), StageYield(valid=cross, kept=cross)
+    return made, rej1 + rej2 + rej3
+
+# %% ../nbs/13_generate.ipynb
 def generate_seal(client, out: str | Path, cfg: SealGenConfig | None = None, embedder=None, progress: bool = False,
                   functions: dict[str, Callable] | None = None) -> GenResult:
     """Run (or resume) the Seal-Tools self-instruct pipeline into `out`: stage files under `out/stages/`, the dataset
@@ -1202,21 +1223,11 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig | None = None, emb
     run, Y = _Run(client, cfg, out / "stages"), {}
     run.settle("seal")
     tools, kept, dropped = _seal_tool_stages(run, cfg, embedder, Y)
-    by_name = {t["api_name"]: t for t in kept}
-    env = execution_env(kept, functions, cfg.seed) if cfg.execute else None
-    problems = lambda calls, query: (
-        check_calls(calls, query, by_name) or (execution_problems(env, calls) if env is not None else [])
-    )
-    singles, rej1, Y["single"] = _seal_single(run, kept, problems)
-    combos, rej2, Y["combos"] = _seal_combos(run, kept)
-    multis, rej3, Y["multi"] = _seal_multi(run, combos, problems)
-    made = singles + multis
+    made, rejected = _seal_instances(run, cfg, kept, functions, Y)
     instances = [x for x, _ in made]
-    nested, cross = _nested_and_cross(instances, by_name)
-    Y["nested"], Y["cross_field"] = StageYield(valid=nested, kept=nested), StageYield(valid=cross, kept=cross)
     stages = {k: asdict(v) for k, v in Y.items()}
     report = {"prompt_version": PROMPT_VERSION, "stages": stages, "requests": run.requests, "per_subfield": tools.trace,
-              "dropped_as_duplicates": {**tools.early, **dropped}, "rejected_instances": rej1 + rej2 + rej3}
+              "dropped_as_duplicates": {**tools.early, **dropped}, "rejected_instances": rejected}
     prov = [{"kind": "tool", "id": t["api_name"], **tools.prov[t["api_name"]]} for t in kept] + [
         {"kind": "instance", "id": x["id"], **p} for x, p in made
     ]
@@ -1266,6 +1277,49 @@ def _write_result(out: Path, sub: str, client, u0: dict, t0: float, stages: dict
         secs,
         {k: str(v) for k, v in files.items()},
     )
+
+# %% ../nbs/13_generate.ipynb
+def _given_inputs(given: Path) -> tuple[list[tuple[str, str]], list[dict]]:
+    "(the (field, subfield) pairs, the kept tools) of the finished `generate_seal` run in folder `given`."
+    y, tl = given / "yield.json", given / "seal-tools" / "tool.jsonl"
+    for f in (y, tl):
+        if not f.exists():
+            raise FileNotFoundError(f"{f}: no such file (`given` is the folder of a finished generate_seal run)")
+    try: subs = [(r["field"], r["subfield"]) for r in json.loads(y.read_text())["per_subfield"]]
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{y}: not a generate_seal yield file (per_subfield: {type(e).__name__}: {e})") from None
+    tools = []
+    for n, line in enumerate(tl.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip(): continue
+        try: t = json.loads(line)
+        except ValueError: raise ValueError(f"{tl}:{n}: not a JSON line") from None
+        if not (isinstance(t, dict) and isinstance(t.get("api_name"), str) and isinstance(t.get("parameters"), dict)):
+            raise ValueError(f"{tl}:{n}: not a tool (needs api_name and parameters)")
+        tools.append(t)
+    return subs, tools
+
+# %% ../nbs/13_generate.ipynb
+def generate_seal_given(client, out: str | Path, given: str | Path, cfg: SealGenConfig | None = None, embedder=None,
+                        functions: dict[str, Callable] | None = None) -> GenResult:
+    """Every Seal-Tools stage asked about what the earlier run in `given` kept (its subfields for the tools stage, its
+    tools for the instance stages), into `out` like `generate_seal` (resumable); each stage's yield then does not hang
+    on this run's earlier stages."""
+    cfg = cfg if cfg is not None else SealGenConfig()
+    out = Path(out); t0 = time.perf_counter(); u0 = dict(client.usage.as_dict())
+    subs, given_tools = _given_inputs(Path(given))
+    run, Y = _Run(client, cfg, out / "stages"), {}
+    run.settle("seal")
+    tools, kept, dropped = _seal_tool_stages(run, cfg, embedder, Y, subs=subs)
+    made, rejected = _seal_instances(run, cfg, given_tools, functions, Y)
+    stages = {k: asdict(v) for k, v in Y.items()}
+    report = {"prompt_version": PROMPT_VERSION, "given": str(given), "tools_kept_here": [t["api_name"] for t in kept],
+              "stages": stages, "requests": run.requests, "per_subfield": tools.trace,
+              "dropped_as_duplicates": {**tools.early, **dropped}, "rejected_instances": rejected}
+    return _write_result(out, "seal-tools", client, u0, t0, stages, tools.trace, report,
+                         {"tools": ("tool.jsonl", given_tools), "instances": ("generated.jsonl", [x for x, _ in made]),
+                          "provenance": ("provenance.jsonl", [{"kind": "instance", "id": x["id"], **pv}
+                                                              for x, pv in made])},
+                         "yield.json", "usage.json")
 
 # %% ../nbs/13_generate.ipynb
 @dataclass
@@ -1477,16 +1531,23 @@ class YieldExpConfig(Profiled):
         return replace(self.seal, fields=fields, n_fields=self.n_fields or self.seal.n_fields, seed=self.seed)
 
 # %% ../nbs/13_generate.ipynb
-YIELD_MODES = ("free", "constrained", "constrained_flags")
+YIELD_MODES = ("free", "constrained", "constrained_flags", "free_given")
+GIVEN_FROM = "constrained_flags"          # the mode whose kept subfields and tools `free_given` is asked about
 
 def run_yield(client, seal: SealGenConfig, deer: DeerGenConfig, deer_seeds: Sequence[dict], work,
-              modes: Sequence[str] = YIELD_MODES) -> dict[str, tuple[GenResult, GenResult]]:
-    "{mode: (Seal-Tools result, DEER result)}: both pipelines per decoding mode, in `work/generated[_constrained]`."
+              modes: Sequence[str] = YIELD_MODES) -> dict[str, tuple[GenResult, GenResult | None]]:
+    """{mode: (Seal-Tools result, DEER result)}: both pipelines per decoding mode, in `work/generated[_<mode>]`;
+    `free_given`: free text, each Seal-Tools stage asked about what the `GIVEN_FROM` run kept (`generate_seal_given`;
+    no DEER run, None: a DEER answer writes a tool's signature and its pairs together)."""
     out = {}
     for mode in modes:
         if mode not in YIELD_MODES: raise ValueError(f"decoding mode {mode!r}: choose {', '.join(YIELD_MODES)}")
-        c = mode != "free"
+        c = mode.startswith("constrained")
         folder = Path(work) / ("generated" if mode == "free" else f"generated_{mode}")
+        if mode == "free_given":
+            out[mode] = (generate_seal_given(client, folder, Path(work) / f"generated_{GIVEN_FROM}",
+                                             replace(seal, constrained=False, required_flags=False)), None)
+            continue
         out[mode] = (generate_seal(client, folder, replace(seal, constrained=c, required_flags=mode.endswith("flags"))),
                      generate_deer(client, deer_seeds, folder, replace(deer, constrained=c)))
     return out
@@ -1495,7 +1556,8 @@ def run_yield(client, seal: SealGenConfig, deer: DeerGenConfig, deer_seeds: Sequ
 def yield_table(runs: dict, pipeline: str = "seal") -> pd.DataFrame:
     "Per-stage yields of one pipeline ('seal' or 'deer') in every decoding mode of `runs`, a `decoding` column first."
     k = {"seal": 0, "deer": 1}[pipeline]
-    return pd.concat([r[k].yields.assign(decoding=m) for m, r in runs.items()], ignore_index=True).pipe(
+    return pd.concat([r[k].yields.assign(decoding=m) for m, r in runs.items() if r[k] is not None],
+                     ignore_index=True).pipe(
         lambda d: d[["decoding"] + [c for c in d.columns if c != "decoding"]])
 
 # %% ../nbs/13_generate.ipynb
@@ -1550,7 +1612,9 @@ def yield_outcomes(out: str | Path, pipeline: str = "seal") -> pd.DataFrame:
             add("subfields", k, ok, "" if ok else "reply did not parse as a list", r.get("text", r.get("error", "")))
         y = json.loads((out / "yield.json").read_text()) if (out / "yield.json").exists() else {}
         tools, insts = generated_set(out)
-        kept, dup = {t.name for t in tools}, y.get("dropped_as_duplicates", {})
+        # a run on given inputs (generate_seal_given) keeps its own tools apart from the given ones it wrote
+        kept = set(y["tools_kept_here"]) if "tools_kept_here" in y else {t.name for t in tools}
+        dup = y.get("dropped_as_duplicates", {})
         for k, r in recs("tools").items():
             if StageFile.failed(r):
                 add("tools", k, False, f"request failed: {r.get('error', '')}"[:120], ""); continue
