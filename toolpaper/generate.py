@@ -1069,13 +1069,11 @@ def _seal_single(
     return made, rejects, StageYield(len(jobs), parsed, len(made))
 
 # %% ../nbs/13_generate.ipynb
-def _seal_combos(
-    run: _Run, kept: list[dict]
-) -> tuple[list[tuple[str, list[dict], list[dict], dict]], list[dict], StageYield]:
-    """Combinations the model chose from `combo_candidates` tools (any field, or the field of a random anchor), each
-    with its call plan and fixed values."""
+def _combo_jobs(cfg: SealGenConfig, kept: list[dict]) -> tuple[list[tuple[str, list[dict], None]], list[list[dict]]]:
+    """The combination requests over `kept` (keys, prompts) and the candidates each offers: `combo_candidates` tools
+    of any field, or of the field of a random anchor; fixed by `cfg.seed` (a run over the same tools asks the
+    same)."""
     import hashlib
-    cfg = run.cfg
     if cfg.combo_scope not in ("any", "field"):
         raise ValueError(f"combo_scope {cfg.combo_scope!r}: expected 'any' or 'field'")
     jobs, cands = [], []
@@ -1089,11 +1087,16 @@ def _seal_combos(
         c = r.sample(pool, min(cfg.combo_candidates, len(pool)))
         digest = hashlib.sha256(",".join(t["api_name"] for t in c).encode()).hexdigest()[:12]
         cands.append(c); jobs.append((f"combo-{i}:{digest}", prompt_combo(c, cfg.max_combo), None))
-    st = run.ask("combos", jobs, lambda t, _: read_reply(t, list))
+    return jobs, cands
+
+# %% ../nbs/13_generate.ipynb
+def _combo_plans(records: dict, jobs: list, cands: list, kept: list[dict], cfg: SealGenConfig) -> tuple:
+    """The combinations answered in `records` (a combos stage file's records) for `jobs`, each with its call plan and
+    fixed values; (combinations, rejections, the stage's yield)."""
     by_name = {t["api_name"]: t for t in kept}
     combos, rejects, valid, taken = [], [], 0, set()
     for (key, _, _), c in zip(jobs, cands):
-        names = [x for x in (st.records[key].get("parsed") or []) if isinstance(x, str)]
+        names = [x for x in ((records.get(key) or {}).get("parsed") or []) if isinstance(x, str)]
         allowed = {t["api_name"] for t in c}
         names = list(dict.fromkeys(n for n in names if n in allowed))[: cfg.max_combo]
         if len(names) < 2: continue
@@ -1112,8 +1115,18 @@ def _seal_combos(
         fixed = {}
         for j, t in enumerate(ts): fixed.update(sensitive_values(t, f"{key}-{j}", cfg.seed, cfg.rules))
         combos.append((key + "|" + ",".join(names), ts, plan, fixed))
-    parsed = sum(1 for k, _, _ in jobs if isinstance(st.records[k].get("parsed"), list))
+    parsed = sum(1 for k, _, _ in jobs if isinstance((records.get(k) or {}).get("parsed"), list))
     return combos, rejects, StageYield(len(jobs), parsed, valid, len(taken))
+
+# %% ../nbs/13_generate.ipynb
+def _seal_combos(
+    run: _Run, kept: list[dict]
+) -> tuple[list[tuple[str, list[dict], list[dict], dict]], list[dict], StageYield]:
+    """Combinations the model chose from `combo_candidates` tools (any field, or the field of a random anchor), each
+    with its call plan and fixed values."""
+    jobs, cands = _combo_jobs(run.cfg, kept)
+    st = run.ask("combos", jobs, lambda t, _: read_reply(t, list))
+    return _combo_plans(st.records, jobs, cands, kept, run.cfg)
 
 # %% ../nbs/13_generate.ipynb
 def _filled(d: Any, plan: list[dict]) -> list[dict] | str | None:
@@ -1195,10 +1208,12 @@ def _nested_and_cross(instances: list[dict], by_name: dict) -> tuple[int, int]:
     return nested, cross
 
 # %% ../nbs/13_generate.ipynb
-def _seal_instances(run: _Run, cfg: SealGenConfig, kept: list[dict], functions, Y: dict) -> tuple[list, list]:
+def _seal_instances(run: _Run, cfg: SealGenConfig, kept: list[dict], functions, Y: dict,
+                    given_combos: dict | None = None) -> tuple[list, list]:
     """Single- and multiple-tool instances over the `kept` tools, checked (and, with `execute`, run in the tools'
     simulated environment); their yields, nested and cross-field counts recorded in `Y`; (the instances with their
-    provenance, the rejections)."""
+    provenance, the rejections). `given_combos`: another run's combos stage records, whose combinations the multiple-
+    tool stage fills instead of this run's own (still asked and counted)."""
     by_name = {t["api_name"]: t for t in kept}
     env = execution_env(kept, functions, cfg.seed) if cfg.execute else None
     problems = lambda calls, query: (
@@ -1206,6 +1221,7 @@ def _seal_instances(run: _Run, cfg: SealGenConfig, kept: list[dict], functions, 
     )
     singles, rej1, Y["single"] = _seal_single(run, kept, problems)
     combos, rej2, Y["combos"] = _seal_combos(run, kept)
+    if given_combos is not None: combos = _combo_plans(given_combos, *_combo_jobs(cfg, kept), kept, cfg)[0]
     multis, rej3, Y["multi"] = _seal_multi(run, combos, problems)
     made = singles + multis
     nested, cross = _nested_and_cross([x for x, _ in made], by_name)
@@ -1302,15 +1318,18 @@ def _given_inputs(given: Path) -> tuple[list[tuple[str, str]], list[dict]]:
 def generate_seal_given(client, out: str | Path, given: str | Path, cfg: SealGenConfig | None = None, embedder=None,
                         functions: dict[str, Callable] | None = None) -> GenResult:
     """Every Seal-Tools stage asked about what the earlier run in `given` kept (its subfields for the tools stage, its
-    tools for the instance stages), into `out` like `generate_seal` (resumable); each stage's yield then does not hang
+    tools for the single-tool and combination stages, its combinations for the multiple-tool stage; `given` was run
+    with the same quotas and seed), into `out` like `generate_seal` (resumable); each stage's yield then does not hang
     on this run's earlier stages."""
     cfg = cfg if cfg is not None else SealGenConfig()
     out = Path(out); t0 = time.perf_counter(); u0 = dict(client.usage.as_dict())
     subs, given_tools = _given_inputs(Path(given))
+    combos_file = Path(given) / "stages" / "combos.jsonl"
+    given_combos = StageFile(combos_file).records if combos_file.exists() else {}
     run, Y = _Run(client, cfg, out / "stages"), {}
     run.settle("seal")
     tools, kept, dropped = _seal_tool_stages(run, cfg, embedder, Y, subs=subs)
-    made, rejected = _seal_instances(run, cfg, given_tools, functions, Y)
+    made, rejected = _seal_instances(run, cfg, given_tools, functions, Y, given_combos)
     stages = {k: asdict(v) for k, v in Y.items()}
     report = {"prompt_version": PROMPT_VERSION, "given": str(given), "tools_kept_here": [t["api_name"] for t in kept],
               "stages": stages, "requests": run.requests, "per_subfield": tools.trace,
