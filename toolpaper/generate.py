@@ -94,8 +94,8 @@ def read_reply(text: str, kind: type = list) -> Any:
     from toolpaper.parse import balanced_spans, load_literal
     if not isinstance(text, str): return None
     for span in balanced_spans(text, "[{" if kind is object else ("[" if kind is list else "{")):
-        try: v = load_literal(span)
-        except ValueError: continue
+        try: v = load_literal(span); json.dumps(v)       # a Python literal may hold a set: not JSON, so not a reply
+        except (ValueError, TypeError): continue
         if kind is object or isinstance(v, kind): return v
     return None
 
