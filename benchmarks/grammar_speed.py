@@ -73,16 +73,10 @@ def pipeline_cost(tok, vocab: int, eos, path, backends) -> list[dict]:
     "Per stage and library: the recorded constrained answers of the generation pipelines replayed through a matcher."
     from collections import defaultdict
     from toolpaper.grammar import Grammars
-    recs = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            try: r = json.loads(line); r["messages"][-1]["content"], r["text"]
-            except (ValueError, KeyError, IndexError, TypeError):
-                raise SystemExit(f"{path}:{n}: not a record line (needs messages, text, params)") from None
-            schema = (r.get("params") or {}).get("schema")
-            if not schema: continue
-            recs.append((stage_of(r["messages"], schema), schema,
-                         tok(r["text"], add_special_tokens=False)["input_ids"]))
+    from toolpaper.client import RecordReplay
+    recs = [(stage_of(r["messages"], schema), schema, tok(r["text"], add_special_tokens=False)["input_ids"])
+            for r in RecordReplay(None, path, "replay").entries.values()      # the project's reader: errors name lines
+            if (schema := (r.get("params") or {}).get("schema"))]
     rows, logits = [], torch.zeros(vocab)
     for backend in backends:
         g, compiled = Grammars(tok, vocab, eos, backend), set()

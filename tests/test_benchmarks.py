@@ -36,6 +36,7 @@ def test_grammar_speed_names_every_generation_stage():
 def test_grammar_speed_refuses_a_bad_record_line(tmp_path):
     from grammar_speed import pipeline_cost
     p = tmp_path / "cache.jsonl"
-    p.write_text(json.dumps({"messages": [{"role": "user", "content": "x"}], "text": "[]", "params": {}}) + "\n{oops\n")
-    with pytest.raises(SystemExit, match=r"cache.jsonl:2: not a record line"):
+    good = json.dumps({"key": "k", "messages": [{"role": "user", "content": "x"}], "text": "[]", "params": {}})
+    p.write_text(good + "\n{oops\n" + good + "\n")
+    with pytest.raises(ValueError, match=r"cache.jsonl:2: "):
         pipeline_cost(None, 8, [0], p, [])
