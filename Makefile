@@ -5,6 +5,10 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.toolpaper-installed
 PROFILE ?= cpu
+# The precision the committed cpu reports and their stage cache were made in: a machine whose bf16 units would make
+# `auto` pick bf16 still reuses them. `make reports PRECISION=auto` uses what this machine runs fast (retrains and
+# regenerates every stage made in another precision; fp32 and bf16 results never share a cache key).
+PRECISION ?= fp32
 
 # Data: ../shared/data when it sits beside the clone, else the user's setting / cache.
 ifneq ($(wildcard ../shared/data/SHA256SUMS),)
@@ -34,7 +38,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n auto --durations=25 tests
 
 reports: $(STAMP)
-	$(BIN)/toolpaper reproduce --profile $(PROFILE)
+	$(BIN)/toolpaper reproduce --profile $(PROFILE) --precision $(PRECISION)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bm25_speed.py
