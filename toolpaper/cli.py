@@ -465,8 +465,9 @@ def _reproduce_args(sub) -> None:
     r.add_argument("--engine", choices=["auto", "fast", "reference"], default="auto", help="local generation path")
     r.add_argument(
         "--precision", choices=["auto", "fp32", "bf16", "int8"], default="auto",
-        help="generation precision; fp32 / bf16 hold for training too (int8: generation only); auto: what this machine "
-        "runs fast (measured). The committed cpu reports are fp32: `make reports` passes fp32 so they come from the cache",
+        help="generation precision; fp32 / bf16 hold for training too (int8: generation only); auto: what this "
+        "machine runs fast (measured). The committed cpu reports are fp32: `make reports` passes fp32 so they come "
+        "from the cache",
     )
     r.add_argument("--fresh", action="store_true", help="ignore the stage cache: retrain and regenerate everything")
     r.add_argument(

@@ -719,9 +719,11 @@ class GenResult:
     out: Path
     yields: pd.DataFrame
     per_subfield: pd.DataFrame
-    usage: dict
+    usage: dict                  # this session's client work (a resumed or replayed run asks little or nothing)
     seconds: float
     files: dict
+    # what the stage files hold, whichever session asked (`_Run.on_file`): the cost of making the data
+    on_file: dict = field(default_factory=dict)
 
 # %% ../nbs/13_generate.ipynb
 def _iso(ts) -> str | None:
@@ -893,6 +895,15 @@ class _Run:
         got = _ask(self.client, self.files[name], jobs, self.cfg, parse, stage, draw)
         self.requests[stage] = _merge_requests([self.requests[stage], got]) if stage in self.requests else got
         return self.files[name]
+
+    def on_file(self) -> dict:
+        """What the stage files this run asked through hold, whichever session wrote them: answers (finished records),
+        records (every attempt written) and the answers' tokens — the cost of making the data, which a resumed or
+        replayed run does not change (the client's usage counts only the requests of this session)."""
+        recs = [r for f in self.files.values() for r in f.records.values() if not StageFile.failed(r)]
+        return {"answers": len(recs), "records": sum(sum(f.attempts.values()) for f in self.files.values()),
+                "prompt_tokens": sum(int(r.get("prompt_tokens") or 0) for r in recs),
+                "completion_tokens": sum(int(r.get("completion_tokens") or 0) for r in recs)}
 
     def settle(self, pipeline: str) -> None:
         """Record what answers this pipeline's requests (`<pipeline>_settings.json`: prompt version, model, grammar
@@ -1242,7 +1253,8 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig | None = None, emb
     made, rejected = _seal_instances(run, cfg, kept, functions, Y)
     instances = [x for x, _ in made]
     stages = {k: asdict(v) for k, v in Y.items()}
-    report = {"prompt_version": PROMPT_VERSION, "stages": stages, "requests": run.requests, "per_subfield": tools.trace,
+    report = {"prompt_version": PROMPT_VERSION, "stages": stages, "requests": run.requests, "on_file": run.on_file(),
+              "per_subfield": tools.trace,
               "dropped_as_duplicates": {**tools.early, **dropped}, "rejected_instances": rejected}
     prov = [{"kind": "tool", "id": t["api_name"], **tools.prov[t["api_name"]]} for t in kept] + [
         {"kind": "instance", "id": x["id"], **p} for x, p in made
@@ -1282,9 +1294,11 @@ def _write_result(out: Path, sub: str, client, u0: dict, t0: float, stages: dict
         for k, (f, rows) in data.items()
     }
     usage = {k: v - u0.get(k, 0) for k, v in client.usage.as_dict().items()}
-    secs = time.perf_counter() - t0
+    secs, on_file = time.perf_counter() - t0, report.get("on_file", {})
     files["yield"] = atomic_write_text(out / yield_name, json.dumps(report, indent=1, ensure_ascii=False))
-    files["usage"] = atomic_write_text(out / usage_name, json.dumps({**usage, "seconds": round(secs, 2)}, indent=1))
+    files["usage"] = atomic_write_text(
+        out / usage_name, json.dumps({**usage, "seconds": round(secs, 2), "on_file": on_file}, indent=1)
+    )
     return GenResult(
         out,
         pd.DataFrame([{"stage": k, **v} for k, v in stages.items()]),
@@ -1292,6 +1306,7 @@ def _write_result(out: Path, sub: str, client, u0: dict, t0: float, stages: dict
         usage,
         secs,
         {k: str(v) for k, v in files.items()},
+        on_file,
     )
 
 # %% ../nbs/13_generate.ipynb
@@ -1332,7 +1347,7 @@ def generate_seal_given(client, out: str | Path, given: str | Path, cfg: SealGen
     made, rejected = _seal_instances(run, cfg, given_tools, functions, Y, given_combos)
     stages = {k: asdict(v) for k, v in Y.items()}
     report = {"prompt_version": PROMPT_VERSION, "given": str(given), "tools_kept_here": [t["api_name"] for t in kept],
-              "stages": stages, "requests": run.requests, "per_subfield": tools.trace,
+              "stages": stages, "requests": run.requests, "on_file": run.on_file(), "per_subfield": tools.trace,
               "dropped_as_duplicates": {**tools.early, **dropped}, "rejected_instances": rejected}
     return _write_result(out, "seal-tools", client, u0, t0, stages, tools.trace, report,
                          {"tools": ("tool.jsonl", given_tools), "instances": ("generated.jsonl", [x for x, _ in made]),
@@ -1486,7 +1501,8 @@ def generate_deer(client, seeds: Sequence[dict], out: str | Path, cfg: DeerGenCo
             "tools": StageYield(len(seeds), None, len(staged), len(tools)),
         }.items()
     }
-    report = {"prompt_version": PROMPT_VERSION, "stages": stages, "requests": run.requests, "per_tool": trace}
+    report = {"prompt_version": PROMPT_VERSION, "stages": stages, "requests": run.requests, "on_file": run.on_file(),
+              "per_tool": trace}
     return _write_result(
         out,
         "tooldeer",
