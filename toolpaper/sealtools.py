@@ -4,7 +4,7 @@
 
 # %% ../nbs/14_sealtools.ipynb 3
 from __future__ import annotations
-import json, time
+import json, re, time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar, Sequence
@@ -22,8 +22,9 @@ __all__ = ['METRIC_COLS', 'CI_KEYS', 'PAPER_SEAL', 'MODELS', 'CANDIDATES', 'SETT
            'subsample', 'candidates', 'released_gold_coverage', 'seal_examples', 'released_examples', 'score_setting',
            'paper_rows', 'SealExpConfig', 'SealRun', 'make_retrievers', 'train_examples', 'gold_examples',
            'setting_label', 'seal_prompts', 'run_seal_experiment', 'seal_table', 'error_taxonomy', 'param_by_kind',
-           'plot_param_by_kind', 'plot_taxonomy', 'GeneratedExpConfig', 'GeneratedRun', 'run_generated_experiment',
-           'native_calls', 'seal_answer_schema', 'SealOptions', 'SealPredictor', 'seal_quotes']
+           'plot_param_by_kind', 'plot_taxonomy', 'candidate_groups', 'candidate_lists', 'GeneratedExpConfig',
+           'GeneratedRun', 'run_generated_experiment', 'native_calls', 'seal_answer_schema', 'SealOptions',
+           'SealPredictor', 'seal_quotes']
 
 # %% ../nbs/14_sealtools.ipynb
 def subsample(instances: Sequence[Instance], n: int | None, seed: int = 0, min_nested: int = 0) -> list[Instance]:
@@ -569,6 +570,87 @@ def plot_taxonomy(tax: pd.DataFrame, title: str = ""):
         ax.invert_yaxis(); ax.set_xlim(0, max(1, d["count"].max()) * 1.15)
     fig.suptitle(title); fig.tight_layout()
     return fig
+
+# %% ../nbs/14_sealtools.ipynb
+def _pooled(run: SealRun, setting: str, mode: str) -> dict[str, dict]:
+    "One setting's per-item scores over every test split, keyed '<split>/<id>' as the claims ledger pools them."
+    from toolpaper.claims import pool
+    from toolpaper.metrics import seal_scores
+    parts = {sp: seal_scores(run.outputs[setting][sp], insts, mode)["items"] for sp, insts in run.tests.items()}
+    return {it["id"]: it for it in pool(parts)}
+
+def _holds_gold(run: SealRun, setting: str) -> dict[str, bool]:
+    "Per item ('<split>/<id>'): does the setting's candidate list hold every gold tool?"
+    return {f"{sp}/{x.id}": {c.api for c in x.calls} <= set(cands)
+            for sp, insts in run.tests.items() for x, cands in zip(insts, run.candidates[setting][sp])}
+
+def candidate_groups(run: SealRun, a: str, b: str, mode: str = "compat", metric: str = "tool.f1",
+                     model_label: str = "", dense: str = "DPR", n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """Settings `a` and `b` on the same items, grouped by which of their candidate lists hold every gold tool: per
+    group n, `metric` under each (percent) and the paired difference a − b with its bootstrap 95% interval; the last
+    row takes every item."""
+    from toolpaper.claims import contrast
+    from toolpaper.metrics import pct
+    A, B, ha, hb = _pooled(run, a, mode), _pooled(run, b, mode), _holds_gold(run, a), _holds_gold(run, b)
+    la, lb = setting_label(a, model_label, dense), setting_label(b, model_label, dense)
+    groups = {"both lists hold every gold tool": lambda i: ha[i] and hb[i],
+              f"only the list of {la}": lambda i: ha[i] and not hb[i],
+              f"only the list of {lb}": lambda i: hb[i] and not ha[i],
+              "neither list": lambda i: not (ha[i] or hb[i]), "all items": lambda i: True}
+    rows = []
+    for name, keep in groups.items():
+        ids = [i for i in A if keep(i)]
+        row = {"items": name, "n": len(ids), la: None, lb: None, "difference": None, "95% CI": "–"}
+        if ids:
+            r = contrast("seal", [(1, [A[i] for i in ids]), (-1, [B[i] for i in ids])], metric, mode,
+                         n_boot=n_boot, seed=seed)
+            row.update({la: pct(r["terms"][0]), lb: pct(r["terms"][1]), "difference": pct(r["value"])})
+            if r["low"] is not None: row["95% CI"] = f"[{pct(r['low'])}, {pct(r['high'])}]"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+# %% ../nbs/14_sealtools.ipynb
+def _names_distractor(output: str, distractors: Sequence[str]) -> bool:
+    "Does an answer name one of the listed tools that are not gold (as a whole word)?"
+    return any(re.search(rf"(?<![A-Za-z0-9_]){re.escape(d)}(?![A-Za-z0-9_])", output) for d in distractors)
+
+def candidate_lists(run: SealRun, settings: Sequence[str], tools: Sequence[Tool] | None = None, embedder=None,
+                    model_label: str = "", dense: str = "DPR") -> pd.DataFrame:
+    """Per setting, over every test item: the share of lists holding every gold tool, the share of gold tools listed,
+    the share of answers that name a distractor (a listed tool that is not gold) and, with `tools` and an `embedder`
+    (sentence-transformers), the distractors' closeness to the gold tools: the highest cosine between a distractor
+    and a gold tool, averaged over the items that have a distractor."""
+    by_name = {t.name: t for t in tools or []}
+    sim = None
+    if embedder is not None and by_name:
+        names = sorted({n for s in settings for sp in run.tests for c in run.candidates[s][sp] for n in c}
+                       | {c.api for insts in run.tests.values() for x in insts for c in x.calls})
+        names = [n for n in names if n in by_name]
+        vecs = embedder.encode([f"{n}: {by_name[n].description}" for n in names], normalize_embeddings=True)
+        sim = (dict(zip(names, range(len(names)))), vecs)
+    rows = []
+    for s in settings:
+        full, listed, gold_n, named, close = 0, 0, 0, 0, []
+        items = [(x, c, o) for sp, insts in run.tests.items()
+                 for x, c, o in zip(insts, run.candidates[s][sp], run.outputs[s][sp])]
+        for x, cands, out in items:
+            gold = {c.api for c in x.calls}
+            distract = [n for n in cands if n not in gold]
+            full += gold <= set(cands); listed += len(gold & set(cands)); gold_n += len(gold)
+            named += _names_distractor(out, distract)
+            if sim is not None:
+                ix, v = sim
+                pairs = [float(v[ix[d]] @ v[ix[g]]) for d in distract for g in gold if d in ix and g in ix]
+                if pairs: close.append(max(pairs))
+        n = len(items)
+        row = {"setting": setting_label(s, model_label, dense), "n": n,
+               "lists with every gold tool %": round(100 * full / n, 1) if n else None,
+               "gold tools listed %": round(100 * listed / gold_n, 1) if gold_n else None,
+               "answers naming a distractor %": round(100 * named / n, 1) if n else None}
+        if sim is not None:
+            row["distractor–gold cosine"] = round(sum(close) / len(close), 3) if close else None
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 # %% ../nbs/14_sealtools.ipynb
 def _gen_recipe() -> SFTConfig:
