@@ -16,7 +16,7 @@ from .trajectories import backbone_messages, caller_messages, planner_messages, 
 # %% auto 0
 __all__ = ['PLAN_STOPS', 'ROLES', 'METHODS', 'EXTRA_METHODS', 'UmiAgent', 'split_backbone', 'split_released_backbone',
            'SingleAgent', 'AgentRun', 'run_agent', 'static_predictions', 'gold_calls', 'passed', 'realtime_eval',
-           'GLPFTConfig', 'train_methods', 'make_agent']
+           'GLPFTConfig', 'train_methods', 'trained_seconds', 'make_agent']
 
 # %% ../nbs/18_agent.ipynb
 PLAN_STOPS = ("Next: caller", "Next: conclusion", "Next: give up")
@@ -391,6 +391,14 @@ def train_methods(model: str, trajs: Sequence[Trajectory], out: str | Path, cfg:
             by_folder[f].get("storage_bytes", _dir_bytes(Path(f))) for f in dict.fromkeys(v["models"].values())
         )
     return res
+
+# %% ../nbs/18_agent.ipynb
+def trained_seconds(trained: dict) -> float:
+    """Training seconds of a `train_methods` result, each run counted once (methods share the backbone), as the runs'
+    logs record them: what training took when it ran, also when this call found every run in the stage cache."""
+    runs = {name: r for v in trained.values() for name, r in v.get("runs", {}).items()}
+    return float(sum(r.get("train_seconds", 0.0) for r in runs.values()))
+
 
 # %% ../nbs/18_agent.ipynb
 def make_agent(method: str, trained: dict, base: str, batch_size: int = 8, cache: dict | None = None,
