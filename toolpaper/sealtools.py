@@ -579,11 +579,13 @@ def _pooled(run: SealRun, setting: str, mode: str) -> dict[str, dict]:
     parts = {sp: seal_scores(run.outputs[setting][sp], insts, mode)["items"] for sp, insts in run.tests.items()}
     return {it["id"]: it for it in pool(parts)}
 
+# %% ../nbs/14_sealtools.ipynb
 def _holds_gold(run: SealRun, setting: str) -> dict[str, bool]:
     "Per item ('<split>/<id>'): does the setting's candidate list hold every gold tool?"
     return {f"{sp}/{x.id}": {c.api for c in x.calls} <= set(cands)
             for sp, insts in run.tests.items() for x, cands in zip(insts, run.candidates[setting][sp])}
 
+# %% ../nbs/14_sealtools.ipynb
 def candidate_groups(run: SealRun, a: str, b: str, mode: str = "compat", metric: str = "tool.f1",
                      model_label: str = "", dense: str = "DPR", n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
     """Settings `a` and `b` on the same items, grouped by which of their candidate lists hold every gold tool: per
@@ -614,6 +616,7 @@ def _names_distractor(output: str, distractors: Sequence[str]) -> bool:
     "Does an answer name one of the listed tools that are not gold (as a whole word)?"
     return any(re.search(rf"(?<![A-Za-z0-9_]){re.escape(d)}(?![A-Za-z0-9_])", output) for d in distractors)
 
+# %% ../nbs/14_sealtools.ipynb
 def candidate_lists(run: SealRun, settings: Sequence[str], tools: Sequence[Tool] | None = None, embedder=None,
                     model_label: str = "", dense: str = "DPR") -> pd.DataFrame:
     """Per setting, over every test item: the share of lists holding every gold tool, the share of gold tools listed,

@@ -73,11 +73,13 @@ class GenSettings:
                    fresh=e.get(_ENV["fresh"]) == "1", grammar=e.get(_ENV["grammar"]) or "")
 
     def environ(self) -> dict[str, str]:
-        """These settings as environment variables (what `from_env` reads back). A precision named fp32 or bf16 also
-        sets `TOOLPAPER_TRAIN_PRECISION`, so a run's training and generation stages agree (and hit a cache made in it);
-        'auto' and int8 (generation only) leave training to its own setting."""
+        """These settings as environment variables (what `from_env` reads back). 'auto' precision sets nothing, so the
+        notebooks resolve it as `gen_precision` does — `TOOLPAPER_PRECISION` where the caller's environment holds one,
+        else what this machine runs fast. A precision named fp32 or bf16 also sets `TOOLPAPER_TRAIN_PRECISION`, so a
+        run's training and generation stages agree (and hit a cache made in it); 'auto' and int8 (generation only)
+        leave training to its own setting."""
         env = {v: ("1" if getattr(self, k) else "") if k == "fresh" else (getattr(self, k) or "")
-               for k, v in _ENV.items()}
+               for k, v in _ENV.items() if not (k == "precision" and self.precision == "auto")}
         if self.precision in ("fp32", "bf16"): env["TOOLPAPER_TRAIN_PRECISION"] = self.precision
         return env
 
