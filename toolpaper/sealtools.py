@@ -394,6 +394,13 @@ def _seal_adapters(cfg: SealExpConfig, train_sub: list, tools: list, rets: dict,
     return info, adapters
 
 # %% ../nbs/14_sealtools.ipynb
+def _pooled_items(outs_by: dict, tests: dict, mode: str) -> list[dict]:
+    "Per-item scores of one setting's outputs ({split: outputs}) over every test split, ids prefixed with the split."
+    from toolpaper.claims import pool
+    from toolpaper.metrics import seal_scores
+    return pool({sp: seal_scores(outs_by[sp], insts, mode)["items"] for sp, insts in tests.items()})
+
+# %% ../nbs/14_sealtools.ipynb
 def _seal_answer_setting(setting: str, client, tests: dict, tools: list, rets: dict, cfg: SealExpConfig, template,
                          released: dict, work: Path, progress: bool = False) -> tuple[dict, dict, list]:
     """Generate-and-score stage of one setting: ({split: outputs}, {split: candidate names}, score frames per split and
@@ -413,10 +420,8 @@ def _seal_answer_setting(setting: str, client, tests: dict, tools: list, rets: d
             "".join(json.dumps({"id": x.id, "output": o, "candidates": n}, ensure_ascii=False) + "\n"
                     for x, o, n in zip(insts, outs, names)),
         )
-    from toolpaper.claims import pool, save_scored
-    from toolpaper.metrics import seal_scores
-    save_scored(work, setting, "seal", {m: pool({sp: seal_scores(outs_by[sp], insts, m)["items"]
-                                                 for sp, insts in tests.items()}) for m in ("compat", "strict")})
+    from toolpaper.claims import save_scored
+    save_scored(work, setting, "seal", {m: _pooled_items(outs_by, tests, m) for m in ("compat", "strict")})
     both = [x for v in tests.values() for x in v]
     df = score_setting([o for sp in tests for o in outs_by[sp]], both, setting)
     df.insert(1, "split", "all test")
@@ -574,10 +579,7 @@ def plot_taxonomy(tax: pd.DataFrame, title: str = ""):
 # %% ../nbs/14_sealtools.ipynb
 def _pooled(run: SealRun, setting: str, mode: str) -> dict[str, dict]:
     "One setting's per-item scores over every test split, keyed '<split>/<id>' as the claims ledger pools them."
-    from toolpaper.claims import pool
-    from toolpaper.metrics import seal_scores
-    parts = {sp: seal_scores(run.outputs[setting][sp], insts, mode)["items"] for sp, insts in run.tests.items()}
-    return {it["id"]: it for it in pool(parts)}
+    return {it["id"]: it for it in _pooled_items(run.outputs[setting], run.tests, mode)}
 
 # %% ../nbs/14_sealtools.ipynb
 def _holds_gold(run: SealRun, setting: str) -> dict[str, bool]:
