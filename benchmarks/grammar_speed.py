@@ -180,7 +180,10 @@ def main():
         "Produced by `benchmarks/grammar_speed.py` in one run: the same Seal-Tools prompts (gold tools as the "
         "candidates, toolpaper layout) decoded greedily by the engine in fp32, free and under each answer's "
         "`seal_answer_schema`, with each grammar library. Mask + accept: the library's per-token work, replayed along "
-        "the constrained answers (a cost the decoding loop pays once per token on top of the model's forward pass).",
+        "the constrained answers (a cost the decoding loop pays once per token on top of the model's forward pass). "
+        "Format ACC and Tool F1 count as the authors' scorer does (`../shared/SPEC-scoring.md`): a predicted call is "
+        "matched against the gold calls without using them up, so a call repeated in an answer counts twice and Tool "
+        "F1 can exceed 100.",
         "", f"Measured {res['measured']}; load average {load0} at the start, {res['load_end']} at the end (2 cores).",
         f"At most {a.max_new} new tokens per answer.", "", df_markdown(pd.DataFrame(rows)), "", "## Verdict", "",
         res["verdict"], "", "## The generation pipelines' schemas", "",
