@@ -46,3 +46,14 @@ def test_simulator_is_deterministic_across_environments():
     args = {p.name: ("x" if p.type == "str" else 1) for p in t.parameters if p.required}
     assert ToolEnv(tools, seed=1).call(t.name, args).content == ToolEnv(tools, seed=1).call(t.name, args).content
     assert ToolEnv(tools, seed=1).call(t.name, args).content != ToolEnv(tools, seed=2).call(t.name, args).content
+
+
+def test_cpu_profile_meets_the_claims_sizes(released):
+    "The cpu alpha-UMi run the claims ledger reads: >= 200 scored held-out steps, >= 80 training trajectories (10x)."
+    from toolpaper import umi as UM
+    cfg = UM.UmiExpConfig.for_profile("cpu")
+    c = UM._umi_corpus(load("seal-tools:tools", released), load("seal-tools:dev", released),
+                       load("seal-tools:test_in_domain", released), cfg)
+    assert c["main_n"] >= 80 and len(c["subsets"][c["main_n"]]) == c["main_n"]
+    assert UM._scored_steps(c["test"]) >= 200
+    assert cfg.realtime_n <= len(c["test"])
