@@ -13,8 +13,8 @@ if TYPE_CHECKING: import pandas as pd     # pandas and the metrics load on first
 
 # %% auto 0
 __all__ = ['PROFILES', 'EXPERIMENTS', 'VERSIONED', 'check_profile', 'profile_data_root', 'stage_lines', 'Report', 'Experiment',
-           'repo_root', 'notebook_parameters', 'default_out', 'parse_params', 'package_versions', 'reproduce',
-           'verify_reports', 'write_index']
+           'repo_root', 'notebook_parameters', 'default_out', 'parse_params', 'code_state', 'package_versions',
+           'reproduce', 'verify_reports', 'write_index']
 
 # %% ../nbs/90_report.ipynb
 PROFILES = ("smoke", "cpu", "paper")
@@ -236,6 +236,18 @@ def _git(root: Path, *args) -> str | None:
         return None
 
 # %% ../nbs/90_report.ipynb
+def code_state(root: str | os.PathLike, out: str | os.PathLike | None = None) -> dict:
+    """{'git_commit', 'git_dirty'} of the repository at `root`; tracked changes under `out` (the reports folder, when
+    inside the repository) do not count as uncommitted code."""
+    root = Path(root)
+    spec = ["--", "."]
+    if out is not None and Path(out).resolve().is_relative_to(root.resolve()):
+        rel = Path(out).resolve().relative_to(root.resolve())
+        if str(rel) != ".": spec.append(f":(exclude){rel.as_posix()}")
+    return {"git_commit": _git(root, "rev-parse", "HEAD"),
+            "git_dirty": bool(_git(root, "status", "--porcelain", "--untracked-files=no", *spec))}
+
+# %% ../nbs/90_report.ipynb
 VERSIONED = (
     "toolpaper",
     "torch",
@@ -287,7 +299,7 @@ def _save_manifest(out: Path, manifest: dict, name: str) -> dict:
 
 # %% ../nbs/90_report.ipynb
 def _run_experiment(name: str, profile: str, params: dict | None, out: Path, root: Path, progress: bool,
-                    manifest: dict, log, step: str = "") -> dict:
+                    log, step: str = "") -> dict:
     """Execute one experiment notebook with papermill into `out/name` (`step`, e.g. '[2/5]', heads its log line);
     its manifest record (status 'ok' or 'failed')."""
     import papermill as pm
@@ -302,6 +314,7 @@ def _run_experiment(name: str, profile: str, params: dict | None, out: Path, roo
             f"{exp.notebook} has no parameter(s) {extra}; it takes {sorted(notebook_parameters(nb_path))}"
         )
     log(f"{step} {name} ({profile}) -> {exp_out}")
+    state = code_state(root, out)                  # the code this experiment runs (a long run may span commits)
     started, t0 = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), time.perf_counter()
     tmp_nb = exp_out / f".{name}.tmp.ipynb"
     status, error = "ok", None
@@ -321,8 +334,7 @@ def _run_experiment(name: str, profile: str, params: dict | None, out: Path, roo
         "started": started,
         "wall_s": round(time.perf_counter() - t0, 1),
         "status": status,
-        "git_commit": manifest["git_commit"],
-        "git_dirty": manifest["git_dirty"],
+        **state,
         **({"error": error} if error else {}),
     }
 
@@ -374,8 +386,7 @@ def reproduce(
     manifest.update(
         {
             "profile": profile,
-            "git_commit": _git(root, "rev-parse", "HEAD"),
-            "git_dirty": bool(_git(root, "status", "--porcelain", "--untracked-files=no")),
+            **code_state(root, out),
             "python": platform.python_version(),
             "platform": platform.platform(),
             "packages": package_versions(),
@@ -387,7 +398,7 @@ def reproduce(
     for k, name in enumerate(names, 1):
         with _environ(gen.environ()):                  # the notebooks' kernels read the settings from the environment
             runs[name] = _run_experiment(
-                name, profile, params, out, root, progress, manifest, log, f"[{k}/{len(names)}]"
+                name, profile, params, out, root, progress, log, f"[{k}/{len(names)}]"
             )
         if runs[name]["status"] != "ok": failed.append(name)
         log(f"    {runs[name]['status']} in {runs[name]['wall_s']} s")
