@@ -86,17 +86,14 @@ def main():
             f"time is the best of 5, each 1 MB time one run. Slowest current parser on 1 MB: {worst['parser']} on "
             f"{worst['input']}, {worst['1 MB s']} s (target <= 1 s).")
     print(head)
-    from toolpaper.io import atomic_write_text
     from toolpaper.metrics import df_markdown
     import pandas as pd
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
     md = ("# Parsing speed on 1 MB adversarial text\n\nWritten by `benchmarks/parse_speed.py`. " + head +
           "\n\nThe reference rows are the strict Seal-Tools reader as it was before its work bound (every nested span "
           "read in full, Python's literal reader on any length).\n\n" + df_markdown(pd.DataFrame(rows)) + "\n")
-    atomic_write_text(out / "parse_speed.md", md)
-    atomic_write_text(out / "parse_speed.json", json.dumps(rows, indent=1) + "\n")
-    from _index import write_index
-    write_index(out)
+    from _index import write_page
+    write_page(out, "parse_speed", {"rows": rows}, md)
 
 
 if __name__ == "__main__":

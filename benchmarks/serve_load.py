@@ -98,7 +98,6 @@ def main():
             f"Server up in {up:.1f} s; SIGTERM after the runs: exit code {rc} in {stop:.1f} s.")
     print(head)
     import pandas as pd
-    from toolpaper.io import atomic_write_text
     from toolpaper.metrics import df_markdown
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
     md = (f"# toolpaper serve under load\n\nWritten by `benchmarks/serve_load.py`. {head}\n\n{a.n} requests, one in "
@@ -108,10 +107,8 @@ def main():
           f"{a.concurrency} at a time, second row as many requests of the same mix one at a time (the next {a.n} "
           "queries, so neither row reads the other's prefix cache), to the same server after a 4-request warm-up. "
           "Latency is per request, from sending to the whole answer.\n\n" + df_markdown(pd.DataFrame(rows)) + "\n")
-    atomic_write_text(out / "serve_load.md", md)
-    atomic_write_text(out / "serve_load.json", json.dumps({"setup": head, "rows": rows}, indent=1) + "\n")
-    from _index import write_index
-    write_index(out)
+    from _index import write_page
+    write_page(out, "serve_load", {"setup": head, "rows": rows}, md)
 
 
 if __name__ == "__main__":

@@ -161,6 +161,7 @@ def main():
     if a.render:
         from _index import write_page
         res = json.loads(Path(a.render).read_text())
+        res.setdefault("code", None)            # a run from before pages recorded their commit: not this one's
         return write_page(a.out or Path(a.render).parent, "train_recipe", res, markdown(res))
     torch.manual_seed(0)
     tr_ex, ho_ex, test, te_ex = data(a.train, a.heldout, a.test)

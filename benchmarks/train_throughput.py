@@ -10,7 +10,7 @@ reports/benchmarks]
 Targets (CPU): engine >= 2x the naive baseline and >= 50% of the measured peak; on a CPU with bf16 units, bf16 >= 1.8x
 fp32's real tokens/s with the loss curve within 2% (relative, per step).
 """
-import argparse, json, tempfile, time
+import argparse, tempfile, time
 from pathlib import Path
 import torch
 
@@ -140,9 +140,7 @@ def main():
         f"{res['generation']['tokens_per_s']:.1f} tokens/s"
     )
     if a.out:
-        from toolpaper.io import atomic_write_text
-        out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out / "train_throughput.json", json.dumps(res, indent=1))
+        out = Path(a.out)
         e, n = res["toolpaper engine"], res["naive pad-to-max"]
         md = (
             f"# Training throughput ({a.model}, {'LoRA' if not a.full else 'full'}, batch {a.batch}, {a.steps} steps, "
@@ -164,9 +162,8 @@ def main():
             f"**{res['auto_trains_in']}** (bf16 only with bf16 units and a bf16 product >= 1.5x fp32). Greedy "
             f"generation: {res['generation']['tokens_per_s']:.1f} tokens/s (batch 4).\n"
         )
-        atomic_write_text(out / "train_throughput.md", md)
-        from _index import write_index
-        write_index(out)
+        from _index import write_page
+        write_page(out, "train_throughput", res, md)
 
 
 if __name__ == "__main__":

@@ -40,3 +40,21 @@ def test_grammar_speed_refuses_a_bad_record_line(tmp_path):
     p.write_text(good + "\n{oops\n" + good + "\n")
     with pytest.raises(ValueError, match=r"cache.jsonl:2: "):
         pipeline_cost(None, 8, [0], p, [])
+
+
+def test_benchmark_pages_name_their_commit(tmp_path):
+    "A page ends with the commit it was measured at; a re-rendered page keeps the one in its JSON; the index lists both."
+    from _index import commit_line, write_page
+    write_page(tmp_path, "new", {"x": 1}, "# New page\n\nbody")
+    saved = json.loads((tmp_path / "new.json").read_text())
+    assert len(saved["code"]["git_commit"]) == 40 and isinstance(saved["code"]["git_dirty"], bool)
+    assert (tmp_path / "new.md").read_text().endswith(commit_line(saved["code"]) + "\n")
+    write_page(tmp_path, "old", {"code": {"git_commit": "ab" * 20, "git_dirty": True}}, "# Old page")
+    assert "Measured at commit `abababababab` with uncommitted changes." in (tmp_path / "old.md").read_text()
+    (tmp_path / "legacy.md").write_text("# Legacy page\n\nno commit\n")
+    write_page(tmp_path, "new", saved, "# New page\n\nbody")                   # refreshes the index
+    index = (tmp_path / "README.md").read_text()
+    assert f"[New page](new.md) — commit `{saved['code']['git_commit'][:12]}`" in index
+    assert "[Old page](old.md) — commit `abababababab` with uncommitted changes" in index
+    assert "[Legacy page](legacy.md) — commit not recorded" in index
+    assert commit_line(None) == "Commit not recorded."
