@@ -134,6 +134,9 @@ class Claim:
     # points: when the verdict is inconclusive and every condition scores at most this, the row says the task is out of
     # the tested model's reach (more items would not separate conditions that all sit at the floor)
     reach: float | None = None
+    # where the experiment's page shows what lies behind a measured verdict (e.g. a table column); said under 'why'
+    # beside any verdict but 'not run'. A pointer to evidence, never a number or a verdict.
+    note: str = ""
 
     @property
     def comparison(self) -> str:
@@ -190,6 +193,7 @@ def evaluate(claim: Claim, reports, n_boot: int = 2000, seed: int = 0) -> dict:
     if v == VERDICTS[2] and floor:
         why = (f"out of this model's reach: every condition scores at most {claim.reach:g}%, so the number of items is "
                "not what is missing")
+    if claim.note and v != "not run": why = f"{why}; {claim.note}" if why else claim.note
     return row | {"mode": mode, "toolpaper": " / ".join(pct(x) for x in r["terms"]),
                   "difference [95% CI]": f"{pct(r['value'])} [{pct(r['low'])}, {pct(r['high'])}]",
                   "n": " / ".join(str(n) for n in r["n"]) if len(set(r["n"])) > 1 else str(r["n"][0]),
@@ -244,7 +248,9 @@ CLAIMS: list[Claim] = [
       for s in ("random", "intra", "inter")],
     Claim("DEER", "keeping NoSearch samples preserves general dialogue (retention vs the base model's answers)",
           "Table 4, §5.2 RQ1", "ToolDEER-7B ROUGE-L 26.5 vs template-driven ToolLLaMA-7B 16.6, ToolAlpaca-7B 18.9",
-          "deer", "rouge_l", _d("mixture 2:1:2@retention", "mixture 2:1:2 w/o NoSearch@retention")),
+          "deer", "rouge_l", _d("mixture 2:1:2@retention", "mixture 2:1:2 w/o NoSearch@retention"),
+          note="the released NoSearch chains end at #End# with no answer: the deer page's Table 4 counts the answers "
+               "that are the decision phrase alone ('decision phrase only')"),
     *[Claim("alpha-UMi", f"alpha-UMi (GLPFT) beats Single-LLM on {label}", "Table 1 (ToolBench in-domain)",
             f"{a} vs {s}", "alpha_umi", key, _d("alpha_umi@heldout", "single@heldout"),
             expect="lower" if key == "hallu" else "higher")

@@ -20,10 +20,10 @@ from .stages import staged
 # %% auto 0
 __all__ = ['PAPER_TRAIN_MIX', 'PAPER_VALID_MIX', 'PAPER_DEER', 'TABLE1_COLS', 'TABLE3_SETS', 'TABLE4_COLS', 'ABLATION_AXES',
            'PAPER_ABLATION', 'DEER_HEADLINE', 'DEER_SUITE', 'stratified', 'pool_text', 'gold_prefix', 'deer_generate',
-           'compact_chain', 'demonstrations', 'DeerExpConfig', 'mixture_of', 'DeerRun', 'run_deer_experiment', 'table1',
-           'table3', 'table4', 'plot_strategies', 'plot_span_losses', 'DeerAblation', 'DeerAblationConfig',
-           'run_deer_ablation', 'ablation_table', 'plot_ablation', 'DeerOptions', 'DeerPredictor', 'read_deer_gold',
-           'deer_quotes']
+           'compact_chain', 'demonstrations', 'DeerExpConfig', 'mixture_of', 'DeerRun', 'decision_only',
+           'run_deer_experiment', 'table1', 'table3', 'table4', 'plot_strategies', 'plot_span_losses', 'DeerAblation',
+           'DeerAblationConfig', 'run_deer_ablation', 'ablation_table', 'plot_ablation', 'DeerOptions', 'DeerPredictor',
+           'read_deer_gold', 'deer_quotes']
 
 # %% ../nbs/15_deer.ipynb
 PAPER_TRAIN_MIX = {"NoSearch": 1807 / 9585, "NoCall": 3114 / 9585, "Call": 4664 / 9585}
@@ -315,11 +315,16 @@ def _deer_datas(tools: list[Tool], released_valid: list, released_test: list, cf
     }
 
 # %% ../nbs/15_deer.ipynb
+def _slug(name: str) -> str:
+    "A model name as one path component: spaces to '_', ':' and '/' to '-'."
+    return name.replace(" ", "_").replace(":", "-").replace("/", "-")
+
+# %% ../nbs/15_deer.ipynb
 def _save_deer_outputs(work: Path, name: str, evalset: str, samples, outs) -> None:
     "One model's outputs on one evaluation set, as JSON lines beside the stage cache."
     from toolpaper.io import atomic_write_text
     atomic_write_text(
-        work / f"outputs_{name.replace(' ', '_').replace(':', '-')}_{evalset}.jsonl",
+        work / f"outputs_{_slug(name)}_{evalset}.jsonl",
         "".join(json.dumps({"id": s.id, "branch": s.branch, "output": o}, ensure_ascii=False) + "\n"
                 for s, o in zip(samples, outs)),
     )
@@ -363,6 +368,12 @@ def _deer_base(dd, evals: dict, ret_q: list, cfg: DeerExpConfig, work: Path, pro
     return rows, refs
 
 # %% ../nbs/15_deer.ipynb
+def decision_only(text: str) -> bool:
+    "Is `text` a decision chain alone: it opens with '#Begin#' and nothing but blanks follows its last '#End#'?"
+    t = (text or "").strip()
+    return t.startswith("#Begin#") and t.endswith("#End#")
+
+# %% ../nbs/15_deer.ipynb
 def _deer_retention(gen, name: str, ret_q: list, refs: list, cfg: DeerExpConfig, work: Path, progress: bool = False):
     "Table 4 stage: a fine-tuned model's answers to the retention queries against the base model's; its row."
     from toolpaper.metrics import ci_pct, pct, retention_ci, retention_scores
@@ -375,7 +386,7 @@ def _deer_retention(gen, name: str, ret_q: list, refs: list, cfg: DeerExpConfig,
     per = rouge_pairs(hyps, refs)
     save_scored(work, f"{name}@retention", "values",
                 [{"id": s.id, "values": {k: v[i] for k, v in per.items()}} for i, s in enumerate(ret_q)])
-    row = {"model": name, "n": len(ret_q)}
+    row = {"model": name, "n": len(ret_q), "decision phrase only": sum(map(decision_only, hyps))}
     for c, k in zip(TABLE4_COLS, ("bleu", "rouge_1", "rouge_2", "rouge_l")):
         row[c] = pct(r[k]); row[f"{c} lo"], row[f"{c} hi"] = ci_pct(rci, k, 1)
     return row
@@ -392,7 +403,7 @@ def _deer_variant_train(name: str, d, cfg: DeerExpConfig, work: Path, mix: dict 
         "model": name, "train samples": len(train), **{b: c.get(b, 0) for b in ("NoSearch", "NoCall", "Call")},
         "pools by strategy": dict(Counter(s.strategy for s in train if s.strategy is not None)),
     }
-    out = work / f"adapter_{name.replace(' ', '_').replace(':', '-')}"
+    out = work / f"adapter_{_slug(name)}"
     ex = [deer_prompt(s, style=cfg.prompt_style, score_pool=cfg.score_pool) for s in train]
     info = stages.finetune(cfg.model, ex, cfg.train.for_run(out, seed=cfg.seed), span_labels=["decision", "call"])
     return info, count, out
