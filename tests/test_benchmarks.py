@@ -43,7 +43,7 @@ def test_grammar_speed_refuses_a_bad_record_line(tmp_path):
 
 
 def test_benchmark_pages_name_their_commit(tmp_path):
-    "A page ends with the commit it was measured at; a re-rendered page keeps the one in its JSON; the index lists both."
+    "A page ends with the commit it was measured at; a re-rendered page keeps its JSON's; the index lists both."
     from _index import commit_line, write_page
     write_page(tmp_path, "new", {"x": 1}, "# New page\n\nbody")
     saved = json.loads((tmp_path / "new.json").read_text())
