@@ -68,7 +68,7 @@ class UmiExpConfig(Profiled):
         ),
         # ten times the earlier cpu run's 8 training trajectories; 56 held-out dialogues: 206 scored steps, the claims'
         # minimum of 200 (50 give 186); the real-time pass rate on the first 20 of them. The scaling sizes train the two
-        # methods the data-scaling claims compare (w/o reuse there would add about 40 minutes of training and scoring)
+        # methods the data-scaling claims compare (w/o reuse there would add 287k training tokens and two scored runs)
         "cpu": dict(train_n=80, test_n=56, scaling=(20, 40, 80), ood_n=20, realtime_n=20,
                     scaling_methods=("single", "alpha_umi")),
         "paper": dict(
