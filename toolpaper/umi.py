@@ -183,11 +183,6 @@ def _umi_corpus(tools, train_instances, test_instances, cfg: UmiExpConfig) -> di
                 subsets=subsets)
 
 # %% ../nbs/19_umi.ipynb
-def _scored_steps(dialogues: Sequence[Trajectory]) -> int:
-    "Planner turns with a decision (a tool call, a conclusion or a give-up) over `dialogues`: the scored steps."
-    return sum(u.role == "planner" and planner_decision(u.content) is not None for t in dialogues for u in t.turns)
-
-# %% ../nbs/19_umi.ipynb
 def _umi_methods(n: int, corpus: dict, cfg: UmiExpConfig) -> tuple[tuple, list | None, str | None]:
     """The methods trained at size `n` (all at the main size, `cfg.scaling_methods` otherwise), the stage-2
     trajectories of alpha-UMi w/o reuse (instructions no training subset uses), and a note when too few are left for
@@ -287,6 +282,7 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
     from toolpaper import stages
     from toolpaper.agent import make_agent, train_methods, trained_seconds
     from toolpaper.io import atomic_write_text
+    from toolpaper.metrics import umi_gold_steps
     from toolpaper.trajectories import corpus_table
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter(); timings = {}
@@ -332,7 +328,8 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
     atomic_write_text(work / "results.csv", res.to_csv(index=False))
     return UmiRun(asdict(cfg), res, pd.DataFrame(cost), trained_all, corpus_table(corpus["subsets"][main_n] + test),
                   corpus["sizes"], main_n, len(corpus["train_all"]), len(test), corpus["skipped"],
-                  _scored_steps(test), timings, pd.DataFrame(groups), pd.DataFrame(ood_rows), notes)
+                  sum(len(umi_gold_steps(t)) for t in test), timings, pd.DataFrame(groups),
+                  pd.DataFrame(ood_rows), notes)
 
 # %% ../nbs/19_umi.ipynb
 def umi_table1(run: UmiRun) -> pd.DataFrame:
