@@ -34,7 +34,7 @@ def engines(model: str, adapter: str | None = None):
     m, tok = load_model(model, adapter=adapter, device="cpu")
     m16 = copy.deepcopy(m)                    # the bf16 engine casts its model: a copy of its own
     return m, tok, {"reference (transformers, batch 8)": lambda: HFEngine(m, tok, batch_size=8),
-                    "toolpaper engine (fp32)": lambda: Engine(m, tok),
+                    "toolpaper engine (fp32)": lambda: Engine(m, tok, precision="fp32"),
                     "toolpaper engine (int8)": lambda: Engine(m, tok, precision="int8"),
                     "toolpaper engine (bf16)": lambda: Engine(m16, tok, precision="bf16")}
 
@@ -141,8 +141,8 @@ def decode_workload(model, n: int = 3, max_new: int = 128, adapter: str | None =
     rows = []
     for name, make in {
         "reference (transformers, one sequence)": lambda: HFEngine(m, tok, batch_size=1),
-        "toolpaper engine (fp32, no drafts)": lambda: Engine(m, tok, slots=1, draft=0),
-        "toolpaper engine (fp32, prompt-lookup drafts)": lambda: Engine(m, tok, slots=1),
+        "toolpaper engine (fp32, no drafts)": lambda: Engine(m, tok, slots=1, draft=0, precision="fp32"),
+        "toolpaper engine (fp32, prompt-lookup drafts)": lambda: Engine(m, tok, slots=1, precision="fp32"),
         "toolpaper engine (int8, drafts)": lambda: Engine(m, tok, slots=1, precision="int8"),
         "toolpaper engine (bf16, drafts)": lambda: Engine(E["toolpaper engine (bf16)"]().model, tok, slots=1,
                                                           precision="bf16"),

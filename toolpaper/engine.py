@@ -203,7 +203,8 @@ class Engine:
         if why: raise ValueError(f"the fast engine cannot run this model: {why}")
         from toolpaper.precision import gen_precision
         precision = gen_precision(precision, next(model.parameters()).device.type)     # 'auto' resolved, by measurement
-        cast = {"fp32": torch.float32, "bf16": torch.bfloat16}.get(precision)
+        # the int8 path quantises only the projections; embeddings, norms and attention run in fp32
+        cast = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.float32}.get(precision)
         if cast is not None and next(model.parameters()).dtype != cast: model.to(cast)
         self.model, self.tok, self.lm = model, tok, causal_lm(model)
         self.inner, cfg = self.lm.model, self.lm.config
