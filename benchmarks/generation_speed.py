@@ -185,7 +185,7 @@ def umi_workload(model, n_tasks: int = 6):
     steps = [[i for i, u in enumerate(t.turns) if u.role == "planner" and planner_decision(u.content)] for t in trajs]
     rows = []
     for name, kind in [("reference (transformers, batch 8)", "reference"), ("toolpaper engine (fp32)", "auto")]:
-        c = LocalClient(model, engine=kind, batch_size=8)
+        c = LocalClient(model, engine=kind, batch_size=8, precision="fp32")
         log = []
         inner = c.engine.generate
         def logged(reqs, progress=False, inner=inner, log=log):
@@ -248,7 +248,7 @@ def deer_workload(model, n: int = 16, shots: int = 4):
     demos = demonstrations(pool, shots, 0, compact=True)
     rows, outs = [], {}
     for name, kind in [("reference (transformers, batch 8)", "reference"), ("toolpaper engine (fp32)", "auto")]:
-        c = LocalClient(model, engine=kind, batch_size=8 if kind == "reference" else 16)
+        c = LocalClient(model, engine=kind, batch_size=8 if kind == "reference" else 16, precision="fp32")
         t0 = time.perf_counter()
         outs[name] = deer_generate(c, samples, demos=demos, max_new_tokens=96)
         secs = time.perf_counter() - t0
@@ -327,8 +327,8 @@ def targets(res: dict) -> list[str]:
             f"{q8['identical outputs']} outputs identical to fp32, bf16 {b16['s / prompt']} with "
             f"{b16['identical outputs']}). This machine's matrix units: {units}. Where the fp32 time goes: prefill "
             f"{pre:.2f} s per prompt of ~{fp['prompt tokens'] // fp['prompts']}-token prompts at the fp32 "
-            "matrix-multiply limit, the rest decode; bf16 without bf16 units is emulated (slower than fp32), so the "
-            "target needs a machine with them.")
+            f"matrix-multiply limit, the rest decode; bf16 ran at {fp['s / prompt'] / b16['s / prompt']:.2f}x fp32's "
+            "speed here" + ("" if "bf16" in units else " (without bf16 units it is emulated)") + ".")
     if "decode" in W:
         best = max(W["decode"], key=lambda r: r["tokens / s"])
         q8 = next((r for r in W["decode"] if r["path"].startswith("toolpaper engine (int8")), None)
@@ -336,10 +336,10 @@ def targets(res: dict) -> list[str]:
             f"One-sequence decode >= 100 tokens/s with int8 + drafts: "
             f"{'met' if q8 and q8['tokens / s'] >= 100 else 'NOT met'} (int8 + drafts "
             f"{q8['tokens / s'] if q8 else '–'}; best {best['tokens / s']}: {best['path']}). One decode step reads "
-            "every weight once: 540 MB in fp32, 135 MB in int8; without VNNI units the int8 products run on the "
-            "AVX2 path, which caps int8 decode well below the target here.")
+            "every weight once: 540 MB in fp32, 135 MB in int8"
+            + ("." if "vnni" in units else "; without VNNI units the int8 products run on the AVX2 path."))
     out.append("Training >= 1.8x fp32's real tokens/s in bf16: measured in train_throughput.md; on this machine "
-               f"(units: {units}) bf16 is emulated and `auto` trains in fp32.")
+               f"(units: {units}) `auto` trains in {res.get('auto_train', 'a precision not recorded')}.")
     if "umi" in W:                                       # the engine issue's targets, kept
         e = W["umi"][1]
         out.append(
@@ -408,7 +408,11 @@ def main():
                 res["workloads"][k] = rows
                 if k in old.get("measured", {}): res.setdefault("measured", {})[k] = old["measured"][k]
     res["out"] = a.out
-    if not a.render or "units" not in res: res["units"] = cpu_units()
+    from toolpaper.precision import train_bf16
+    if not a.render or "units" not in res:
+        res["units"], res["auto_train"] = cpu_units(), "bf16" if train_bf16() else "fp32"
+    elif "auto_train" not in res and res["units"] == cpu_units():    # a page measured here before it was recorded
+        res["auto_train"] = "bf16" if train_bf16() else "fp32"
     res["targets"] = targets(res)
     md = markdown(res)
     print(md)

@@ -86,7 +86,7 @@ def run(model: str, exs, naive: bool, steps: int, batch: int, max_length: int, l
 
 def gen_speed(model: str, exs, n: int = 4, new_tokens: int = 32):
     from toolpaper.client import LocalClient
-    g = LocalClient(model, device="cpu", batch_size=n)
+    g = LocalClient(model, device="cpu", batch_size=n, precision="fp32")
     g.generate([e.messages for e in exs[:n]], max_tokens=new_tokens)
     u = g.usage
     return {
@@ -160,7 +160,7 @@ def main():
             f"(losses fp32 {', '.join(f'{x:.4f}' for x in f32['losses'])}; bf16 "
             f"{', '.join(f'{x:.4f}' for x in b16['losses'])}). Training precision `auto` picks here: "
             f"**{res['auto_trains_in']}** (bf16 only with bf16 units and a bf16 product >= 1.5x fp32). Greedy "
-            f"generation: {res['generation']['tokens_per_s']:.1f} tokens/s (batch 4).\n"
+            f"generation: {res['generation']['tokens_per_s']:.1f} tokens/s (batch 4, fp32).\n"
         )
         from _index import write_page
         write_page(out, "train_throughput", res, md)
