@@ -409,10 +409,10 @@ def main():
                 if k in old.get("measured", {}): res.setdefault("measured", {})[k] = old["measured"][k]
     res["out"] = a.out
     from toolpaper.precision import train_bf16
-    if not a.render or "units" not in res:
-        res["units"], res["auto_train"] = cpu_units(), "bf16" if train_bf16() else "fp32"
-    elif "auto_train" not in res and res["units"] == cpu_units():    # a page measured here before it was recorded
-        res["auto_train"] = "bf16" if train_bf16() else "fp32"
+    here = cpu_units()
+    # what `auto` trains in is this machine's: recorded with a run, or on a page re-rendered where it was measured
+    if not a.render or "units" not in res or ("auto_train" not in res and res["units"] == here):
+        res["units"], res["auto_train"] = here, "bf16" if train_bf16() else "fp32"
     res["targets"] = targets(res)
     md = markdown(res)
     print(md)
