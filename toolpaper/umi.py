@@ -270,6 +270,8 @@ def _umi_cost_row(m: str, t: dict, rt: dict) -> dict:
     "Table 3 shape: what one method costs (models, storage, training, inference per task)."
     return {"method": m, "models": len(set(t["models"].values())), "storage (MB)": round(t["storage_bytes"] / 2**20, 1),
             "train seconds": round(t["train_seconds"], 1), "train tokens": int(t["train_tokens"]),
+            # the logs' seconds are wall time: a run that shared the CPU or was paused shows as a lower rate
+            "train tokens / s": round(t["train_tokens"] / t["train_seconds"], 1) if t["train_seconds"] else None,
             "inference seconds / task": round(rt["seconds_per_task"], 2)}
 
 # %% ../nbs/19_umi.ipynb
