@@ -14,8 +14,8 @@ from .engine import cut_at_stop
 
 # %% auto 0
 __all__ = ['Prompt', 'PROMPT_ORIGINS', 'Completion', 'Usage', 'LLMError', 'CacheMiss', 'Params', 'request_key', 'check_prompt',
-           'Client', 'LocalClient', 'MalformedResponse', 'check_response', 'check_base_url', 'OpenAIClient',
-           'RecordReplay', 'LazyClient', 'make_client']
+           'Client', 'render_prompt', 'prompt_ids', 'LocalClient', 'MalformedResponse', 'check_response',
+           'check_base_url', 'OpenAIClient', 'RecordReplay', 'LazyClient', 'make_client']
 
 # %% ../nbs/12_client.ipynb
 Prompt = Union[str, list, dict]
@@ -185,6 +185,27 @@ class Client:
         if isinstance(inner, Client): inner.clear_cache()
 
 # %% ../nbs/12_client.ipynb
+def render_prompt(tok, prompt: Prompt, prefix: str = "", name: str = "model") -> str:
+    """The text a local model with tokenizer `tok` reads for `prompt`: the chat template for a conversation (with its
+    tools), the text itself otherwise; then the prefix. `name` names the model in the error for a template without
+    tools."""
+    from toolpaper.prompts import render
+    if isinstance(prompt, dict):
+        if "tools" not in (getattr(tok, "chat_template", None) or ""):
+            raise ValueError(f"{name}: the chat template does not take tools; use a prompt without tools")
+        text = tok.apply_chat_template(prompt["messages"], tools=prompt["tools"], tokenize=False,
+                                       add_generation_prompt=True)
+    else: text = prompt if isinstance(prompt, str) else render(tok, prompt)
+    return text + prefix
+
+
+# %% ../nbs/12_client.ipynb
+def prompt_ids(tok, prompt: Prompt, prefix: str = "", name: str = "model") -> list[int]:
+    "The token ids of `render_prompt`: what a local model prefills for `prompt` (+ `prefix`)."
+    return tok(render_prompt(tok, prompt, prefix, name), add_special_tokens=isinstance(prompt, str))["input_ids"]
+
+
+# %% ../nbs/12_client.ipynb
 class LocalClient(Client):
     "A local transformers model (optionally with a LoRA adapter) behind the `Client` interface."
 
@@ -223,24 +244,15 @@ class LocalClient(Client):
         self.seed = seed
 
     def render(self, prompt: Prompt, prefix: str = "") -> str:
-        """The text the model reads: the chat template for a conversation (with its tools), the text itself otherwise;
-        then the prefix."""
-        from toolpaper.prompts import render
-        if isinstance(prompt, dict):
-            if "tools" not in (getattr(self.tok, "chat_template", None) or ""):
-                raise ValueError(f"{self.model}: the chat template does not take tools; use a prompt without tools")
-            text = self.tok.apply_chat_template(
-                prompt["messages"], tools=prompt["tools"], tokenize=False, add_generation_prompt=True
-            )
-        else: text = prompt if isinstance(prompt, str) else render(self.tok, prompt)
-        return text + prefix
+        "The text the model reads (`render_prompt`)."
+        return render_prompt(self.tok, prompt, prefix, self.model)
 
     def clear_cache(self) -> None:
         "Forget the prefix cache (its memory is freed; later prompts are prefilled in full again)."
         if hasattr(self.engine, "prefix"): self.engine.prefix.clear()
 
     def encode(self, prompt: Prompt, prefix: str = "") -> list[int]:
-        return self.tok(self.render(prompt, prefix), add_special_tokens=isinstance(prompt, str))["input_ids"]
+        return prompt_ids(self.tok, prompt, prefix, self.model)
 
     def _complete(self, items, progress=False):
         from toolpaper.engine import Request

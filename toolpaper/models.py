@@ -11,8 +11,8 @@ from .io import cache_root
 
 # %% auto 0
 __all__ = ['MODELS', 'ModelSpec', 'package_dir', 'models_cache', 'convert_gguf', 'make_tiny_llama', 'check_model_name',
-           'check_adapter', 'ensure_model', 'default_device', 'default_dtype', 'load_tokenizer', 'load_model',
-           'load_embedder', 'chat']
+           'check_adapter', 'ensure_model', 'default_device', 'default_dtype', 'load_tokenizer', 'context_of',
+           'load_model', 'load_embedder', 'chat']
 
 # %% ../nbs/02_models.ipynb
 @dataclass(frozen=True)
@@ -172,6 +172,15 @@ def load_tokenizer(name: str):
     tok = AutoTokenizer.from_pretrained(ensure_model(name))
     if tok.pad_token is None: tok.pad_token = tok.eos_token
     return tok
+
+# %% ../nbs/02_models.ipynb
+def context_of(name: str) -> int | None:
+    """The most tokens (prompt and new tokens together) a registered name, Hugging Face id or folder takes: its config's
+    `max_position_embeddings` (None where the config states none)."""
+    from transformers import AutoConfig
+    n = getattr(AutoConfig.from_pretrained(ensure_model(name)), "max_position_embeddings", None)
+    return n if isinstance(n, int) and n > 0 else None
+
 
 # %% ../nbs/02_models.ipynb
 def load_model(name: str, adapter: str | None = None, device: str | None = None, dtype=None, trainable: bool = False):

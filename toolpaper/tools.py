@@ -10,8 +10,8 @@ from typing import Any, Callable, Sequence
 from .schema import REF_RE, Call, Param, ResponseField, Tool, canonical_type, fits_type, substitute, topo_order
 
 # %% auto 0
-__all__ = ['Observation', 'type_ok', 'coerce_args', 'simulated_value', 'tool_from_function', 'ToolEnv', 'response_types',
-           'Execution', 'execute_calls']
+__all__ = ['Observation', 'type_ok', 'coerce_args', 'simulated_value', 'tool_from_function', 'unknown_tool_error', 'ToolEnv',
+           'response_types', 'Execution', 'execute_calls']
 
 # %% ../nbs/16_tools.ipynb
 @dataclass
@@ -93,6 +93,18 @@ def tool_from_function(fn: Callable, name: str | None = None, description: str |
     )
 
 # %% ../nbs/16_tools.ipynb
+def unknown_tool_error(name: Any, tools, show_all: int = 50, closest: int = 5) -> str:
+    """The error for a call to `name`, which is not among `tools` (names): every name when there are at most `show_all`,
+    else their number and the `closest` most similar names."""
+    import difflib
+    names = sorted(tools)
+    if len(names) <= show_all: return f"unknown tool {name!r}; available: {', '.join(names)}"
+    near = difflib.get_close_matches(str(name), names, n=closest, cutoff=0.5)
+    return f"unknown tool {name!r}; {len(names):,} tools are available" + (
+        f", the closest names: {', '.join(near)}" if near else "")
+
+
+# %% ../nbs/16_tools.ipynb
 class ToolEnv:
     """The tools an agent may call: simulated ones (answers derived from their schemas) and Python functions added
     with `register`; `call(name, arguments)` validates the arguments and answers."""
@@ -109,7 +121,7 @@ class ToolEnv:
     def validate(self, name: str, args: Any) -> str | None:
         "The error a real API would return for this call, or None."
         t = self.tools.get(name)
-        if t is None: return f"unknown tool {name!r}; available: {', '.join(sorted(self.tools))}"
+        if t is None: return unknown_tool_error(name, self.tools)
         if not isinstance(args, dict): return "the arguments must be a JSON object"
         known = {p.name: p for p in t.parameters}
         extra = [k for k in args if k not in known]

@@ -18,9 +18,9 @@ from .stages import staged
 
 # %% auto 0
 __all__ = ['UMI_COLS', 'UMI_NAMES', 'PAPER_UMI', 'PAPER_UMI_OOD', 'GROUPS', 'PAPER_UMI_T2', 'UMI_HEADLINE', 'UMI_SUITE',
-           'UmiExpConfig', 'umi_group', 'UmiRun', 'run_umi_experiment', 'umi_table1', 'umi_scaling', 'umi_table2',
-           'umi_table2_paper', 'umi_table1_ood', 'umi_cost_table', 'plot_umi_scaling', 'plot_umi_span_losses',
-           'UmiOptions', 'UmiPredictor', 'umi_unit_ids', 'umi_quotes']
+           'UmiExpConfig', 'umi_group', 'UmiRun', 'umi_prompt_tokens', 'umi_fitting', 'run_umi_experiment',
+           'umi_table1', 'umi_scaling', 'umi_table2', 'umi_table2_paper', 'umi_table1_ood', 'umi_cost_table',
+           'plot_umi_scaling', 'plot_umi_span_losses', 'UmiOptions', 'UmiPredictor', 'umi_unit_ids', 'umi_quotes']
 
 # %% ../nbs/19_umi.ipynb
 def _cpu_glpft() -> GLPFTConfig:
@@ -250,6 +250,47 @@ def _umi_realtime(ag, m: str, test: list, tools, cfg: UmiExpConfig, inst_by_id: 
     return groups, rt
 
 # %% ../nbs/19_umi.ipynb
+def umi_prompt_tokens(dialogues: Sequence[Trajectory], model: str, style: str = "toolpaper",
+                      data_dir=None) -> list[int]:
+    """Per dialogue, the most tokens `model` prefills at one of its scored steps: the planner, caller, summarizer and
+    Single-LLM prompts of every step, from the gold history, in layout `style` (the gold thought stands in for the
+    predicted one)."""
+    from toolpaper.agent import _Layout
+    from toolpaper.client import prompt_ids
+    from toolpaper.models import load_tokenizer
+    tok, lay = load_tokenizer(model), _Layout()
+    lay._setup_style(style, None, data_dir)
+    out = []
+    for t in dialogues:
+        most = 0
+        for i, u in enumerate(t.turns):
+            if u.role != "planner" or planner_decision(u.content) is None: continue
+            h = t.turns[:i]
+            prompts = (lay._prompt("planner", t.tools, h), lay._prompt("backbone", t.tools, h),
+                       lay._prompt("caller", t.tools, h + [u] if style == "released" else h, u.content),
+                       lay._prompt("summarizer", [], h + [u]))
+            most = max(most, *(len(prompt_ids(tok, p)) for p in prompts))
+        out.append(most)
+    return out
+
+
+# %% ../nbs/19_umi.ipynb
+def umi_fitting(dialogues: Sequence[Trajectory], model: str, new_tokens: int, style: str = "toolpaper",
+                data_dir=None) -> tuple[list[Trajectory], str | None]:
+    """The dialogues whose longest prompt (`umi_prompt_tokens`) plus `new_tokens` fits `model`'s context, and a
+    sentence saying how many were left out (None when every dialogue fits, or the model states no context)."""
+    from toolpaper.models import context_of
+    limit, dialogues = context_of(model), list(dialogues)
+    if limit is None or not dialogues: return dialogues, None
+    n = umi_prompt_tokens(dialogues, model, style, data_dir)
+    keep = [d for d, k in zip(dialogues, n) if k + new_tokens <= limit]
+    if len(keep) == len(dialogues): return keep, None
+    return keep, (f"{len(dialogues) - len(keep)} of {len(dialogues)} out-of-domain dialogues left out before the draw: "
+                  f"a prompt of theirs and {new_tokens} new tokens pass the model's context of {limit:,} tokens "
+                  f"(longest prompt {max(n):,} tokens)")
+
+
+# %% ../nbs/19_umi.ipynb
 def _umi_ood_rows(ag, m: str, ood: list, cfg: UmiExpConfig) -> list[dict]:
     "Out-of-domain stage: one method's step-level metrics on the released ToolBench dialogues, a row per mode."
     from toolpaper.agent import static_predictions
@@ -294,6 +335,9 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
     timings["corpus_s"] = time.perf_counter() - t0
     results, cost, trained_all, groups, ood_rows, notes = [], [], {}, [], [], []
     inst_by_id = {x.id: x for x in test_instances}
+    if ood and cfg.ood_n != 0:           # drawn among the dialogues the model can read (the engine refuses the rest)
+        ood, why = umi_fitting(ood, cfg.model, sum(cfg.max_new_tokens))
+        if why: notes.append(why)
     ood = seeded_subset(list(ood), cfg.ood_n, cfg.seed) if ood and cfg.ood_n != 0 else []
     # the main size first: the comparisons most claims rest on are on file before the scaling runs
     for n in [main_n] + [s for s in corpus["sizes"] if s != main_n]:
