@@ -70,15 +70,27 @@ def examples(n: int, lo: int, hi: int, vocab: int, seed: int = 0) -> list[dict]:
     return out
 
 
-def plain_loop(model, exs, batch: int, warm: int, steps: int, max_len: int, pad_id: int) -> dict:
+def _profiler():
+    acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if torch.cuda.is_available()
+                                                    else [])
+    return torch.profiler.profile(activities=acts)
+
+
+def _prof_table(prof) -> str:
+    key = "self_cuda_time_total" if torch.cuda.is_available() else "self_cpu_time_total"
+    return prof.key_averages().table(sort_by=key, row_limit=18, max_name_column_width=60)
+
+
+def plain_loop(model, exs, batch: int, warm: int, steps: int, max_len: int, pad_id: int, profile: bool = False) -> dict:
     """The reference: batches in random order padded to --max-len, full logits, autocast bf16 over fp32 weights, fused
     AdamW (what a hand-written loop does)."""
     dev = next(model.parameters()).device
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=dev.type == "cuda")
     order = torch.randperm(len(exs), generator=torch.Generator().manual_seed(0)).tolist()
-    losses, real, t0 = [], 0, None
+    losses, real, t0, ends, prof = [], 0, None, [], None
     model.train()
     for s in range(warm + steps):
+        if profile and s == warm: prof = _profiler(); prof.__enter__()
         part = [exs[order[(s * batch + i) % len(exs)]] for i in range(batch)]
         ids = torch.full((batch, max_len), pad_id); lab = torch.full((batch, max_len), -100)
         att = torch.zeros(batch, max_len, dtype=torch.long)
@@ -89,14 +101,20 @@ def plain_loop(model, exs, batch: int, warm: int, steps: int, max_len: int, pad_
         with torch.autocast(dev.type, dtype=torch.bfloat16):
             loss = model(input_ids=ids.to(dev), attention_mask=att.to(dev), labels=lab.to(dev)).loss
         loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
+        ends.append(time.perf_counter())
         if s >= warm: real += sum(len(e["input_ids"]) for e in part)
     sync()
     secs = time.perf_counter() - t0
-    return {"seconds": secs, "real_tokens": real, "tokens_per_s": real / secs, "losses": losses}
+    if prof is not None:
+        prof.__exit__(None, None, None)
+        return {"profile": _prof_table(prof)}
+    return {"seconds": secs, "real_tokens": real, "tokens_per_s": real / secs, "losses": losses,
+            "step_seconds": [b - a for a, b in zip(ends[warm - 1:], ends[warm:])]}
 
 
-def toolkit_trainer(model, exs, batch: int, warm: int, steps: int, pad_id: int, out_dir: str) -> dict:
+def toolkit_trainer(model, exs, batch: int, warm: int, steps: int, pad_id: int, out_dir: str,
+                    profile: bool = False) -> dict:
     "toolpaper's trainer: `SpanTrainer` + `SpanCollator` + `training_args` of an `SFTConfig` (full fine-tuning, bf16)."
     from transformers import TrainerCallback
     from toolpaper.config import SFTConfig
@@ -111,18 +129,27 @@ def toolkit_trainer(model, exs, batch: int, warm: int, steps: int, pad_id: int, 
         return base(feats)
 
     marks: dict[int, float] = {}
+    prof = _profiler() if profile else None
 
     class Clock(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            if prof is not None and state.global_step == warm: prof.__enter__()
+
         def on_step_end(self, args, state, control, **kw):
             sync(); marks[state.global_step] = time.perf_counter()
 
     tr = SpanTrainer(model=model, args=training_args(cfg), train_dataset=exs, data_collator=collate,
                      span_labels=["answer"], callbacks=[Clock()])
     tr.train()
+    if prof is not None:
+        prof.__exit__(None, None, None)
+        return {"profile": _prof_table(prof)}
     secs = marks[warm + steps] - marks[warm]
     real = sum(seen[warm:warm + steps])       # the batches of the timed steps (the loader may have fetched one more)
     losses = [h["loss"] for h in tr.state.log_history if "loss" in h]
-    return {"seconds": secs, "real_tokens": real, "tokens_per_s": real / secs, "losses": losses}
+    return {"seconds": secs, "real_tokens": real, "tokens_per_s": real / secs, "losses": losses,
+            "step_seconds": [marks[i + 1] - marks[i] for i in range(warm, warm + steps)],
+            "optim": str(tr.args.optim), "max_grad_norm": tr.args.max_grad_norm}
 
 
 def generation(model, tok, n: int, prompt_len: int, new: int, vocab: int) -> dict:
@@ -163,6 +190,7 @@ def main():
     ap.add_argument("--gen-new", type=int, default=128)
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--commit", default=None, help="the commit measured (for machines without the git history)")
+    ap.add_argument("--profile", action="store_true", help="then profile 2 steps of each (torch.profiler; printed)")
     ap.add_argument("--save", default=None, help="also save the bf16 random model and the tokenizer here (for `bench`)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
@@ -204,6 +232,21 @@ def main():
         runs[name] = r
         print(name, {k: v for k, v in r.items() if k != "trace"}, flush=True)
     res["training"] = runs
+    if a.profile:
+        res["profiles"] = {}
+        for name in runs:
+            try:
+                model = build_model(vocab, a.tiny, dev)
+                import tempfile
+                r = (plain_loop(model, exs, a.batch, a.warm, 2, a.max_len, pad, profile=True)
+                     if name.startswith("plain") else
+                     toolkit_trainer(model, exs, a.batch, a.warm, 2, pad, tempfile.mkdtemp(), profile=True))
+                res["profiles"][name] = r["profile"]
+                del model
+                if dev == "cuda": torch.cuda.empty_cache()
+            except Exception as ex:
+                res["profiles"][name] = f"failed: {type(ex).__name__}: {ex}\n{traceback.format_exc()[-1500:]}"
+            print(f"== profile: {name}\n{res['profiles'][name]}", flush=True)
     try:
         model = build_model(vocab, a.tiny, dev).to(torch.bfloat16)
         res["generation"] = generation(model, tok, a.gen_n, a.gen_prompt, a.gen_new, vocab)
