@@ -565,7 +565,9 @@ class RecordReplay(Client):
             raise CacheMiss(f"{len(todo)} request(s) not in {self.path}, e.g. request {idx[0]} (key {k[:12]})")
         if todo:
             first = [idx[0] for idx in todo.values()]
+            t0 = time.perf_counter()
             res = self.inner._complete([items[i] for i in first], progress)
+            self.usage.add(seconds=time.perf_counter() - t0)        # the wrapped model's time (file answers: none)
             for (k, idx), i, c in zip(todo.items(), first, res):
                 if isinstance(c, Completion):
                     p, pre, par = items[i]
@@ -588,7 +590,8 @@ class RecordReplay(Client):
                         with open(self.path, "a", encoding="utf-8") as f:
                             f.write(json.dumps(rec, ensure_ascii=False) + "\n"); f.flush(); os.fsync(f.fileno())
                         self.entries[k] = rec
-                    self.usage.add(requests=1, prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens)
+                    self.usage.add(requests=1, prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens,
+                                   reused_tokens=c.reused_tokens)
                 # repeats within the batch are answered by the one request
                 self.usage.add(cache_hits=len(idx) - 1)
                 for j in idx: out[j] = c
