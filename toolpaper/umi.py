@@ -237,11 +237,14 @@ def _umi_realtime(ag, m: str, test: list, tools, cfg: UmiExpConfig, inst_by_id: 
     from toolpaper.metrics import mean_ci, pct
     from toolpaper.tools import ToolEnv
     clients = {id(c): c for c in (getattr(ag, a, None) for a in ("planner", "caller", "summarizer", "model")) if c}
-    hits = lambda: sum(getattr(getattr(c, "usage", None), "cache_hits", 0) for c in clients.values())
-    before = hits()
+    use = lambda k: sum(getattr(getattr(c, "usage", None), k, 0) for c in clients.values())
+    before = {k: use(k) for k in ("requests", "seconds", "cache_hits")}
     rt, _ = realtime_eval(ag, test, ToolEnv(list(tools), seed=cfg.seed))
-    # answers replayed from the stage cache cost no inference: the run's seconds would not be the model's
-    if hits() > before: rt["seconds_per_task"] = None
+    # inference time: the model's seconds for the answers this run generated (an answer replayed from the stage cache,
+    # e.g. a first step the held-out scoring already asked, costs none); none generated: not measured
+    made = use("requests") - before["requests"]
+    rt["seconds_per_task"] = (use("seconds") - before["seconds"]) / len(test) if made and test else None
+    rt["replayed"] = use("cache_hits") - before["cache_hits"]
     row["pass rate"] = pct(rt["pass_rate"], 2)
     lohi = mean_ci([float(x) for x in rt["passed"]], seed=cfg.seed)
     row["pass rate lo"], row["pass rate hi"] = (pct(lohi[0], 2), pct(lohi[1], 2)) if lohi else (None, None)
@@ -318,7 +321,8 @@ def _umi_cost_row(m: str, t: dict, rt: dict) -> dict:
             "train seconds": round(t["train_seconds"], 1), "train tokens": int(t["train_tokens"]),
             # the logs' seconds are wall time: a run that shared the CPU or was paused shows as a lower rate
             "train tokens / s": round(t["train_tokens"] / t["train_seconds"], 1) if t["train_seconds"] else None,
-            "inference seconds / task": None if rt["seconds_per_task"] is None else round(rt["seconds_per_task"], 2)}
+            "inference seconds / task": None if rt["seconds_per_task"] is None else round(rt["seconds_per_task"], 2),
+            "real-time answers replayed": rt.get("replayed")}
 
 # %% ../nbs/19_umi.ipynb
 @staged
