@@ -37,8 +37,9 @@ def engine_support(model) -> str | None:
 
 # %% ../nbs/11_engine.ipynb
 def context_length(model) -> int | None:
-    "The most tokens (prompt and new tokens together) `model` takes: its config's `max_position_embeddings`, or None."
-    n = getattr(getattr(causal_lm(model), "config", None), "max_position_embeddings", None)
+    """The most tokens (prompt and new tokens together) `model` (or its config alone) takes: the config's
+    `max_position_embeddings`, or None."""
+    n = getattr(getattr(causal_lm(model), "config", model), "max_position_embeddings", None)
     return n if isinstance(n, int) and n > 0 else None
 
 # %% ../nbs/11_engine.ipynb

@@ -178,8 +178,8 @@ def context_of(name: str) -> int | None:
     """The most tokens (prompt and new tokens together) a registered name, Hugging Face id or folder takes: its config's
     `max_position_embeddings` (None where the config states none)."""
     from transformers import AutoConfig
-    n = getattr(AutoConfig.from_pretrained(ensure_model(name)), "max_position_embeddings", None)
-    return n if isinstance(n, int) and n > 0 else None
+    from toolpaper.engine import context_length
+    return context_length(AutoConfig.from_pretrained(ensure_model(name)))
 
 
 # %% ../nbs/02_models.ipynb
