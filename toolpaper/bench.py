@@ -9,6 +9,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Sequence
 import pandas as pd
+from .io import append_jsonl
 from .suites import get_suite
 
 # %% auto 0
@@ -87,9 +88,8 @@ def read_predictions(path: Path) -> tuple[list[dict], bool]:
 
 # %% ../nbs/20_bench.ipynb
 def _append(path: Path, recs: list[dict]) -> None:
-    with open(path, "a", encoding="utf-8") as f:
-        f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs))
-        f.flush(); os.fsync(f.fileno())
+    "Append prediction records (a torn last line left by a crash is moved aside first: `toolpaper.io.append_jsonl`)."
+    append_jsonl(path, recs)
 
 # %% ../nbs/20_bench.ipynb
 def _precision(client) -> str:

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence, Union
 from .engine import cut_at_stop
+from .io import append_jsonl, jsonl_records
 
 # %% auto 0
 __all__ = ['Prompt', 'PROMPT_ORIGINS', 'Completion', 'Usage', 'LLMError', 'CacheMiss', 'Params', 'request_key', 'check_prompt',
@@ -503,6 +504,12 @@ class OpenAIClient(Client):
             return [f.result() for f in tqdm(futs, disable=not progress, desc=self.model)]
 
 # %% ../nbs/12_client.ipynb
+def _record_problem(e: dict) -> str | None:
+    "Why a request-cache record cannot answer a request (None when it can)."
+    if not isinstance(e.get("key"), str) or not e["key"]: return "'key' must be a non-empty string"
+    if not isinstance(e.get("text"), str): return f"'text' must be a string, got {type(e.get('text')).__name__}"
+    return None
+
 class RecordReplay(Client):
     """Wrap `inner`: 'record' answers known requests from the JSONL file at `path` and appends new answers to it;
     'replay' answers from the file alone and raises `CacheMiss` for a request it does not hold. `fresh` (record mode)
@@ -521,16 +528,9 @@ class RecordReplay(Client):
         self.hit_commits: Counter = Counter()
         if self.path.is_dir(): raise ValueError(f"{self.path} is a folder; give the record file's path")
         if self.path.exists() and not (fresh and mode == "record"):
-            lines = self.path.read_text(encoding="utf-8").splitlines()
-            for n, line in enumerate(lines, 1):
-                if not line.strip(): continue
-                try: e = json.loads(line)
-                except json.JSONDecodeError:
-                    if n == len(lines): continue                      # a last line cut by a crash
-                    raise ValueError(f"{self.path}:{n}: unreadable record line") from None
-                if not isinstance(e, dict) or "key" not in e or "text" not in e:
-                    raise ValueError(f"{self.path}:{n}: a record line needs 'key' and 'text'")
-                self.entries[e["key"]] = e
+            # a torn last line, a line that is not an object, or a record without a string key and text is
+            # skipped with a warning naming file:line: its request counts as not cached
+            for _, e in jsonl_records(self.path, _record_problem): self.entries[e["key"]] = e
         elif not self.path.exists() and mode == "replay": raise FileNotFoundError(f"{self.path}: no such record file")
         models = sorted({e.get("request_model", e.get("model")) for e in self.entries.values()} - {None})
         self.model = model or (inner.model if inner else models[0] if len(models) == 1 else "?")
@@ -586,9 +586,7 @@ class RecordReplay(Client):
                         **self.extra,
                     }
                     with self._lock:
-                        self.path.parent.mkdir(parents=True, exist_ok=True)
-                        with open(self.path, "a", encoding="utf-8") as f:
-                            f.write(json.dumps(rec, ensure_ascii=False) + "\n"); f.flush(); os.fsync(f.fileno())
+                        append_jsonl(self.path, [rec])
                         self.entries[k] = rec
                     self.usage.add(requests=1, prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens,
                                    reused_tokens=c.reused_tokens)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable, Sequence
 import pandas as pd
 from .config import Profiled
+from .io import append_jsonl, jsonl_records
 from .schema import PARAM_TYPES, fits_type
 
 # %% auto 0
@@ -39,20 +40,9 @@ class StageFile:
         return rec.get("ok") is False
 
     def _repair_and_load(self):
-        if not self.path.exists(): return
-        raw = self.path.read_bytes()
-        if raw and not raw.endswith(b"\n"):                       # a write cut short by a crash
-            cut = raw.rfind(b"\n") + 1
-            with open(self.path, "r+b") as f: f.truncate(cut); f.flush(); os.fsync(f.fileno())
-            raw = raw[:cut]
-        for n, line in enumerate(raw.decode("utf-8").splitlines(), 1):
-            if not line.strip(): continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                raise ValueError(f"{self.path}:{n}: unreadable record (not a crash tail)") from None
-            if "key" not in rec: raise ValueError(f"{self.path}:{n}: record without 'key'")
-            self._keep(rec)
+        # a torn last line (a crash) is not a record; a bad line is skipped with a warning naming it (its key runs again)
+        need_key = lambda r: None if isinstance(r.get("key"), str) and r["key"] else "'key' must be a non-empty string"
+        for _, rec in jsonl_records(self.path, need_key): self._keep(rec)
 
     def _keep(self, rec: dict):
         key = rec["key"]
@@ -68,8 +58,7 @@ class StageFile:
         unchanged."""
         if key in self: return self.records[key]
         rec = {"key": key, **fields}
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(rec, ensure_ascii=False) + "\n"); f.flush(); os.fsync(f.fileno())
+        append_jsonl(self.path, [rec])
         self._keep(rec)
         return rec
 

@@ -4,13 +4,14 @@
 
 # %% ../nbs/00_io.ipynb 3
 from __future__ import annotations
-import hashlib, json, math, os, tempfile
+import errno, fcntl, hashlib, json, math, os, tempfile, warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 # %% auto 0
 __all__ = ['DataError', 'DataMissingError', 'cache_root', 'sha256', 'atomic_write_bytes', 'atomic_write_text', 'read_text',
-           'nonfinite_at', 'read_jsonl', 'read_json', 'read_json_list']
+           'nonfinite_at', 'read_jsonl', 'read_json', 'read_json_list', 'repair_jsonl_tail', 'append_jsonl',
+           'jsonl_records']
 
 # %% ../nbs/00_io.ipynb
 class DataError(ValueError):
@@ -47,8 +48,14 @@ def sha256(path: str | os.PathLike) -> str:
     return _SHA_CACHE[key]
 
 # %% ../nbs/00_io.ipynb
+def _where(e: OSError, p: Path) -> OSError:
+    "The same OSError with the file it happened on (a full disk says which path it could not write)."
+    if e.filename: return e
+    return type(e)(e.errno, f"{e.strerror or e}: writing {p}", str(p))
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write `data` to a temporary file beside `path`, then rename it into place (a reader never sees half a file);
+    """Write `data` to a temporary file beside `path`, then rename it into place (a reader never sees half a file;
+    a failed write, a full disk say, leaves the old file and no temporary one, and its error names `path`);
     returns the path."""
     p = Path(path); p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
@@ -57,6 +64,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
         os.chmod(tmp, 0o666 & ~mask)                 # mkstemp creates 0600; give the file the usual permissions
         with os.fdopen(fd, "wb") as f: f.write(data); f.flush(); os.fsync(f.fileno())
         os.replace(tmp, p)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True); raise _where(e, p) from e
     except BaseException:
         Path(tmp).unlink(missing_ok=True); raise
     return p
@@ -131,3 +140,74 @@ def read_json_list(path: str | os.PathLike) -> list[Any]:
         bad = nonfinite_at(rec)
         if bad: raise DataError(path, "not a finite number (NaN or Infinity)", index=i, field=bad)
     return v
+
+# %% ../nbs/00_io.ipynb
+def repair_jsonl_tail(path: str | os.PathLike) -> bytes:
+    """Cut a last line that lacks its newline (a write cut short) off `path`, appending it to `<path>.torn`; the bytes
+    cut (empty when the file was whole or absent)."""
+    p = Path(path)
+    try: fd = os.open(p, os.O_RDWR)
+    except FileNotFoundError: return b""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return _cut_torn(fd, p)
+    finally: os.close(fd)
+
+def _cut_torn(fd: int, p: Path) -> bytes:
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n": return b""
+    start = size
+    while start > 0:                            # find the last newline, reading backwards in blocks
+        n = min(1 << 16, start); block = os.pread(fd, n, start - n)
+        at = block.rfind(b"\n")
+        if at >= 0: start = start - n + at + 1; break
+        start -= n
+    torn = os.pread(fd, size - start, start)
+    with open(p.with_name(p.name + ".torn"), "ab") as q: q.write(torn + b"\n"); q.flush(); os.fsync(q.fileno())
+    os.ftruncate(fd, start); os.fsync(fd)
+    warnings.warn(f"{p}: a cut last line ({len(torn)} bytes) moved to {p.name}.torn", stacklevel=3)
+    return torn
+
+# %% ../nbs/00_io.ipynb
+def append_jsonl(path: str | os.PathLike, records: list) -> None:
+    """Append `records` to `path` as JSON lines that can never merge with a torn line (one locked, synced write; a
+    torn last line is first moved aside by `repair_jsonl_tail`); a failed write names the file."""
+    p = Path(path); p.parent.mkdir(parents=True, exist_ok=True)
+    data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
+    fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        _cut_torn(fd, p)
+        size = os.fstat(fd).st_size
+        try:
+            view = memoryview(data)
+            while view: view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except OSError as e:                        # a partial write would leave a torn line: take it back
+            os.ftruncate(fd, size)
+            raise _where(e, p) from e
+    finally: os.close(fd)
+
+# %% ../nbs/00_io.ipynb
+def jsonl_records(path: str | os.PathLike, check: Callable[[dict], str | None] | None = None,
+                  warn: Callable[[str], None] | None = None) -> list[tuple[int, dict]]:
+    """(line, record) of every good line of a file the project appends to: a torn last line is left out, and a line
+    that is not a JSON object (or that `check` rejects by returning a reason) is skipped with a warning naming
+    `file:line`; an absent file has none."""
+    p = Path(path)
+    warn = warn or (lambda m: warnings.warn(m, stacklevel=3))
+    if not p.exists(): return []
+    raw = p.read_bytes()
+    lines = raw.split(b"\n")
+    if lines and lines[-1] == b"": lines.pop()
+    elif lines: lines.pop()                     # no newline at the end: the last line was cut, never written
+    out = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip(): continue
+        try: rec = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError): why = "not valid JSON"
+        else:
+            why = "not a JSON object" if not isinstance(rec, dict) else (check(rec) if check else None)
+        if why: warn(f"{p}:{n}: skipped: {why}"); continue
+        out.append((n, rec))
+    return out

@@ -4,11 +4,11 @@
 
 # %% ../nbs/12_stages.ipynb 3
 from __future__ import annotations
-import contextvars, functools, hashlib, inspect, json, os, random, subprocess
+import contextvars, functools, hashlib, inspect, json, os, random, subprocess, warnings
 from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import Any, Callable
-from .io import atomic_write_text
+from .io import atomic_write_text, jsonl_records
 
 # %% auto 0
 __all__ = ['STAGE_VERSION', 'GENERATION_VERSION', 'fingerprint', 'git_commit', 'GenSettings', 'weights_bytes',
@@ -106,7 +106,19 @@ def weights_bytes(folder) -> int:
 def _stage_key(folder) -> str | None:
     p = Path(folder) / "stage.json"
     try: return json.loads(p.read_text()).get("key") if p.exists() else None
-    except (json.JSONDecodeError, AttributeError): return None
+    except (json.JSONDecodeError, AttributeError, UnicodeDecodeError): return None
+
+def _read_log(p: Path, warn: bool = True) -> dict | None:
+    """A training stage's log, or None when it is missing or unreadable (then the stage is not cached: it trains
+    again; an unreadable one is said in one line naming the file)."""
+    if not p.exists(): return None
+    try: v = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError) as e: v, why = None, f"{type(e).__name__}: {e}"
+    else: why = None if isinstance(v, dict) else "not a JSON object"
+    if why:
+        if warn: warnings.warn(f"{p}: unreadable training log ({why[:120]}): the stage is trained again", stacklevel=3)
+        return None
+    return v
 
 # %% ../nbs/12_stages.ipynb
 _CURRENT: contextvars.ContextVar = contextvars.ContextVar("toolpaper_stage_cache", default=None)
@@ -169,24 +181,25 @@ class StageCache:
         log_p = self.root / "train" / f"{out.name}-{key}.json"
 
         def build():
-            if _stage_key(out) == key and not self.settings.fresh: return
+            if _stage_key(out) == key and _read_log(log_p, warn=False) is not None and not self.settings.fresh: return
             from toolpaper.train import finetune
             for dep in (model, adapter): self.materialize(dep)
             # a run of this key cut off earlier resumes from its last checkpoint (kept every CHECKPOINT_MINUTES)
             pending = out / "stage_pending.json"
-            resume = not self.settings.fresh and pending.exists() and json.loads(pending.read_text()) == {"key": key}
+            resume = not self.settings.fresh and _read_log(pending, warn=False) == {"key": key}
             out.mkdir(parents=True, exist_ok=True); atomic_write_text(pending, json.dumps({"key": key}))
             info = finetune(model, examples, cfg, adapter=adapter, span_labels=span_labels, resume=resume,
                             checkpoint_minutes=checkpoint_minutes())
-            pending.unlink()
+            pending.unlink(missing_ok=True)
             info.update(storage_bytes=weights_bytes(out), stage_key=key, commit=self.commit)
             atomic_write_text(out / "stage.json", json.dumps({"key": key}) + "\n")
             atomic_write_text(log_p, json.dumps(info, indent=1, sort_keys=True, default=str) + "\n")
 
         self.folders[str(out)] = (key, build)
-        reused = log_p.exists() and not self.settings.fresh
+        reused = not self.settings.fresh and _read_log(log_p) is not None
         if not reused: self.materialize(out)
-        info = json.loads(log_p.read_text())
+        info = _read_log(log_p, warn=False)
+        if info is None: raise RuntimeError(f"{log_p}: the training stage finished without writing its log")
         self.trained.append({"stage": f"train {out.name}", "key": key, "status": "reused" if reused else "computed",
                              "precision": info.get("precision", "bf16" if settings["bf16"] else "fp32"),
                              "commit": info.get("commit", "not recorded")})
@@ -302,7 +315,7 @@ class CachedRetriever:
         self.name, self.key, self.factory, self.tools, self.inner = name, key, factory, list(tools), None
         slug = "".join(ch if ch.isalnum() else "_" for ch in name).strip("_")
         self.path, self.commit = cache.root / "retrieval" / f"{slug}-{key}.json", cache.commit
-        old = json.loads(self.path.read_text()) if self.path.exists() and not cache.settings.fresh else {}
+        old = (_read_log(self.path) or {}) if not cache.settings.fresh else {}     # unreadable: ranked again
         self.ranked: dict = old.get("ranked", {})
         self.hits, self.new, self.hit_commits = 0, 0, ({old["commit"]} if old.get("commit") else set())
         cache.retrievers.append(self)
@@ -346,34 +359,44 @@ def dpr_retriever(tools, train, cfg, base: str = "all-minilm-l6-v2", name: str |
             atomic_write_text(log_p, json.dumps({"history": hist, "stage_key": key, "commit": c.commit}) + "\n")
         return built["r"]
 
-    reused = log_p.exists() and not c.settings.fresh
+    reused = not c.settings.fresh and _read_log(log_p) is not None
     if not reused: build()
-    log = json.loads(log_p.read_text())
+    log = _read_log(log_p, warn=False)
+    if log is None: raise RuntimeError(f"{log_p}: the DPR stage finished without writing its log")
     c.trained.append({"stage": f"train {label}", "key": key, "status": "reused" if reused else "computed",
                       "precision": "fp32", "commit": log.get("commit", "not recorded")})   # sentence-transformers fit
     return CachedRetriever(c, label, key, build, tools), log["history"]
 
 # %% ../nbs/12_stages.ipynb
+def _verifiable(e: dict) -> str | None:
+    "Why a cached record cannot be recomputed by `verify` (None when it can)."
+    from toolpaper.client import _record_problem
+    p, src = e.get("params"), e.get("source")
+    return _record_problem(e) or (
+        None if isinstance(p, dict) and isinstance(p.get("max_tokens"), int) and isinstance(src, dict)
+        and isinstance(src.get("backend"), str) and isinstance(src.get("model"), str)
+        else "needs 'params' (with 'max_tokens') and 'source' (with 'backend' and 'model') to be recomputed")
+
 def _cached_requests(work_dirs) -> list[tuple[Path, dict]]:
-    "(stages folder, record) of every cached local-engine answer under the work folders."
+    "(stages folder, record) of every readable cached local-engine answer under the work folders (bad lines: warned)."
     out = []
     for w in work_dirs:
         root = Path(w) / "stages"
         for f in sorted((root / "requests").glob("*.jsonl")):
-            for line in f.read_text(encoding="utf-8").splitlines():
-                try: e = json.loads(line)
-                except json.JSONDecodeError: continue
-                if str(e.get("source", {}).get("backend", "")).startswith("local:"): out.append((root, e))
+            for _, e in jsonl_records(f, _verifiable):
+                if e["source"]["backend"].startswith("local:"): out.append((root, e))
     return out
 
 # %% ../nbs/12_stages.ipynb
-def verify(work_dirs, n: int = 8, seed: int = 0, log=print) -> dict:
-    """Recompute `n` random cached answers with the models and adapters at hand: {'checked', 'matched',
-    'not_at_hand', 'mismatches'}."""
+def verify(work_dirs, n: int = 8, seed: int | None = None, log=print) -> dict:
+    """Recompute `n` cached answers drawn with `seed` (None: a new draw each time; the seed used is in the result and
+    the log line) with the models and adapters at hand: {'seed', 'drawn', 'checked', 'matched', 'not_at_hand', 'mismatches'};
+    each mismatch is logged with its full key and file."""
     from toolpaper.client import LocalClient
     pool = _cached_requests(work_dirs)
+    seed = random.SystemRandom().randrange(2 ** 31) if seed is None else seed
     picked = random.Random(seed).sample(pool, min(n, len(pool)))
-    res: dict = {"cached": len(pool), "checked": 0, "matched": 0, "not_at_hand": 0, "mismatches": []}
+    res: dict = {"seed": seed, "drawn": [e["key"] for _, e in picked], "cached": len(pool), "checked": 0, "matched": 0, "not_at_hand": 0, "mismatches": []}
     made: dict = {}
     for root, e in picked:
         src = e["source"]
@@ -394,7 +417,9 @@ def verify(work_dirs, n: int = 8, seed: int = 0, log=print) -> dict:
         )[0].text
         res["checked"] += 1
         if got == e["text"]: res["matched"] += 1
-        else: res["mismatches"].append({"key": e["key"][:12], "cached": e["text"][:80], "now": got[:80]})
+        else:
+            res["mismatches"].append({"key": e["key"], "folder": str(root / "requests"), "cached": e["text"][:80], "now": got[:80]})
+            log(f"verify: mismatch: key {e['key']} ({root / 'requests'}): cached {e['text'][:60]!r}, now {got[:60]!r}")
     log(f"verify: {res['matched']} of {res['checked']} recomputed answers match the cache "
-        f"({res['not_at_hand']} skipped: adapter not at hand; {res['cached']} cached answers in all)")
+        f"({res['not_at_hand']} skipped: adapter not at hand; {res['cached']} cached answers in all; seed {seed})")
     return res
