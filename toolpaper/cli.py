@@ -414,7 +414,10 @@ def _serve_args(sub) -> None:
         help="LoRA adapter folder, or NAME=FOLDER (repeatable; one model name each)",
     )
     s.add_argument("--name", default=None, help="model name of the base model (default: --model)")
-    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--host", default="127.0.0.1", help="listen address (beyond loopback, give --api-key)")
+    s.add_argument("--api-key", default=None,
+                   help="ask every request for 'Authorization: Bearer KEY' (default: TOOLPAPER_API_KEY, else none)")
+    s.add_argument("--max-body-mb", type=float, default=4.0, help="largest request body accepted (413 above it)")
     s.add_argument("--port", type=port_number, default=8000)
     s.add_argument("--batch-size", type=positive_int, default=16)
     s.add_argument("--engine", choices=["auto", "fast", "reference"], default="auto")
@@ -474,6 +477,8 @@ def _reproduce_args(sub) -> None:
         "--verify", type=positive_int, default=None, metavar="N",
         help="recompute N random cached answers with the adapters at hand and report how many match (runs nothing)",
     )
+    r.add_argument("--seed", type=int, default=None,
+                   help="with --verify: the draw's seed (default: a new draw each time; the seed used is printed)")
 
 # %% ../nbs/99_cli.ipynb
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -555,6 +560,8 @@ def _dispatch(args) -> int:
             batch_size=args.batch_size,
             engine=args.engine,
             precision=args.precision,
+            api_key=args.api_key,
+            max_body=int(args.max_body_mb * 1024 * 1024),
         )
         return 0
     if args.cmd == "train":
@@ -582,7 +589,7 @@ def _dispatch(args) -> int:
     if args.cmd == "reproduce":
         from toolpaper.stages import GenSettings
         if args.verify:
-            res = verify_reports(args.profile, args.only, args.verify, args.out)
+            res = verify_reports(args.profile, args.only, args.verify, args.out, seed=args.seed)
             return 0 if res["matched"] == res["checked"] else 1
         gen = GenSettings(args.base_url, args.api, args.engine, args.precision, args.fresh)
         reproduce(args.profile, args.only, parse_params(args.param), args.out, progress=not args.no_progress, gen=gen)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/90_report.ipynb 3
 from __future__ import annotations
-import contextlib, datetime as _dt, importlib.metadata, json, os, platform, subprocess, tempfile, time
+import contextlib, datetime as _dt, importlib.metadata, json, os, platform, re, subprocess, tempfile, time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,7 +14,7 @@ if TYPE_CHECKING: import pandas as pd     # pandas and the metrics load on first
 # %% auto 0
 __all__ = ['PROFILES', 'EXPERIMENTS', 'VERSIONED', 'check_profile', 'profile_data_root', 'stage_lines', 'Report', 'Experiment',
            'repo_root', 'notebook_parameters', 'default_out', 'parse_params', 'code_state', 'package_versions',
-           'reproduce', 'verify_reports', 'write_index']
+           'describe_failure', 'ExperimentBusy', 'experiment_lock', 'reproduce', 'verify_reports', 'write_index']
 
 # %% ../nbs/90_report.ipynb
 PROFILES = ("smoke", "cpu", "paper")
@@ -298,6 +298,56 @@ def _save_manifest(out: Path, manifest: dict, name: str) -> dict:
         os.close(fd)
 
 # %% ../nbs/90_report.ipynb
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_FRAME = re.compile(r'File "?([^",\n]+?)"?(?:, line |:)(\d+)')
+
+def describe_failure(e: BaseException, notebook: str, written: str | os.PathLike | None = None) -> str:
+    """One line saying where an experiment failed: '<notebook>, cell N: Exception: message (at file:line)' for an
+    error raised in a cell; for a write that failed (a full disk), the path."""
+    if all(hasattr(e, a) for a in ("ename", "evalue", "traceback")):         # papermill's PapermillExecutionError
+        tb = _ANSI.sub("", "\n".join(e.traceback or []))
+        frames = [f"{f}:{n}" for f, n in _FRAME.findall(tb) if "site-packages/IPython" not in f]
+        where = f" (at {frames[-1]})" if frames else ""
+        cell = getattr(e, "exec_count", None) or getattr(e, "cell_index", "?")
+        return f"{notebook}, cell {cell}: {e.ename}: {str(e.evalue)[:500]}{where}"
+    if isinstance(e, OSError) and not e.filename and written is not None:
+        return f"{type(e).__name__}: [Errno {e.errno}] {e.strerror}: writing {written}"
+    return f"{notebook}: {type(e).__name__}: {str(e)[-500:]}"
+
+def _keep_notebook(tmp: Path, final: Path) -> str | None:
+    "Move an executed notebook into place if it is whole; else remove it, keep the old one, and say why."
+    if not tmp.exists(): return None
+    try:
+        import nbformat
+        nbformat.read(str(tmp), as_version=4)
+    except Exception as e:
+        tmp.unlink(missing_ok=True)
+        return f"the executed notebook could not be written whole ({type(e).__name__}); {final} was left as it was"
+    os.replace(tmp, final)
+    return None
+
+# %% ../nbs/90_report.ipynb
+class ExperimentBusy(RuntimeError):
+    "Another `reproduce` is running this experiment into the same folder."
+
+@contextlib.contextmanager
+def experiment_lock(exp_out: Path):
+    "Hold the experiment folder's lock for the block; `ExperimentBusy` (naming the holder) when another run has it."
+    import fcntl
+    exp_out.mkdir(parents=True, exist_ok=True)
+    fd = os.open(exp_out / ".reproduce.lock", os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
+            raise ExperimentBusy(f"{exp_out}: another reproduce is running this experiment ({holder}); wait for it to "
+                                 "finish or stop it, then run again") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}, since {_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds')}".encode(), 0)
+        yield
+    finally: os.close(fd)
+
+# %% ../nbs/90_report.ipynb
 def _run_experiment(name: str, profile: str, params: dict | None, out: Path, root: Path, progress: bool,
                     log, step: str = "") -> dict:
     """Execute one experiment notebook with papermill into `out/name` (`step`, e.g. '[2/5]', heads its log line);
@@ -322,9 +372,10 @@ def _run_experiment(name: str, profile: str, params: dict | None, out: Path, roo
         pm.execute_notebook(str(nb_path), str(tmp_nb), parameters=prm, kernel_name="python3",
                             progress_bar=progress, cwd=str(root / "nbs" / "experiments"), report_mode=False)
     except Exception as e:
-        status, error = "failed", f"{type(e).__name__}: {str(e)[-2000:]}"
+        status, error = "failed", describe_failure(e, exp.notebook, tmp_nb)
     finally:
-        if tmp_nb.exists(): os.replace(tmp_nb, exp_out / f"{name}.ipynb")
+        bad = _keep_notebook(tmp_nb, exp_out / f"{name}.ipynb")
+        if bad: status, error = "failed", "; ".join(x for x in (error, bad) if x)
     stages_p = exp_out / "work" / "stages" / "summary.json"
     return {
         "notebook": f"nbs/experiments/{exp.notebook}",
@@ -394,19 +445,24 @@ def reproduce(
         }
     )
     runs = manifest.setdefault("experiments", {})
-    failed = []
+    failed, busy = {}, {}
     for k, name in enumerate(names, 1):
-        with _environ(gen.environ()):                  # the notebooks' kernels read the settings from the environment
-            runs[name] = _run_experiment(
-                name, profile, params, out, root, progress, log, f"[{k}/{len(names)}]"
-            )
-        if runs[name]["status"] != "ok": failed.append(name)
-        log(f"    {runs[name]['status']} in {runs[name]['wall_s']} s")
+        try:
+            with experiment_lock(out / name), _environ(gen.environ()):   # the kernels read the settings from the environment
+                runs[name] = _run_experiment(
+                    name, profile, params, out, root, progress, log, f"[{k}/{len(names)}]"
+                )
+        except ExperimentBusy as e:                    # another run has it: leave its files and its record alone
+            busy[name] = str(e); log(f"[{k}/{len(names)}] {name}: skipped: {e}"); continue
+        if runs[name]["status"] != "ok": failed[name] = runs[name].get("error", "failed")
+        log(f"    {runs[name]['status']} in {runs[name]['wall_s']} s" + (f": {failed[name]}" if name in failed else ""))
         manifest = _save_manifest(out, manifest, name)         # other runs may have written the file meanwhile
         runs = manifest["experiments"]
     write_index(out)
-    if failed:
-        raise RuntimeError(f"experiment(s) failed: {failed}; see {out / 'manifest.json'} and the executed notebooks")
+    if failed or busy:
+        lines = [f"{n}: {why}" for n, why in {**failed, **busy}.items()]
+        raise RuntimeError(f"{len(failed)} experiment(s) failed, {len(busy)} skipped (running elsewhere):\n  "
+                           + "\n  ".join(lines) + f"\n(see {out / 'manifest.json'} and the executed notebooks)")
     return manifest
 
 # %% ../nbs/90_report.ipynb
@@ -416,11 +472,12 @@ def verify_reports(
     n: int = 8,
     out: str | os.PathLike | None = None,
     root: str | os.PathLike | None = None,
-    seed: int = 0,
+    seed: int | None = None,
     log=print,
 ) -> dict:
     """`toolpaper reproduce --verify N`: recompute `n` random cached answers of the experiments' stage caches with the
-    models and adapters at hand, and say how many match (`toolpaper.stages.verify`)."""
+    models and adapters at hand, drawn with `seed` (None: a new draw), and say how many match and which do not
+    (`toolpaper.stages.verify`)."""
     from toolpaper.stages import verify
     _, out, names = _selection(profile, only, out, root)
     return verify([out / k / "work" for k in names], n=n, seed=seed, log=log)

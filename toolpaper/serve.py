@@ -10,7 +10,7 @@ from pathlib import Path
 from fastapi import FastAPI, Request          # at module level: FastAPI reads the endpoints' annotations from here
 
 # %% auto 0
-__all__ = ['ROLES', 'Batcher', 'read_request', 'make_app', 'load_clients', 'serve']
+__all__ = ['ROLES', 'MAX_BODY_BYTES', 'Batcher', 'read_request', 'make_app', 'load_clients', 'exposed_without_key', 'serve']
 
 # %% ../nbs/21_serve.ipynb
 class Batcher:
@@ -106,7 +106,8 @@ def _chat_prompt(b: dict):
 # %% ../nbs/21_serve.ipynb
 def _schema(b: dict) -> str | None:
     """The JSON schema a request's `response_format` asks for (canonical text), None without one; a ValueError naming
-    the field for a malformed one. `{"type": "json_object"}` asks for any JSON object."""
+    the field for a malformed one, or for a schema that is not valid JSON Schema (checked against its metaschema).
+    `{"type": "json_object"}` asks for any JSON object."""
     from toolpaper.grammar import schema_text
     rf = b.get("response_format")
     if rf is None: return None
@@ -117,6 +118,13 @@ def _schema(b: dict) -> str | None:
     js = rf.get("json_schema")
     if not isinstance(js, dict) or not isinstance(js.get("schema"), dict):
         raise ValueError("response_format.json_schema.schema must be a JSON schema object")
+    from jsonschema.exceptions import SchemaError
+    from jsonschema.validators import validator_for
+    try: validator_for(js["schema"]).check_schema(js["schema"])
+    except SchemaError as e:
+        at = "/".join(str(x) for x in e.absolute_path)
+        raise ValueError(f"response_format.json_schema.schema is not a valid JSON schema"
+                         f"{f' at {at}' if at else ''}: {e.message}"[:300]) from None
     return schema_text(js["schema"])
 
 # %% ../nbs/21_serve.ipynb
@@ -179,14 +187,23 @@ def _error(code: int, msg: str, kind: str = "invalid_request_error"):
     return JSONResponse({"error": {"message": msg, "type": kind, "code": code}}, status_code=code)
 
 # %% ../nbs/21_serve.ipynb
-async def _body(req: Request, clients: dict):
-    "(body, None) for a request the endpoints can take, else (None, the error response)."
+MAX_BODY_BYTES = 4 * 1024 * 1024
+
+async def _body(req: Request, clients: dict, limit: int = MAX_BODY_BYTES):
+    "(body, None) for a request the endpoints can take, else (None, the error response); a body over `limit` bytes: 413."
     import json
-    try: b = json.loads(await req.body())
+    too_big = lambda: _error(413, f"the request body is larger than {limit} bytes", "request_too_large")
+    declared = req.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit: return None, too_big()
+    raw = bytearray()
+    async for chunk in req.stream():               # counted as it arrives: a missing or false length is no way around
+        raw += chunk
+        if len(raw) > limit: return None, too_big()
+    try: b = json.loads(bytes(raw))
     except (ValueError, RecursionError): return None, _error(400, "the request body is not JSON")
     if not isinstance(b, dict): return None, _error(400, "the request body must be a JSON object")
     if b.get("stream"): return None, _error(400, "streaming is not supported by toolpaper serve")
-    if b.get("n", 1) != 1: return None, _error(400, "n > 1 is not supported by toolpaper serve")
+    if b.get("n") not in (None, 1): return None, _error(400, "n > 1 is not supported by toolpaper serve")
     if not isinstance(b.get("model"), str) or b["model"] not in clients:
         msg = f"model {b.get('model')!r} is not served; served: {sorted(clients)}"
         return None, _error(404, msg, "not_found_error")
@@ -195,7 +212,8 @@ async def _body(req: Request, clients: dict):
 # %% ../nbs/21_serve.ipynb
 async def _generate(batcher: Batcher, b: dict, clients: dict, chat: bool):
     "(the completions of a checked request, its stop strings), or (None, the error response)."
-    try: items = read_request(b, clients[b["model"]], chat)
+    # tokenizing a long prompt takes time: off the event loop, so other requests are not held up
+    try: items = await asyncio.to_thread(read_request, b, clients[b["model"]], chat)
     except ValueError as e: return None, _error(400, str(e))
     futs = [asyncio.wrap_future(batcher.submit(b["model"], p, pre, par)) for p, pre, par in items]
     try: cs = await asyncio.gather(*futs)
@@ -206,11 +224,22 @@ async def _generate(batcher: Batcher, b: dict, clients: dict, chat: bool):
     return (cs, items[0][2].stop), None
 
 # %% ../nbs/21_serve.ipynb
-def make_app(clients: dict, window: float = 0.01):
+def make_app(clients: dict, window: float = 0.01, api_key: str | None = None, max_body: int = MAX_BODY_BYTES):
     """A FastAPI app serving `clients` ({model name: LocalClient}) with OpenAI-compatible endpoints; its batcher is
-    `app.state.batcher`."""
+    `app.state.batcher`. With `api_key`, every route asks for `Authorization: Bearer <api_key>` (401 otherwise); a
+    body over `max_body` bytes is refused with 413."""
+    import hmac
     app = FastAPI(title="toolpaper serve")
     app.state.batcher = batcher = Batcher(clients, window)
+
+    if api_key:
+        @app.middleware("http")
+        async def check_key(req: Request, call_next):
+            got = req.headers.get("authorization", "")
+            if not hmac.compare_digest(got.encode(), f"Bearer {api_key}".encode()):
+                return _error(401, "a valid API key is needed: send 'Authorization: Bearer <key>'",
+                              "authentication_error")
+            return await call_next(req)
 
     @app.get("/v1/models")
     async def models():
@@ -221,14 +250,14 @@ def make_app(clients: dict, window: float = 0.01):
 
     @app.post("/v1/chat/completions")
     async def chat(req: Request):
-        b, bad = await _body(req, clients)
+        b, bad = await _body(req, clients, max_body)
         if bad: return bad
         got, bad = await _generate(batcher, b, clients, chat=True)
         return bad or _answer_chat(b, got[0][0], got[1])
 
     @app.post("/v1/completions")
     async def completions(req: Request):
-        b, bad = await _body(req, clients)
+        b, bad = await _body(req, clients, max_body)
         if bad: return bad
         got, bad = await _generate(batcher, b, clients, chat=False)
         return bad or _answer_completions(b, *got)
@@ -250,13 +279,27 @@ def load_clients(model: str, adapters=(), name: str | None = None, **local) -> d
     return out
 
 # %% ../nbs/21_serve.ipynb
+def exposed_without_key(host: str, api_key: str | None) -> str | None:
+    "The warning for a server that listens beyond this machine's loopback without an API key (None when it does not)."
+    import ipaddress
+    if api_key: return None
+    try: loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError: loopback = False
+    if loopback: return None
+    return (f"toolpaper serve: warning: listening on {host} without an API key: anyone who can reach this machine "
+            "can use the model; pass --api-key (or set TOOLPAPER_API_KEY)")
+
 def serve(model: str, adapters=(), host: str = "127.0.0.1", port: int = 8000, name: str | None = None,
-          grace: float = 3.0, **local) -> None:
+          grace: float = 3.0, api_key: str | None = None, max_body: int = MAX_BODY_BYTES, **local) -> None:
     """Serve `model` and its adapters until interrupted; on SIGTERM or Ctrl-C the server stops accepting, gives
-    requests in flight `grace` seconds, fails the rest and returns."""
-    import uvicorn
+    requests in flight `grace` seconds, fails the rest and returns. `api_key` (default: `TOOLPAPER_API_KEY`) is
+    asked of every request; listening beyond loopback without one is warned about."""
+    import os, sys, uvicorn
+    api_key = api_key or os.environ.get("TOOLPAPER_API_KEY") or None
+    warn = exposed_without_key(host, api_key)
+    if warn: print(warn, file=sys.stderr, flush=True)
     clients = load_clients(model, adapters, name, **local)
-    app = make_app(clients)
+    app = make_app(clients, api_key=api_key, max_body=max_body)
     batcher = app.state.batcher
 
     class Server(uvicorn.Server):
