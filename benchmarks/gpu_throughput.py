@@ -21,6 +21,12 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+CPU_PATH = "toolpaper trainer, CPU path (attention mask, exact lengths)"
+
+
+class _Skipped(Exception): "Generation was not asked for."
+
+
 CARD_BF16_TFLOPS = {"H100": 989.4, "H200": 989.4, "A100": 312.0}   # dense bf16 tensor-core figures of the spec sheets
 
 
@@ -114,15 +120,16 @@ def plain_loop(model, exs, batch: int, warm: int, steps: int, max_len: int, pad_
 
 
 def toolkit_trainer(model, exs, batch: int, warm: int, steps: int, pad_id: int, out_dir: str,
-                    profile: bool = False) -> dict:
-    "toolpaper's trainer: `SpanTrainer` + `SpanCollator` + `training_args` of an `SFTConfig` (full fine-tuning, bf16)."
+                    profile: bool = False, gpu_path: bool = True) -> dict:
+    """toolpaper's trainer: `SpanTrainer` + `SpanCollator` + `training_args` of an `SFTConfig` (full fine-tuning, bf16);
+    `gpu_path=False` runs it as on the CPU (attention mask kept, exact batch lengths)."""
     from transformers import TrainerCallback
     from toolpaper.config import SFTConfig
     from toolpaper.train import SpanCollator, SpanTrainer, training_args
     cfg = SFTConfig(out_dir, max_steps=warm + steps, batch_size=batch, logging_steps=1, lr=1e-5, lora=False,
                     bf16=True, group_by_length=True)
     seen: list[int] = []
-    base = SpanCollator(pad_id)
+    base = SpanCollator(pad_id, 64 if gpu_path else None)
 
     def collate(feats):
         seen.append(sum(len(f["input_ids"]) for f in feats))
@@ -139,7 +146,7 @@ def toolkit_trainer(model, exs, batch: int, warm: int, steps: int, pad_id: int, 
             sync(); marks[state.global_step] = time.perf_counter()
 
     tr = SpanTrainer(model=model, args=training_args(cfg), train_dataset=exs, data_collator=collate,
-                     span_labels=["answer"], callbacks=[Clock()])
+                     span_labels=["answer"], callbacks=[Clock()], gpu_path=gpu_path)
     tr.train()
     if prof is not None:
         prof.__exit__(None, None, None)
@@ -191,6 +198,7 @@ def main():
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--commit", default=None, help="the commit measured (for machines without the git history)")
     ap.add_argument("--profile", action="store_true", help="then profile 2 steps of each (torch.profiler; printed)")
+    ap.add_argument("--no-generation", action="store_true", help="training only")
     ap.add_argument("--save", default=None, help="also save the bf16 random model and the tokenizer here (for `bench`)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
@@ -209,7 +217,7 @@ def main():
     exs = examples(max(64, a.batch * (a.warm + a.steps)), a.min_len, a.max_len, vocab)
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     runs = {}
-    for name in ("plain pad-to-max loop", "toolpaper trainer"):
+    for name in ("plain pad-to-max loop", "toolpaper trainer", CPU_PATH):
         try:
             model = build_model(vocab, a.tiny, dev)
             res["parameters"] = sum(p.numel() for p in model.parameters())
@@ -219,7 +227,8 @@ def main():
                 r = plain_loop(model, exs, a.batch, a.warm, a.steps, a.max_len, pad)
             else:
                 import tempfile
-                r = toolkit_trainer(model, exs, a.batch, a.warm, a.steps, pad, tempfile.mkdtemp())
+                r = toolkit_trainer(model, exs, a.batch, a.warm, a.steps, pad, tempfile.mkdtemp(),
+                                    gpu_path=name != CPU_PATH)
             flops = 6 * res["matmul_parameters"] * r["tokens_per_s"]
             r["model_tflops"] = flops / 1e12
             r["mfu_measured_peak"] = flops / (res["peak_tflops_measured"] * 1e12)
@@ -234,7 +243,7 @@ def main():
     res["training"] = runs
     if a.profile:
         res["profiles"] = {}
-        for name in runs:
+        for name in [n for n in runs if n != CPU_PATH]:
             try:
                 model = build_model(vocab, a.tiny, dev)
                 import tempfile
@@ -248,10 +257,12 @@ def main():
                 res["profiles"][name] = f"failed: {type(ex).__name__}: {ex}\n{traceback.format_exc()[-1500:]}"
             print(f"== profile: {name}\n{res['profiles'][name]}", flush=True)
     try:
+        if a.no_generation: raise _Skipped
         model = build_model(vocab, a.tiny, dev).to(torch.bfloat16)
         res["generation"] = generation(model, tok, a.gen_n, a.gen_prompt, a.gen_new, vocab)
         res["generation_setup"] = {"prompts": a.gen_n, "prompt_tokens": a.gen_prompt, "new_tokens": a.gen_new}
         if a.save: model.save_pretrained(a.save); tok.save_pretrained(a.save)
+    except _Skipped: pass
     except Exception as ex:
         res["generation"] = {"error": f"{type(ex).__name__}: {ex}", "trace": traceback.format_exc()[-3000:]}
     if a.out: write(Path(a.out), res, a.commit)
@@ -279,18 +290,18 @@ def write(out: Path, res: dict, commit: str | None):
         + (f"{res['peak_tflops_card']:.0f} TFLOP/s." if res.get("peak_tflops_card") else "unknown."),
         "",
         "| training | real tokens/s | model TFLOP/s | MFU (measured peak) | MFU (card) | peak memory GiB "
-        "| loss first → last |",
-        "|:--|--:|--:|--:|--:|--:|:--|",
+        "| loss first → last | seconds per timed step |",
+        "|:--|--:|--:|--:|--:|--:|:--|:--|",
     ]
     for name, r in tr.items():
         if "error" in r:
-            lines.append(f"| {name} | failed: {r['error'][:200]} | | | | | |"); continue
+            lines.append(f"| {name} | failed: {r['error'][:200]} | | | | | | |"); continue
         lines.append(
             f"| {name} | {r['tokens_per_s']:,.0f} | {r['model_tflops']:.0f} | {r['mfu_measured_peak']:.1%} | "
             f"{_cell(r, 'mfu_card', '.1%')} | {_cell(r, 'peak_memory_gib', '.1f')} | "
-            f"{r['losses'][0]:.3f} → {r['losses'][-1]:.3f} |")
-    ok = [r for r in tr.values() if "error" not in r]
-    if len(ok) == 2:
+            f"{r['losses'][0]:.3f} → {r['losses'][-1]:.3f} | "
+            f"{min(r['step_seconds']):.3f}–{max(r['step_seconds']):.3f} |")
+    if "error" not in tr.get("plain pad-to-max loop", {"error": 1}) and "error" not in tr.get("toolpaper trainer", {"error": 1}):
         p, t = tr["plain pad-to-max loop"], tr["toolpaper trainer"]
         lines += ["", f"toolpaper's trainer: {t['tokens_per_s'] / p['tokens_per_s']:.2f}x the plain loop's real "
                   "tokens/s. "

@@ -4,8 +4,7 @@
 
 # %% ../nbs/10_train.ipynb 3
 from __future__ import annotations
-import json
-from collections import defaultdict
+import contextlib, json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
@@ -47,15 +46,21 @@ def tokenize_example(tok, ex: PromptExample, span_labels: Sequence[str], max_len
 # %% ../nbs/10_train.ipynb
 @dataclass
 class SpanCollator:
-    """Right-pads a batch; labels with -100, span ids with 0. Examples from `_WithLower` give their lower layers'
-    hidden states (`inputs_embeds`, zero-padded) instead of token ids."""
+    """Right-pads a batch; labels with -100, span ids with 0; `target_start`: the batch's first target position minus
+    one (read here, on the host, so the trainer needs no read from the device). `pad_to_multiple_of` rounds the length
+    up (few distinct shapes: on a GPU each new shape costs kernel and attention-plan set-up). Examples from `_WithLower`
+    give their lower layers' hidden states (`inputs_embeds`, zero-padded) instead of token ids."""
     pad_id: int
+    pad_to_multiple_of: int | None = None
     def __call__(self, feats: list[dict]) -> dict:
         n = max(len(f["input_ids"]) for f in feats)
+        if self.pad_to_multiple_of: n = -(-n // self.pad_to_multiple_of) * self.pad_to_multiple_of
         pad = lambda xs, v: [x + [v] * (n - len(x)) for x in xs]
+        first = min(next((t for t, l in enumerate(f["labels"]) if l != -100), 0) for f in feats)
         out = {"attention_mask": torch.tensor(pad([[1] * len(f["input_ids"]) for f in feats], 0)),
                "labels": torch.tensor(pad([f["labels"] for f in feats], -100)),
-               "span_ids": torch.tensor(pad([f["span_ids"] for f in feats], 0))}
+               "span_ids": torch.tensor(pad([f["span_ids"] for f in feats], 0)),
+               "target_start": max(first - 1, 0)}
         if "lower" not in feats[0]: return {"input_ids": torch.tensor(pad([f["input_ids"] for f in feats],
                                                                           self.pad_id)), **out}
         hs = [ds.states(i) for ds, i in (f["lower"] for f in feats)]
@@ -66,34 +71,54 @@ class SpanCollator:
 # %% ../nbs/10_train.ipynb
 from transformers import Trainer, TrainingArguments
 
+def _sdpa_flash_first():
+    "On a GPU: scaled-dot-product attention tries flash, then memory-efficient kernels before cuDNN (no per-shape plans)."
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    order = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH]
+    try: return sdpa_kernel(order, set_priority=True)
+    except TypeError: return sdpa_kernel(order)
+
 class SpanTrainer(Trainer):
-    def __init__(self, *args, span_labels: Sequence[str] = (), **kw):
+    """The `transformers` Trainer with the completion loss computed here: no vocabulary logits over the prompt, and the
+    loss of each labelled span added up (on the device) for the logs. `gpu_path` (default: on a CUDA device) leaves out
+    the attention mask of the right-padded batch — with causal attention a real token never sees the padding after
+    it, so the loss is the same — which lets attention run its causal kernel without a mask, reads nothing from the
+    device during the step, and prefers flash attention; on the CPU the committed numerics stay as they were."""
+    def __init__(self, *args, span_labels: Sequence[str] = (), gpu_path: bool | None = None, **kw):
         super().__init__(*args, **kw)
         self.span_labels = list(span_labels)
-        self._span_sum, self._span_n = defaultdict(float), defaultdict(int)
+        self.gpu_path = self.args.device.type == "cuda" if gpu_path is None else gpu_path
+        self._span_sum, self._span_n = {}, {}
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         spans, labels = inputs.pop("span_ids"), inputs.pop("labels")
-        first = int((labels != -100).int().argmax(1).min())       # the batch's earliest target token
-        start = max(first - 1, 0)                                  # the logit at t predicts token t + 1
-        out = model(**inputs, logits_to_keep=labels.size(1) - start)   # no vocabulary logits over the prompt
+        start = inputs.pop("target_start", None)                 # the logit at t predicts token t + 1
+        if start is None: start = max(int((labels != -100).int().argmax(1).min()) - 1, 0)
+        if self.gpu_path: inputs.pop("attention_mask", None)     # right padding + causal attention: not needed
+        with _sdpa_flash_first() if self.gpu_path else contextlib.nullcontext():
+            out = model(**inputs, logits_to_keep=labels.size(1) - start)   # no vocabulary logits over the prompt
         logits, tgt, sp = out.logits[:, :-1], labels[:, start + 1:], spans[:, start + 1:]
         tok_loss = F.cross_entropy(
             logits.float().reshape(-1, logits.size(-1)), tgt.reshape(-1), ignore_index=-100, reduction="none"
         ).view_as(tgt)
         mask = tgt != -100
         denom = num_items_in_batch if num_items_in_batch is not None else mask.sum()
-        loss = tok_loss[mask].sum() / torch.as_tensor(denom, device=tok_loss.device).clamp(min=1)
+        # ignored tokens have loss 0: the GPU path sums without a boolean index (which would wait for the device)
+        total = tok_loss.sum() if self.gpu_path else tok_loss[mask].sum()
+        loss = total / torch.as_tensor(denom, device=tok_loss.device).clamp(min=1)
         with torch.no_grad():
             for k, name in enumerate(self.span_labels, 1):
                 m = (sp == k) & mask
-                if m.any(): self._span_sum[name] += float(tok_loss[m].sum()); self._span_n[name] += int(m.sum())
+                s, n = torch.where(m, tok_loss, 0).sum(dtype=torch.float64), m.sum()
+                self._span_sum[name] = self._span_sum[name] + s if name in self._span_sum else s
+                self._span_n[name] = self._span_n[name] + n if name in self._span_n else n
         return (loss, out) if return_outputs else loss
 
     def log(self, logs: dict, *args, **kw):
         if "loss" in logs:
             for name in self.span_labels:
-                if self._span_n[name]: logs[f"loss_{name}"] = round(self._span_sum[name] / self._span_n[name], 6)
+                n = int(self._span_n.get(name, 0))
+                if n: logs[f"loss_{name}"] = round(float(self._span_sum[name]) / n, 6)
             self._span_sum.clear(); self._span_n.clear()
         super().log(logs, *args, **kw)
 
@@ -304,7 +329,8 @@ def finetune(model_name: str, examples: Sequence[PromptExample], cfg: SFTConfig,
         model=model,
         args=training_args(replace(cfg, save_total_limit=1) if timed else cfg),
         train_dataset=ds,
-        data_collator=SpanCollator(tok.pad_token_id),
+        # on a GPU, lengths rounded up to 64: few shapes (each new one costs kernel and attention set-up there)
+        data_collator=SpanCollator(tok.pad_token_id, 64 if torch.cuda.is_available() else None),
         span_labels=span_labels,
         callbacks=(callbacks or []) + ([timed] if timed else []),
     )
