@@ -22,6 +22,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 CPU_PATH = "toolpaper trainer, CPU path (attention mask, exact lengths)"
+COMPILED = "toolpaper trainer + torch.compile (dynamic shapes)"
 
 
 class _Skipped(Exception): "Generation was not asked for."
@@ -120,7 +121,7 @@ def plain_loop(model, exs, batch: int, warm: int, steps: int, max_len: int, pad_
 
 
 def toolkit_trainer(model, exs, batch: int, warm: int, steps: int, pad_id: int, out_dir: str,
-                    profile: bool = False, gpu_path: bool = True) -> dict:
+                    profile: bool = False, gpu_path: bool = True, compile: bool = False) -> dict:
     """toolpaper's trainer: `SpanTrainer` + `SpanCollator` + `training_args` of an `SFTConfig` (full fine-tuning, bf16);
     `gpu_path=False` runs it as on the CPU (attention mask kept, exact batch lengths)."""
     from transformers import TrainerCallback
@@ -145,6 +146,7 @@ def toolkit_trainer(model, exs, batch: int, warm: int, steps: int, pad_id: int, 
         def on_step_end(self, args, state, control, **kw):
             sync(); marks[state.global_step] = time.perf_counter()
 
+    if compile: model = torch.compile(model, dynamic=True)     # warm-up steps take the compilation
     tr = SpanTrainer(model=model, args=training_args(cfg), train_dataset=exs, data_collator=collate,
                      span_labels=["answer"], callbacks=[Clock()], gpu_path=gpu_path)
     tr.train()
@@ -199,6 +201,9 @@ def main():
     ap.add_argument("--commit", default=None, help="the commit measured (for machines without the git history)")
     ap.add_argument("--profile", action="store_true", help="then profile 2 steps of each (torch.profiler; printed)")
     ap.add_argument("--no-generation", action="store_true", help="training only")
+    ap.add_argument("--compile", action="store_true",
+                    help="also run toolpaper's trainer on a torch.compile'd model (dynamic shapes; compile time excluded)")
+    ap.add_argument("--skip-cpu-path", action="store_true", help="leave out the trainer's CPU-path row")
     ap.add_argument("--save", default=None, help="also save the bf16 random model and the tokenizer here (for `bench`)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
@@ -217,7 +222,9 @@ def main():
     exs = examples(max(64, a.batch * (a.warm + a.steps)), a.min_len, a.max_len, vocab)
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     runs = {}
-    for name in ("plain pad-to-max loop", "toolpaper trainer", CPU_PATH):
+    names = ["plain pad-to-max loop", "toolpaper trainer"] + ([] if a.skip_cpu_path else [CPU_PATH]) + (
+        [COMPILED] if a.compile else [])
+    for name in names:
         try:
             model = build_model(vocab, a.tiny, dev)
             res["parameters"] = sum(p.numel() for p in model.parameters())
@@ -228,7 +235,7 @@ def main():
             else:
                 import tempfile
                 r = toolkit_trainer(model, exs, a.batch, a.warm, a.steps, pad, tempfile.mkdtemp(),
-                                    gpu_path=name != CPU_PATH)
+                                    gpu_path=name != CPU_PATH, compile=name == COMPILED)
             flops = 6 * res["matmul_parameters"] * r["tokens_per_s"]
             r["model_tflops"] = flops / 1e12
             r["mfu_measured_peak"] = flops / (res["peak_tflops_measured"] * 1e12)
@@ -243,7 +250,7 @@ def main():
     res["training"] = runs
     if a.profile:
         res["profiles"] = {}
-        for name in [n for n in runs if n != CPU_PATH]:
+        for name in [n for n in runs if n not in (CPU_PATH, COMPILED)]:
             try:
                 model = build_model(vocab, a.tiny, dev)
                 import tempfile
