@@ -33,13 +33,14 @@ def test_grammar_speed_names_every_generation_stage():
     assert stage_of([{"role": "user", "content": "Tell me a joke"}], "{}") == "other"
 
 
-def test_grammar_speed_refuses_a_bad_record_line(tmp_path):
-    from grammar_speed import pipeline_cost
+def test_grammar_speed_names_a_bad_record_line(tmp_path):
+    "The benchmark reads the request cache with the project's reader: a bad line is skipped and named."
+    from toolpaper.client import RecordReplay
     p = tmp_path / "cache.jsonl"
     good = json.dumps({"key": "k", "messages": [{"role": "user", "content": "x"}], "text": "[]", "params": {}})
     p.write_text(good + "\n{oops\n" + good + "\n")
-    with pytest.raises(ValueError, match=r"cache.jsonl:2: "):
-        pipeline_cost(None, 8, [0], p, [])
+    with pytest.warns(UserWarning, match=r"cache.jsonl:2: skipped: not valid JSON"):
+        assert list(RecordReplay(None, p, "replay").entries) == ["k"]
 
 
 def test_benchmark_pages_name_their_commit(tmp_path):

@@ -4,7 +4,7 @@
 
 # %% ../nbs/20_bench.ipynb 3
 from __future__ import annotations
-import json, os, time
+import json, time
 from dataclasses import fields
 from pathlib import Path
 from typing import Sequence

@@ -533,6 +533,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 # %% ../nbs/99_cli.ipynb
+def _serve(args) -> None:
+    "`toolpaper serve`: serve the model and adapters until interrupted."
+    from toolpaper.serve import serve
+    serve(args.model, args.adapter, args.host, args.port, args.name, batch_size=args.batch_size, engine=args.engine,
+          precision=args.precision, api_key=args.api_key, max_body=int(args.max_body_mb * 1024 * 1024))
+
+# %% ../nbs/99_cli.ipynb
 def _dispatch(args) -> int:
     "Run the parsed command; its exit code."
     check_cli_paths(args)
@@ -548,22 +555,7 @@ def _dispatch(args) -> int:
         if not (args.model or args.replay): raise ValueError("give --model (local or with --base-url) or --replay FILE")
         args.out = args.out or _default_out(args)
         run_bench_cli(args); return 0
-    if args.cmd == "serve":
-        from toolpaper.serve import serve
-
-        serve(
-            args.model,
-            args.adapter,
-            args.host,
-            args.port,
-            args.name,
-            batch_size=args.batch_size,
-            engine=args.engine,
-            precision=args.precision,
-            api_key=args.api_key,
-            max_body=int(args.max_body_mb * 1024 * 1024),
-        )
-        return 0
+    if args.cmd == "serve": _serve(args); return 0
     if args.cmd == "train":
         from toolpaper.prompts import read_examples
         from toolpaper.train import SFTConfig, finetune

@@ -510,6 +510,7 @@ def _record_problem(e: dict) -> str | None:
     if not isinstance(e.get("text"), str): return f"'text' must be a string, got {type(e.get('text')).__name__}"
     return None
 
+# %% ../nbs/12_client.ipynb
 class RecordReplay(Client):
     """Wrap `inner`: 'record' answers known requests from the JSONL file at `path` and appends new answers to it;
     'replay' answers from the file alone and raises `CacheMiss` for a request it does not hold. `fresh` (record mode)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/13_generate.ipynb 3
 from __future__ import annotations
-import json, os, random, re, time
+import json, random, re, time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable, Sequence
@@ -40,7 +40,7 @@ class StageFile:
         return rec.get("ok") is False
 
     def _repair_and_load(self):
-        # a torn last line (a crash) is not a record; a bad line is skipped with a warning naming it (its key runs again)
+        # a torn last line (a crash) is not a record; a bad line is skipped, named in a warning (its key runs again)
         need_key = lambda r: None if isinstance(r.get("key"), str) and r["key"] else "'key' must be a non-empty string"
         for _, rec in jsonl_records(self.path, need_key): self._keep(rec)
 

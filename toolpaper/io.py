@@ -53,6 +53,7 @@ def _where(e: OSError, p: Path) -> OSError:
     if e.filename: return e
     return type(e)(e.errno, f"{e.strerror or e}: writing {p}", str(p))
 
+# %% ../nbs/00_io.ipynb
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     """Write `data` to a temporary file beside `path`, then rename it into place (a reader never sees half a file;
     a failed write, a full disk say, leaves the old file and no temporary one, and its error names `path`);
@@ -153,6 +154,7 @@ def repair_jsonl_tail(path: str | os.PathLike) -> bytes:
         return _cut_torn(fd, p)
     finally: os.close(fd)
 
+# %% ../nbs/00_io.ipynb
 def _cut_torn(fd: int, p: Path) -> bytes:
     size = os.fstat(fd).st_size
     if size == 0 or os.pread(fd, 1, size - 1) == b"\n": return b""

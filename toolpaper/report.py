@@ -314,6 +314,7 @@ def describe_failure(e: BaseException, notebook: str, written: str | os.PathLike
         return f"{type(e).__name__}: [Errno {e.errno}] {e.strerror}: writing {written}"
     return f"{notebook}: {type(e).__name__}: {str(e)[-500:]}"
 
+# %% ../nbs/90_report.ipynb
 def _keep_notebook(tmp: Path, final: Path) -> str | None:
     "Move an executed notebook into place if it is whole; else remove it, keep the old one, and say why."
     if not tmp.exists(): return None
@@ -330,6 +331,7 @@ def _keep_notebook(tmp: Path, final: Path) -> str | None:
 class ExperimentBusy(RuntimeError):
     "Another `reproduce` is running this experiment into the same folder."
 
+# %% ../nbs/90_report.ipynb
 @contextlib.contextmanager
 def experiment_lock(exp_out: Path):
     "Hold the experiment folder's lock for the block; `ExperimentBusy` (naming the holder) when another run has it."
@@ -343,7 +345,8 @@ def experiment_lock(exp_out: Path):
             raise ExperimentBusy(f"{exp_out}: another reproduce is running this experiment ({holder}); wait for it to "
                                  "finish or stop it, then run again") from None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()}, since {_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds')}".encode(), 0)
+        since = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        os.pwrite(fd, f"pid {os.getpid()}, since {since}".encode(), 0)
         yield
     finally: os.close(fd)
 
@@ -448,7 +451,8 @@ def reproduce(
     failed, busy = {}, {}
     for k, name in enumerate(names, 1):
         try:
-            with experiment_lock(out / name), _environ(gen.environ()):   # the kernels read the settings from the environment
+            # the notebooks' kernels read the generation settings from the environment
+            with experiment_lock(out / name), _environ(gen.environ()):
                 runs[name] = _run_experiment(
                     name, profile, params, out, root, progress, log, f"[{k}/{len(names)}]"
                 )

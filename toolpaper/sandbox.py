@@ -113,7 +113,8 @@ def _landlock(libc, root, read):
     return abi if ok else 0
 
 class _CapHeader(ctypes.Structure): _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-class _CapData(ctypes.Structure): _fields_ = [("eff", ctypes.c_uint32), ("perm", ctypes.c_uint32), ("inh", ctypes.c_uint32)]
+class _CapData(ctypes.Structure):
+    _fields_ = [("eff", ctypes.c_uint32), ("perm", ctypes.c_uint32), ("inh", ctypes.c_uint32)]
 
 def _confine(root):
     """Confine this process for good, before any model-written code runs: no new privileges, no capabilities,
@@ -156,7 +157,8 @@ def _make_hook(root, kernel):
         DENY |= {"ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata", "ctypes.call_function", "os.putenv", "os.unsetenv",
                  "sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile", "code.__new__",
                  "function.__new__"}
-        NO_IMPORT |= {"_posixsubprocess", "_xxsubinterpreters", "gc", "ctypes", "_ctypes", "_testcapi", "_testinternalcapi"}
+        NO_IMPORT |= {"_posixsubprocess", "_xxsubinterpreters", "gc", "ctypes", "_ctypes", "_testcapi",
+                      "_testinternalcapi"}
     DENY, NO_IMPORT = frozenset(DENY), frozenset(NO_IMPORT)
     PATH_EVENTS = frozenset({"os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.symlink",
                              "os.link", "os.truncate", "os.utime", "shutil.rmtree", "shutil.move", "shutil.copyfile",
@@ -277,7 +279,8 @@ class PythonSandbox:
         lim, t0 = self.limits, time.perf_counter()
         work = Path(tempfile.mkdtemp(prefix="toolpaper-sandbox-"))
         try:
-            (work / "program.json").write_text(json.dumps({"code": code, "setup": list(setup), "confine": self.kernel}), encoding="utf-8")
+            prog = {"code": code, "setup": list(setup), "confine": self.kernel}
+            (work / "program.json").write_text(json.dumps(prog), encoding="utf-8")
             env = {
                 "PATH": "/usr/bin:/bin",
                 "LANG": "C.UTF-8",
@@ -344,24 +347,28 @@ class PythonSandbox:
 _PROBED: dict = {}
 
 def containment(python: str | None = None) -> dict:
-    "Which parts of the kernel's boundary hold for sandboxed runs on this machine: {'landlock': ABI or 0, 'seccomp', 'capabilities_dropped'}."
+    """Which parts of the kernel's boundary hold for sandboxed runs on this machine: {'landlock': ABI or 0,
+    'seccomp', 'capabilities_dropped'}."""
     key = python or sys.executable
     if key not in _PROBED:
         sb = PythonSandbox(SandboxLimits(wall_s=20), python=python); sb.run("pass")
         _PROBED[key] = sb.contained or {"landlock": 0, "seccomp": False, "capabilities_dropped": False}
     return dict(_PROBED[key])
 
+# %% ../nbs/22_sandbox.ipynb
 def describe_containment(c: dict) -> str:
     "One line: what the sandbox contains with the parts in `c`, and what is lost without the others."
     ll, sc = c.get("landlock", 0), c.get("seccomp", False)
     if ll >= 1 and sc:
         extra = "; TCP and signals also by Landlock" if ll >= 6 else ""
-        return (f"kernel-enforced (Landlock ABI {ll}, seccomp{', no capabilities' if c.get('capabilities_dropped') else ''}): "
-                f"writes only in its folder, reads only the Python installation, no network, processes or signals out{extra}")
+        caps = ", no capabilities" if c.get("capabilities_dropped") else ""
+        return (f"kernel-enforced (Landlock ABI {ll}, seccomp{caps}): writes only in its folder, reads only the "
+                f"Python installation, no network, processes or signals out{extra}")
     lost = []
     if ll < 1: lost.append("no Landlock: file-system writes checked by audit hooks only, reads not contained")
     if not sc: lost.append("no seccomp filter: sockets, processes and signals refused by audit hooks only")
-    return "partly kernel-enforced (" + "; ".join(lost) + ")" if (ll or sc) else "audit hooks and resource limits only (" + "; ".join(lost) + ")"
+    what = "partly kernel-enforced" if (ll or sc) else "audit hooks and resource limits only"
+    return f"{what} ({'; '.join(lost)})"
 
 # %% ../nbs/22_sandbox.ipynb
 PYTHON_TOOL_NAME = "python"

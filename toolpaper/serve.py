@@ -190,7 +190,7 @@ def _error(code: int, msg: str, kind: str = "invalid_request_error"):
 MAX_BODY_BYTES = 4 * 1024 * 1024
 
 async def _body(req: Request, clients: dict, limit: int = MAX_BODY_BYTES):
-    "(body, None) for a request the endpoints can take, else (None, the error response); a body over `limit` bytes: 413."
+    "(body, None) for a request the endpoints can take, else (None, the error response); over `limit` bytes: 413."
     import json
     too_big = lambda: _error(413, f"the request body is larger than {limit} bytes", "request_too_large")
     declared = req.headers.get("content-length")
@@ -289,6 +289,7 @@ def exposed_without_key(host: str, api_key: str | None) -> str | None:
     return (f"toolpaper serve: warning: listening on {host} without an API key: anyone who can reach this machine "
             "can use the model; pass --api-key (or set TOOLPAPER_API_KEY)")
 
+# %% ../nbs/21_serve.ipynb
 def serve(model: str, adapters=(), host: str = "127.0.0.1", port: int = 8000, name: str | None = None,
           grace: float = 3.0, api_key: str | None = None, max_body: int = MAX_BODY_BYTES, **local) -> None:
     """Serve `model` and its adapters until interrupted; on SIGTERM or Ctrl-C the server stops accepting, gives

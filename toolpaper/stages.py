@@ -108,6 +108,7 @@ def _stage_key(folder) -> str | None:
     try: return json.loads(p.read_text()).get("key") if p.exists() else None
     except (json.JSONDecodeError, AttributeError, UnicodeDecodeError): return None
 
+# %% ../nbs/12_stages.ipynb
 def _read_log(p: Path, warn: bool = True) -> dict | None:
     """A training stage's log, or None when it is missing or unreadable (then the stage is not cached: it trains
     again; an unreadable one is said in one line naming the file)."""
@@ -377,6 +378,7 @@ def _verifiable(e: dict) -> str | None:
         and isinstance(src.get("backend"), str) and isinstance(src.get("model"), str)
         else "needs 'params' (with 'max_tokens') and 'source' (with 'backend' and 'model') to be recomputed")
 
+# %% ../nbs/12_stages.ipynb
 def _cached_requests(work_dirs) -> list[tuple[Path, dict]]:
     "(stages folder, record) of every readable cached local-engine answer under the work folders (bad lines: warned)."
     out = []
@@ -390,13 +392,15 @@ def _cached_requests(work_dirs) -> list[tuple[Path, dict]]:
 # %% ../nbs/12_stages.ipynb
 def verify(work_dirs, n: int = 8, seed: int | None = None, log=print) -> dict:
     """Recompute `n` cached answers drawn with `seed` (None: a new draw each time; the seed used is in the result and
-    the log line) with the models and adapters at hand: {'seed', 'drawn', 'checked', 'matched', 'not_at_hand', 'mismatches'};
+    the log line) with the models and adapters at hand: {'seed', 'drawn', 'checked', 'matched', 'not_at_hand',
+    'mismatches'};
     each mismatch is logged with its full key and file."""
     from toolpaper.client import LocalClient
     pool = _cached_requests(work_dirs)
     seed = random.SystemRandom().randrange(2 ** 31) if seed is None else seed
     picked = random.Random(seed).sample(pool, min(n, len(pool)))
-    res: dict = {"seed": seed, "drawn": [e["key"] for _, e in picked], "cached": len(pool), "checked": 0, "matched": 0, "not_at_hand": 0, "mismatches": []}
+    res: dict = {"seed": seed, "drawn": [e["key"] for _, e in picked], "cached": len(pool), "checked": 0,
+                 "matched": 0, "not_at_hand": 0, "mismatches": []}
     made: dict = {}
     for root, e in picked:
         src = e["source"]
@@ -418,7 +422,8 @@ def verify(work_dirs, n: int = 8, seed: int | None = None, log=print) -> dict:
         res["checked"] += 1
         if got == e["text"]: res["matched"] += 1
         else:
-            res["mismatches"].append({"key": e["key"], "folder": str(root / "requests"), "cached": e["text"][:80], "now": got[:80]})
+            res["mismatches"].append({"key": e["key"], "folder": str(root / "requests"), "cached": e["text"][:80],
+                                      "now": got[:80]})
             log(f"verify: mismatch: key {e['key']} ({root / 'requests'}): cached {e['text'][:60]!r}, now {got[:60]!r}")
     log(f"verify: {res['matched']} of {res['checked']} recomputed answers match the cache "
         f"({res['not_at_hand']} skipped: adapter not at hand; {res['cached']} cached answers in all; seed {seed})")

@@ -72,12 +72,13 @@ class SpanCollator:
 from transformers import Trainer, TrainingArguments
 
 def _sdpa_flash_first():
-    "On a GPU: scaled-dot-product attention tries flash, then memory-efficient kernels before cuDNN (no per-shape plans)."
+    "On a GPU: attention tries flash, then memory-efficient kernels before cuDNN (which plans per shape)."
     from torch.nn.attention import SDPBackend, sdpa_kernel
     order = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH]
     try: return sdpa_kernel(order, set_priority=True)
     except TypeError: return sdpa_kernel(order)
 
+# %% ../nbs/10_train.ipynb
 class SpanTrainer(Trainer):
     """The `transformers` Trainer with the completion loss computed here: no vocabulary logits over the prompt, and the
     loss of each labelled span added up (on the device) for the logs. `gpu_path` (default: on a CUDA device) leaves out
