@@ -19,8 +19,6 @@ NOT_RUN_IN_NOTEBOOK: dict[str, dict[str, str]] = {
                                   "and the notebook's SmolLM2 chat loads its output"},
     "21_serve": {"serve": "blocks, serving until interrupted; tests/test_bench.py runs `toolpaper serve` in a "
                           "subprocess, and the notebook shows `make_app`, `Batcher` and `load_clients` it is made of"},
-    "90_report": {"reproduce": "runs the experiment notebooks with papermill; tests/test_cli.py runs it on the quick "
-                               "experiments (each experiment notebook runs once in the tests)"},
 }
 
 

@@ -64,6 +64,7 @@ class Report:
     title: str
     profile: str
     items: list[dict] = field(default_factory=list)
+    previous: dict = field(default_factory=dict)     # key -> the CSV text the last run of this page wrote (or None)
 
     @classmethod
     def start(cls, name: str, out_dir: str | os.PathLike | None, title: str, profile: str) -> "Report":
@@ -79,12 +80,29 @@ class Report:
     def table(self, key: str, df: pd.DataFrame, caption: str, digits: int = 4, show: bool = True) -> pd.DataFrame:
         "Write `key.csv` and `key.md`; `show=False` links a long table from the page instead of printing it there."
         from toolpaper.metrics import df_markdown
+        old = self.out_dir / f"{key}.csv"
+        self.previous[key] = old.read_text(encoding="utf-8") if old.exists() else None
         atomic_write_text(self.out_dir / f"{key}.csv", df.to_csv(index=False))
         atomic_write_text(self.out_dir / f"{key}.md", f"{caption}\n\n{df_markdown(df, digits)}\n")
         self.items.append(
             {"kind": "table", "key": key, "caption": caption, "md": df_markdown(df, digits) if show else None}
         )
         return df
+
+    def change_note(self, *keys: str) -> str | None:
+        """A line saying whether tables `keys` came out as the last run of this page wrote them (None on a first
+        run): 'unchanged', or which rows differ."""
+        seen = [k for k in keys if self.previous.get(k) is not None]
+        if not seen: return None
+        parts = []
+        for k in seen:
+            old = self.previous[k].splitlines()
+            new = (self.out_dir / f"{k}.csv").read_text(encoding="utf-8").splitlines()
+            moved = [row.split(",", 1)[0] for row in new[1:] if row not in old]
+            if old == new: parts.append(f"`{k}` unchanged")
+            elif moved: parts.append(f"`{k}` changed in {len(moved)} row(s): {', '.join(moved[:6])}")
+            else: parts.append(f"`{k}` changed: {len(old) - len(new)} row(s) fewer")
+        return "**Against the previous run of this page:** " + "; ".join(parts) + "."
 
     def figure(self, key: str, fig, caption: str, dpi: int = 130) -> Path:
         import io, matplotlib.pyplot as plt
