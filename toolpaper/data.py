@@ -4,10 +4,10 @@
 
 # %% ../nbs/01_data.ipynb 3
 from __future__ import annotations
-import ast, hashlib, json, os, re, shutil, tempfile, urllib.request
+import ast, functools, hashlib, json, os, re, shutil, tempfile, urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Callable
+from typing import Annotated, Any, Callable, Sequence
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError,
                       model_validator)
 from toolpaper.io import (
@@ -44,14 +44,15 @@ from toolpaper.schema import (
 
 # %% auto 0
 __all__ = ['DATASETS', 'ERRATA', 'CHAIN_MARKERS', 'CHAIN_ORDERS', 'UMI_ROLES', 'ARCHIVES', 'SPLITS', 'SAMPLE_ONLY',
-           'ARCHIVE_SPLITS', 'ChecksumError', 'RemoteFile', 'DatasetSpec', 'data_dir', 'is_sample', 'fetch', 'ensure',
-           'validate', 'SealParamRaw', 'SealToolRaw', 'SealCallRaw', 'SealInstanceRaw', 'seal_tool', 'read_seal_tools',
-           'read_seal_instances', 'read_seal_fields', 'FinetuneRecord', 'DprRecord', 'read_seal_finetune',
-           'read_seal_dpr', 'DeerToolRaw', 'parse_signature', 'deer_tool', 'read_deer_tools', 'ChainError',
-           'split_chain', 'parse_pool', 'parse_chain', 'read_deer_chains', 'read_deer_baseline', 'umi_tool',
-           'umi_turns', 'read_umi_steps', 'UmiRoleExample', 'read_umi_role_file', 'MathProblem', 'read_gsm8k',
-           'boxed_answer', 'ArchiveSpec', 'ensure_archive', 'read_math', 'split_path', 'load', 'load_seal_tools',
-           'load_seal_split', 'load_deer_tools', 'load_deer_split', 'to_dataset']
+           'ARCHIVE_SPLITS', 'TOOLPAPER_PHRASES', 'ChecksumError', 'RemoteFile', 'DatasetSpec', 'data_dir', 'is_sample',
+           'fetch', 'ensure', 'validate', 'SealParamRaw', 'SealToolRaw', 'SealCallRaw', 'SealInstanceRaw', 'seal_tool',
+           'read_seal_tools', 'read_seal_instances', 'read_seal_fields', 'FinetuneRecord', 'DprRecord',
+           'read_seal_finetune', 'read_seal_dpr', 'DeerToolRaw', 'parse_signature', 'deer_tool', 'read_deer_tools',
+           'ChainError', 'split_chain', 'parse_pool', 'parse_chain', 'read_deer_chains', 'read_deer_baseline',
+           'umi_tool', 'umi_turns', 'read_umi_steps', 'UmiRoleExample', 'read_umi_role_file', 'MathProblem',
+           'read_gsm8k', 'boxed_answer', 'ArchiveSpec', 'ensure_archive', 'read_math', 'split_path', 'load',
+           'load_seal_tools', 'load_seal_split', 'load_deer_tools', 'load_deer_split', 'to_dataset', 'render_pool',
+           'ChainPhrases', 'released_phrases', 'chain_phrases', 'render_chain']
 
 # %% ../nbs/01_data.ipynb
 class ChecksumError(DataError):
@@ -1073,3 +1074,81 @@ def to_dataset(records: list[Record]):
     row back)."""
     import datasets
     return datasets.Dataset.from_list([r.to_row() for r in records])
+
+# %% ../nbs/01_data.ipynb
+def render_pool(tools: Sequence[Tool]) -> str:
+    "The candidate pool as the released chains list it after `#SearchAPI#`."
+    names = [t.name for t in tools]
+    lines = [
+        repr({"api_name": t.name, "description": t.description, "api_function": t.signature or f"{t.name}()"})
+        for t in tools
+    ]
+    return (
+        f"The API Pool including: {names!r}, and the introduction and usage of each API is as follows: \n"
+        + "\n".join(lines)
+    )
+
+# %% ../nbs/01_data.ipynb
+@dataclass(frozen=True)
+class ChainPhrases:
+    "The wording of a DEER chain around its markers."
+    nosearch: str      # the whole NoSearch chain
+    search: str        # from '#Begin#' up to '#SearchAPI#'
+    nocall: str        # between '#NoCallAPI#' and '#End#'
+    call_end: str      # after the call: ' #APIResponse#' ... '#End#'
+
+    @classmethod
+    def from_chains(cls, chains: Sequence[str]) -> "ChainPhrases":
+        "The phrases of released chains (one of each branch is enough; all released chains share them)."
+        first = lambda f, what: next((c for c in chains if c and f(c)), None) or _no(what)
+        ns, nc, call = (
+            first(lambda c: "#SearchAPI#" not in c, "NoSearch"),
+            first(lambda c: "#NoCallAPI#" in c, "NoCall"),
+            first(lambda c: "#CallAPI#" in c, "Call"),
+        )
+        return cls(
+            nosearch=ns,
+            search=nc.split("#SearchAPI#", 1)[0],
+            nocall=nc.split("#NoCallAPI#", 1)[1].split("#End#", 1)[0],
+            call_end=" #APIResponse#" + call.split("#APIResponse#", 1)[1],
+        )
+
+# %% ../nbs/01_data.ipynb
+def _no(what): raise ValueError(f"no released {what} chain to read the phrases from")
+
+# %% ../nbs/01_data.ipynb
+TOOLPAPER_PHRASES = ChainPhrases(
+    "#Begin# I can answer this from my own knowledge; no tool is needed. #End#",
+    "#Begin# A tool may help here, so I check the API pool. ",
+    " None of these tools fits the request, so I answer it myself. ",
+    " #APIResponse#  #End#",
+)
+
+def released_phrases(root: str | None = None) -> ChainPhrases:
+    """The released chains' phrases, from `tooldeer:valid` in the data folder in use (or the packaged sample when that
+    folder lacks it)."""
+    # cached per resolved folder: a changed TOOLPAPER_DATA_DIR is read afresh
+    return _phrases_in(str(data_dir(root).resolve()))
+
+# %% ../nbs/01_data.ipynb
+@functools.lru_cache(maxsize=16)
+def _phrases_in(folder: str) -> ChainPhrases:
+    try: samples = load("tooldeer:valid", folder)
+    except DataMissingError: samples = load("tooldeer:valid", "sample")
+    return ChainPhrases.from_chains([s.chain for s in samples])
+
+# %% ../nbs/01_data.ipynb
+def chain_phrases(style: str = "released", root=None) -> ChainPhrases:
+    "The released chains' phrases (`style='released'`, read from the data folder `root`) or the project's own."
+    if style not in ("released", "toolpaper"): raise ValueError(f"style {style!r}: expected 'released' or 'toolpaper'")
+    return released_phrases(root) if style == "released" else TOOLPAPER_PHRASES
+
+# %% ../nbs/01_data.ipynb
+def render_chain(s: DecisionSample, style: str = "released", root=None) -> str:
+    """The gold chain of a sample in DEER's marker format, with the released phrases of the data folder `root` (or the
+    project's own, `style='toolpaper'`)."""
+    ph = chain_phrases(style, root)
+    if s.branch == "NoSearch": return ph.nosearch
+    head = f"{ph.search}#SearchAPI# {render_pool(s.candidates)}"
+    if s.branch == "NoCall": return head + " #NoCallAPI#" + ph.nocall + "#End#"
+    return head + f" #CallAPI# {s.gold_call_text}" + ph.call_end

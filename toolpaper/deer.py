@@ -512,7 +512,8 @@ def table4(run: DeerRun) -> pd.DataFrame:
 
 # %% ../nbs/15_deer.ipynb
 def plot_strategies(run: DeerRun, mode: str = "compat"):
-    "Figure 5 analogue: P_NoCall, P_Call, P_DC of each sampling variant on valid (seen) and test (unseen)."
+    """Figure 5 analogue: P_NoCall, P_Call, P_DC of each sampling variant on valid (seen) and test (unseen), each bar
+    with its 95% interval."""
     import matplotlib.pyplot as plt
 
     d = run.decisions[
@@ -528,8 +529,14 @@ def plot_strategies(run: DeerRun, mode: str = "compat"):
             ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes, color="#555"); continue
         for j, ev in enumerate(["valid", "test"]):
             # NaN: nothing to count in that set
-            vals = [d[(d.model == x) & (d["eval"] == ev)][m].mean() for x in models]
+            rows = [d[(d.model == x) & (d["eval"] == ev)] for x in models]
+            vals = [r[m].mean() for r in rows]
+            bound = lambda r, e, v: r[f"{m} {e}"].mean() if f"{m} {e}" in r and len(r) else v
+            err = [[0 if v != v else max(v - bound(r, "lo", v), 0) for r, v in zip(rows, vals)],
+                   [0 if v != v else max(bound(r, "hi", v) - v, 0) for r, v in zip(rows, vals)]]
+            err = [[0 if e != e else e for e in side] for side in err]
             bars = ax.bar([i + 0.4 * j for i in range(len(models))], [0 if v != v else v for v in vals], width=0.4,
+                          yerr=err, capsize=2, error_kw={"lw": 0.8},
                           label=f"{ev} ({'seen' if ev == 'valid' else 'unseen'} tools)")
             # a zero is written, not hidden
             ax.bar_label(bars, labels=["n/a" if v != v else f"{v:.0f}" for v in vals], fontsize=7, padding=1)
@@ -823,8 +830,8 @@ def ablation_table(abl: DeerAblation, figure: str, mode: str = "compat") -> pd.D
 
 # %% ../nbs/15_deer.ipynb
 def plot_ablation(abl: DeerAblation, figure: str, mode: str = "compat"):
-    """One panel per axis of the figure: the six metrics (thin) and their average (dashed, with its 95% band); * marks
-    the star."""
+    """One panel per axis of the figure: the six metrics (thin, each with its 95% interval as an error bar) and their
+    average (dashed, with its 95% band); * marks the star."""
     import matplotlib.pyplot as plt
     axes_ = [a for a, (f, _, _) in ABLATION_AXES.items() if f == figure and a in abl.grid]
     if not axes_:
@@ -836,7 +843,12 @@ def plot_ablation(abl: DeerAblation, figure: str, mode: str = "compat"):
     for ax, a in zip(axs[0], axes_):
         d = abl.points[(abl.points["mode"] == mode) & (abl.points["axis"] == a)]
         x = list(range(len(d)))
-        for c in TABLE1_COLS: ax.plot(x, d[c].astype(float), marker=".", lw=1, alpha=0.7, label=c)
+        for k, c in enumerate(TABLE1_COLS):
+            y = d[c].astype(float)
+            lo, hi = (d[f"{c} {e}"].astype(float) if f"{c} {e}" in d else y for e in ("lo", "hi"))
+            err = [(y - lo).clip(lower=0).fillna(0), (hi - y).clip(lower=0).fillna(0)]
+            ax.errorbar([v + (k - 2.5) * 0.04 for v in x], y, yerr=err, marker=".", lw=1, alpha=0.7, capsize=1.5,
+                        elinewidth=0.6, label=c)
         ax.plot(x, d["Average"].astype(float), "k--", lw=2, label="Average")
         ax.fill_between(
             x,

@@ -8,18 +8,14 @@ import time, warnings
 from dataclasses import dataclass
 from typing import Sequence
 import numpy as np
+from .models import causal_lm, context_length
 
 # %% auto 0
-__all__ = ['SUPPORTED', 'causal_lm', 'engine_support', 'context_length', 'check_context', 'Request', 'Output', 'EngineStats',
-           'stop_index', 'cut_at_stop', 'PrefixCache', 'lookup_draft', 'Engine', 'generate', 'HFEngine', 'make_engine']
+__all__ = ['SUPPORTED', 'engine_support', 'check_context', 'Request', 'Output', 'EngineStats', 'stop_index', 'cut_at_stop',
+           'PrefixCache', 'lookup_draft', 'Engine', 'generate', 'HFEngine', 'make_engine']
 
 # %% ../nbs/11_engine.ipynb
 SUPPORTED = ("llama", "mistral", "qwen2", "qwen3")
-
-
-def causal_lm(model):
-    "The transformers causal LM inside `model` (a PEFT wrapper is looked through; its LoRA layers stay active)."
-    return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 # %% ../nbs/11_engine.ipynb
 def engine_support(model) -> str | None:
@@ -34,13 +30,6 @@ def engine_support(model) -> str | None:
     if not all(hasattr(a, p) for p in ("q_proj", "k_proj", "v_proj", "o_proj")):
         return "attention without q/k/v/o projections"
     return None
-
-# %% ../nbs/11_engine.ipynb
-def context_length(model) -> int | None:
-    """The most tokens (prompt and new tokens together) `model` (or its config alone) takes: the config's
-    `max_position_embeddings`, or None."""
-    n = getattr(getattr(causal_lm(model), "config", model), "max_position_embeddings", None)
-    return n if isinstance(n, int) and n > 0 else None
 
 # %% ../nbs/11_engine.ipynb
 def check_context(reqs, limit: int | None) -> None:

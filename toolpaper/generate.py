@@ -4,7 +4,7 @@
 
 # %% ../nbs/13_generate.ipynb 3
 from __future__ import annotations
-import json, random, re, time
+import json, os, random, re, time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable, Sequence
@@ -1335,7 +1335,9 @@ def generate_seal_given(client, out: str | Path, given: str | Path, cfg: SealGen
     tools, kept, dropped = _seal_tool_stages(run, cfg, embedder, Y, subs=subs)
     made, rejected = _seal_instances(run, cfg, given_tools, functions, Y, given_combos)
     stages = {k: asdict(v) for k, v in Y.items()}
-    report = {"prompt_version": PROMPT_VERSION, "given": str(given), "tools_kept_here": [t["api_name"] for t in kept],
+    # the run it was given, named relative to this run's folder (no machine's path in the record)
+    report = {"prompt_version": PROMPT_VERSION, "given": os.path.relpath(given, out),
+              "tools_kept_here": [t["api_name"] for t in kept],
               "stages": stages, "requests": run.requests, "on_file": run.on_file(), "per_subfield": tools.trace,
               "dropped_as_duplicates": {**tools.early, **dropped}, "rejected_instances": rejected}
     return _write_result(out, "seal-tools", client, u0, t0, stages, tools.trace, report,

@@ -5,13 +5,14 @@
 # %% ../nbs/00_io.ipynb 3
 from __future__ import annotations
 import errno, fcntl, hashlib, json, math, os, tempfile, warnings
+from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 # %% auto 0
 __all__ = ['DataError', 'DataMissingError', 'cache_root', 'sha256', 'atomic_write_bytes', 'atomic_write_text', 'read_text',
-           'nonfinite_at', 'read_jsonl', 'read_json', 'read_json_list', 'repair_jsonl_tail', 'append_jsonl',
-           'jsonl_records']
+           'nonfinite_at', 'read_jsonl', 'read_json', 'read_json_list', 'fingerprint', 'repair_jsonl_tail',
+           'append_jsonl', 'jsonl_records']
 
 # %% ../nbs/00_io.ipynb
 class DataError(ValueError):
@@ -141,6 +142,23 @@ def read_json_list(path: str | os.PathLike) -> list[Any]:
         bad = nonfinite_at(rec)
         if bad: raise DataError(path, "not a finite number (NaN or Infinity)", index=i, field=bad)
     return v
+
+# %% ../nbs/00_io.ipynb
+def _plain(x: Any) -> Any:
+    if is_dataclass(x) and not isinstance(x, type): return _plain(asdict(x))
+    if hasattr(x, "model_dump"): return _plain(x.model_dump(mode="json"))
+    if isinstance(x, dict): return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)): return [_plain(v) for v in x]
+    if isinstance(x, (set, frozenset)): return sorted(json.dumps(_plain(v), sort_keys=True) for v in x)
+    if isinstance(x, Path): return str(x)
+    if isinstance(x, (str, int, float, bool)) or x is None: return x
+    return repr(x)
+
+# %% ../nbs/00_io.ipynb
+def fingerprint(*parts) -> str:
+    "A stable 16-hex-digit hash of plain data (dataclasses, pydantic records, containers, paths)."
+    blob = json.dumps(_plain(parts), sort_keys=True, ensure_ascii=False, allow_nan=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 # %% ../nbs/00_io.ipynb
 def repair_jsonl_tail(path: str | os.PathLike) -> bytes:

@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 from scipy.optimize import linear_sum_assignment
 from .parse import PLAN_LABELS, UmiStep, parse_caller, parse_deer, parse_seal, parse_umi, check_mode
 from toolpaper.schema import (
+    seal_gold_answer,
     REF_RE,
     Call,
     DecisionSample,
@@ -29,12 +30,12 @@ from toolpaper.schema import (
 
 # %% auto 0
 __all__ = ['NO_SEARCH_PHRASE', 'SEARCH_PHRASE', 'values_equal', 'SealCounts', 'prf', 'seal_summary', 'seal_compat_counts',
-           'match_calls', 'seal_strict_counts', 'seal_scores', 'seal_gold_answer', 'seal_error_taxonomy', 'DeerCounts',
-           'deer_summary', 'baseline_action', 'deer_compat_counts', 'deer_item', 'deer_scores', 'umi_gold_steps',
-           'arg_f1', 'rouge_l', 'umi_scores', 'rouge_pairs', 'retention_scores', 'ratio_arrays', 'umi_boot',
-           'count_boot', 'seal_boot', 'deer_boot', 'bootstrap_ci', 'df_markdown', 'ScoreResult', 'output_problem',
-           'umi_problem', 'umi_value', 'prediction_problem', 'UnknownIdError', 'resolve_references', 'score', 'pct',
-           'ci_pct', 'mean_ci', 'with_ci', 'retention_ci']
+           'match_calls', 'seal_strict_counts', 'seal_scores', 'seal_error_taxonomy', 'DeerCounts', 'deer_summary',
+           'baseline_action', 'deer_compat_counts', 'deer_item', 'deer_scores', 'umi_gold_steps', 'arg_f1', 'rouge_l',
+           'umi_scores', 'rouge_pairs', 'retention_scores', 'ratio_arrays', 'umi_boot', 'count_boot', 'seal_boot',
+           'deer_boot', 'bootstrap_ci', 'df_markdown', 'ScoreResult', 'output_problem', 'umi_problem', 'umi_value',
+           'prediction_problem', 'UnknownIdError', 'resolve_references', 'score', 'pct', 'ci_pct', 'mean_ci', 'with_ci',
+           'retention_ci']
 
 # %% ../nbs/05_metrics.ipynb
 def _boolish(v):
@@ -214,11 +215,6 @@ def seal_scores(
             "counts": {"all": total.__dict__, **{s: v.__dict__ for s, v in subs.items()}}, "items": items}
 
 # %% ../nbs/05_metrics.ipynb
-def seal_gold_answer(inst: Instance) -> str:
-    "The gold answer in the released layout (the Python repr of the call list)."
-    return repr([{"api": c.api, "parameters": c.arguments, "responses": c.responses} for c in inst.calls])
-
-# %% ../nbs/05_metrics.ipynb
 _TAXONOMY = [
     ("format", "format error"),
     ("tool", "missing gold tool"),
@@ -388,7 +384,7 @@ def deer_item(output: Any, gold: DecisionSample, mode: str) -> tuple[DeerCounts,
         if not (c.nocall_ok or c.call_ok): why.append(f"chose {act!r}, gold {gold.gold_apis or 'NoCallAPI'}")
         return c, why
     if mode == "compat":
-        from toolpaper.sampling import render_chain
+        from toolpaper.data import render_chain
         return deer_compat_counts(text, gold.chain or render_chain(gold), gold.branch)
     p = parse_deer(text, mode)
     if gold.branch == "NoSearch":

@@ -11,8 +11,8 @@ from .io import cache_root
 
 # %% auto 0
 __all__ = ['MODELS', 'ModelSpec', 'package_dir', 'models_cache', 'convert_gguf', 'make_tiny_llama', 'check_model_name',
-           'check_adapter', 'ensure_model', 'default_device', 'default_dtype', 'load_tokenizer', 'context_of',
-           'load_model', 'load_embedder', 'chat']
+           'check_adapter', 'ensure_model', 'default_device', 'default_dtype', 'load_tokenizer', 'causal_lm',
+           'context_length', 'context_of', 'load_model', 'load_embedder', 'chat']
 
 # %% ../nbs/02_models.ipynb
 @dataclass(frozen=True)
@@ -174,11 +174,22 @@ def load_tokenizer(name: str):
     return tok
 
 # %% ../nbs/02_models.ipynb
+def causal_lm(model):
+    "The transformers causal LM inside `model` (a PEFT wrapper is looked through; its LoRA layers stay active)."
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+# %% ../nbs/02_models.ipynb
+def context_length(model) -> int | None:
+    """The most tokens (prompt and new tokens together) `model` (or its config alone) takes: the config's
+    `max_position_embeddings`, or None."""
+    n = getattr(getattr(causal_lm(model), "config", model), "max_position_embeddings", None)
+    return n if isinstance(n, int) and n > 0 else None
+
+# %% ../nbs/02_models.ipynb
 def context_of(name: str) -> int | None:
     """The most tokens (prompt and new tokens together) a registered name, Hugging Face id or folder takes: its config's
     `max_position_embeddings` (None where the config states none)."""
     from transformers import AutoConfig
-    from toolpaper.engine import context_length
     return context_length(AutoConfig.from_pretrained(ensure_model(name)))
 
 

@@ -76,7 +76,7 @@ def machine_key() -> dict:
 def machine_profile(refresh: bool = False, seconds: float = 0.25) -> dict:
     """{'machine', 'gflops': {fp32, bf16, int8}, 'measured_at'}: measured once per machine (`machine_key`) and cached
     under the user cache; `refresh` measures again."""
-    from toolpaper.stages import fingerprint
+    from toolpaper.io import fingerprint
     key = machine_key()
     path = cache_root() / "precision" / f"{fingerprint(key)}.json"
     if path.exists() and not refresh:

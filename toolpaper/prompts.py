@@ -134,7 +134,7 @@ SEAL_INSTRUCTIONS = (
 def seal_prompt(inst: Instance, candidates: Sequence[Tool], system: str | None = None, style: str = "released",
                 template: SealTemplate | None = None) -> PromptExample:
     "Prompt (candidate tools, in the order given, + task) and gold answer of a Seal-Tools instance, in `style`."
-    from toolpaper.metrics import seal_gold_answer
+    from toolpaper.schema import seal_gold_answer
     if check_style(style) == "released":
         user = (template or seal_template()).render([seal_tool_dict(t) for t in candidates], inst.query)
     else:
@@ -189,7 +189,7 @@ def deer_prompt(
 ) -> PromptExample:
     """Prompt (plain template or system + turns, optional demonstrations) and target chain of a DEER sample, in `style`;
     `score_pool=False` leaves the candidate pool out of the training loss (`split_chain_spans`)."""
-    from toolpaper.sampling import render_chain
+    from toolpaper.data import render_chain
     chain = chain if chain is not None else render_chain(s, style)
     if check_style(style) == "released":
         return PromptExample(

@@ -4,7 +4,7 @@
 
 # %% ../nbs/90_report.ipynb 3
 from __future__ import annotations
-import contextlib, datetime as _dt, importlib.metadata, json, os, platform, re, subprocess, tempfile, time
+import contextlib, datetime as _dt, importlib.metadata, json, os, platform, re, subprocess, tempfile, time, uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,7 +14,8 @@ if TYPE_CHECKING: import pandas as pd     # pandas and the metrics load on first
 # %% auto 0
 __all__ = ['PROFILES', 'EXPERIMENTS', 'VERSIONED', 'check_profile', 'profile_data_root', 'stage_lines', 'Report', 'Experiment',
            'repo_root', 'notebook_parameters', 'default_out', 'parse_params', 'code_state', 'package_versions',
-           'describe_failure', 'ExperimentBusy', 'experiment_lock', 'reproduce', 'verify_reports', 'write_index']
+           'describe_failure', 'repo_relative', 'prune_stale', 'ExperimentBusy', 'experiment_lock', 'reproduce',
+           'verify_reports', 'write_index']
 
 # %% ../nbs/90_report.ipynb
 PROFILES = ("smoke", "cpu", "paper")
@@ -94,14 +95,18 @@ class Report:
         run): 'unchanged', or which rows differ."""
         seen = [k for k in keys if self.previous.get(k) is not None]
         if not seen: return None
+        import csv, io
         parts = []
         for k in seen:
-            old = self.previous[k].splitlines()
-            new = (self.out_dir / f"{k}.csv").read_text(encoding="utf-8").splitlines()
-            moved = [row.split(",", 1)[0] for row in new[1:] if row not in old]
-            if old == new: parts.append(f"`{k}` unchanged")
-            elif moved: parts.append(f"`{k}` changed in {len(moved)} row(s): {', '.join(moved[:6])}")
-            else: parts.append(f"`{k}` changed: {len(old) - len(new)} row(s) fewer")
+            old = list(csv.reader(io.StringIO(self.previous[k])))
+            new = list(csv.reader(io.StringIO((self.out_dir / f"{k}.csv").read_text(encoding="utf-8"))))
+            if old == new: parts.append(f"`{k}` unchanged"); continue
+            before = {r[0]: dict(zip(old[0], r)) for r in old[1:] if r}
+            moved = {r[0]: [c for c, v in zip(new[0], r) if before.get(r[0], {}).get(c) != v] for r in new[1:] if r}
+            moved = {row: cols for row, cols in moved.items() if cols}
+            cols = sorted({c for cs in moved.values() for c in cs})
+            parts.append(f"`{k}` changed in {len(moved)} row(s) ({', '.join(list(moved)[:6])}), columns "
+                         f"{', '.join(cols[:8])}" if moved else f"`{k}` changed: {len(old) - len(new)} row(s) fewer")
         return "**Against the previous run of this page:** " + "; ".join(parts) + "."
 
     def figure(self, key: str, fig, caption: str, dpi: int = 130) -> Path:
@@ -346,6 +351,52 @@ def _keep_notebook(tmp: Path, final: Path) -> str | None:
     return None
 
 # %% ../nbs/90_report.ipynb
+def repo_relative(text: str, anchors) -> str:
+    "`text` with every anchor folder's absolute path written relative to it ('A/x/y' -> 'x/y', 'A' alone -> '.')."
+    for a in sorted({str(Path(a)) for a in anchors if a}, key=len, reverse=True):
+        text = text.replace(a + "/", "")
+        text = re.sub(re.escape(a) + r"(?![\w.-])", ".", text)
+    return text
+
+# %% ../nbs/90_report.ipynb
+_PAGE_SUFFIXES = (".md", ".json", ".ipynb", ".csv")
+
+def _relativize_page(exp_out: Path, anchors) -> int:
+    "Rewrite the page files of an experiment folder (not its work/) with `repo_relative`; how many changed."
+    n = 0
+    for f in sorted(exp_out.iterdir()):
+        if not f.is_file() or f.suffix not in _PAGE_SUFFIXES: continue
+        text = f.read_text(encoding="utf-8", errors="surrogateescape")
+        new = repo_relative(text, anchors)
+        if new != text: atomic_write_bytes(f, new.encode("utf-8", errors="surrogateescape")); n += 1
+    return n
+
+# %% ../nbs/90_report.ipynb
+_CACHE_PARTS = ("requests", "train", "retrieval")
+
+def prune_stale(exp_out: Path, run_id: str, started: float) -> list[str]:
+    """Remove what the run `run_id` (started at epoch `started`) no longer produces in an experiment folder; the
+    removed files, relative to it."""
+    gone = []
+    for used_f in sorted(exp_out.rglob(f".used-{run_id}.jsonl")):
+        root = used_f.parent
+        used = {root / name for line in used_f.read_text(encoding="utf-8").splitlines() if line.strip()
+                for name in json.loads(line)}
+        stage = lambda f: f.stem.rsplit("-", 1)[0]            # '<stage name>-<key>': the same stage, another key
+        for part in _CACHE_PARTS:
+            names = {stage(f) for f in used if f.parent == root / part}
+            for f in sorted((root / part).glob("*")):
+                if f.is_file() and f not in used and f.suffix in (".json", ".jsonl") and stage(f) in names:
+                    gone.append(f)
+        used_f.unlink()
+    old = lambda f: f.stat().st_mtime < started
+    gone += [f for f in sorted(exp_out.rglob("outputs_*.jsonl")) if "stages" not in f.parts and old(f)]
+    gone += [f for f in sorted(exp_out.glob("*")) if f.is_file() and f.suffix in (".csv", ".png", ".md")
+             and f.name != "README.md" and old(f)]
+    for f in gone: f.unlink()
+    return [str(f.relative_to(exp_out)) for f in gone]
+
+# %% ../nbs/90_report.ipynb
 class ExperimentBusy(RuntimeError):
     "Another `reproduce` is running this experiment into the same folder."
 
@@ -387,6 +438,7 @@ def _run_experiment(name: str, profile: str, params: dict | None, out: Path, roo
     log(f"{step} {name} ({profile}) -> {exp_out}")
     state = code_state(root, out)                  # the code this experiment runs (a long run may span commits)
     started, t0 = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), time.perf_counter()
+    epoch, run_id = time.time(), os.environ.get("TOOLPAPER_RUN_ID", "")
     tmp_nb = exp_out / f".{name}.tmp.ipynb"
     status, error = "ok", None
     try:
@@ -397,6 +449,10 @@ def _run_experiment(name: str, profile: str, params: dict | None, out: Path, roo
     finally:
         bad = _keep_notebook(tmp_nb, exp_out / f"{name}.ipynb")
         if bad: status, error = "failed", "; ".join(x for x in (error, bad) if x)
+        holder = next((d for d in [out.resolve(), *out.resolve().parents] if (d / "settings.ini").exists()), None)
+        _relativize_page(exp_out, [str(root.resolve()), str(holder) if holder else None])
+    pruned = prune_stale(exp_out, run_id, epoch) if status == "ok" and run_id else []
+    if pruned: log(f"    removed {len(pruned)} output(s) this run no longer makes: {', '.join(pruned[:8])}")
     stages_p = exp_out / "work" / "stages" / "summary.json"
     return {
         "notebook": f"nbs/experiments/{exp.notebook}",
@@ -470,7 +526,8 @@ def reproduce(
     for k, name in enumerate(names, 1):
         try:
             # the notebooks' kernels read the generation settings from the environment
-            with experiment_lock(out / name), _environ(gen.environ()):
+            run_env = {**gen.environ(), "TOOLPAPER_RUN_ID": uuid.uuid4().hex[:12]}
+            with experiment_lock(out / name), _environ(run_env):
                 runs[name] = _run_experiment(
                     name, profile, params, out, root, progress, log, f"[{k}/{len(names)}]"
                 )

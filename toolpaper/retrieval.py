@@ -13,16 +13,18 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 from .config import Profiled
-from .io import atomic_write_bytes, cache_root
+from . import stages
+from .io import atomic_write_bytes, atomic_write_text, cache_root, fingerprint
 from .schema import Instance, Tool
-from .stages import staged
+from .stages import StageCache, _read_log, staged
 
 # %% auto 0
 __all__ = ['STOPWORDS', 'TOKENIZERS', 'DPR_VERSION', 'tool_text', 'tokenize_authors', 'tokenize_words', 'rank_scores',
            'BM25Index', 'check_queries', 'Retriever', 'BM25Retriever', 'dense_text', 'DenseRetriever',
            'retrieval_metrics', 'gold_sets', 'evaluate_retriever', 'DPRConfig', 'finetune_dpr', 'CandidateList',
            'candidate_lists', 'RetrievalExpConfig', 'dpr_key', 'train_dpr_retriever', 'compare_retrievers',
-           'query_values', 'run_retrieval_experiment', 'summary_table', 'kind_table', 'plot_topk']
+           'query_values', 'CachedRetriever', 'dense_retriever', 'dpr_retriever', 'run_retrieval_experiment',
+           'summary_table', 'kind_table', 'plot_topk']
 
 # %% ../nbs/07_retrieval.ipynb
 def tool_text(t: Tool, with_name: bool = False, params: str = "required") -> str:
@@ -426,17 +428,74 @@ def query_values(ret: Retriever, instances: list[Instance], k: int = 5) -> list[
     return out
 
 # %% ../nbs/07_retrieval.ipynb
+class CachedRetriever:
+    """A retriever whose rankings are a stage: `search(queries, k)` answers from `stages/retrieval/<name>-<key>.json`
+    and builds the real retriever (`factory()`) only for queries it has not ranked to depth `k`."""
+    def __init__(self, cache: StageCache, name: str, key: str, factory: Callable, tools):
+        self.name, self.key, self.factory, self.tools, self.inner = name, key, factory, list(tools), None
+        slug = "".join(ch if ch.isalnum() else "_" for ch in name).strip("_")
+        self.path, self.commit = cache.root / "retrieval" / f"{slug}-{key}.json", cache.commit
+        cache.used.add(self.path)
+        old = (_read_log(self.path) or {}) if not cache.settings.fresh else {}     # unreadable: ranked again
+        self.ranked: dict = old.get("ranked", {})
+        self.hits, self.new, self.hit_commits = 0, 0, ({old["commit"]} if old.get("commit") else set())
+        cache.retrievers.append(self)
+
+    def search(self, queries, k: int = 10):
+        keys = [f"{k}\t{q}" for q in check_queries(queries)]
+        miss = list(dict.fromkeys(x for x in keys if x not in self.ranked))
+        if miss:
+            if self.inner is None: self.inner = self.factory()
+            for x, row in zip(miss, self.inner.search([x.split("\t", 1)[1] for x in miss], k)):
+                self.ranked[x] = [int(i) for i in row]
+            atomic_write_text(self.path, json.dumps({"commit": self.commit, "ranked": self.ranked}) + "\n")
+        self.new += len(miss); self.hits += len(keys) - len(miss)
+        return np.array([self.ranked[x] for x in keys], dtype=int).reshape(len(keys), -1)
+
+# %% ../nbs/07_retrieval.ipynb
+def dense_retriever(tools, model: str = "all-minilm-l6-v2", name: str = "dense (all-MiniLM-L6-v2)"):
+    "A fitted pretrained-encoder `DenseRetriever`; inside a stage cache, its rankings are cached (`CachedRetriever`)."
+    from toolpaper.models import load_embedder
+    build = lambda: DenseRetriever(load_embedder(model, device="cpu"), name=name).fit(list(tools))
+    c = stages.current()
+    if c is None: return build()
+    return CachedRetriever(c, name, fingerprint("dense", model, [dense_text(t) for t in tools]), build, tools)
+
+# %% ../nbs/07_retrieval.ipynb
+def dpr_retriever(tools, train, cfg, base: str = "all-minilm-l6-v2", name: str | None = None):
+    """`toolpaper.retrieval.train_dpr_retriever` as a stage: (retriever, loss history); inside a stage cache the
+    history is a training log and the rankings are cached, so a rerun loads no encoder and trains nothing."""
+    c = stages.current()
+    if c is None: return train_dpr_retriever(tools, train, cfg, name=name, base=base)
+    key, label = dpr_key(tools, train, cfg, base), name or f"DPR ({cfg.loss})"
+    log_p, built = c.root / "train" / f"dpr_{cfg.loss}-{key}.json", {}
+    c.used.add(log_p)
+
+    def build():
+        if "r" not in built:
+            built["r"], hist = train_dpr_retriever(tools, train, cfg, name=name, base=base)
+            atomic_write_text(log_p, json.dumps({"history": hist, "stage_key": key, "commit": c.commit}) + "\n")
+        return built["r"]
+
+    reused = not c.settings.fresh and _read_log(log_p) is not None
+    if not reused: build()
+    log = _read_log(log_p, warn=False)
+    if log is None: raise RuntimeError(f"{log_p}: the DPR stage finished without writing its log")
+    c.trained.append({"stage": f"train {label}", "key": key, "status": "reused" if reused else "computed",
+                      "precision": "fp32", "commit": log.get("commit", "not recorded")})   # sentence-transformers fit
+    return CachedRetriever(c, label, key, build, tools), log["history"]
+
+# %% ../nbs/07_retrieval.ipynb
 @staged
 def run_retrieval_experiment(tools: list[Tool], train: list[Instance], splits: dict[str, list[Instance]],
                              cfg: RetrievalExpConfig, work_dir) -> tuple[pd.DataFrame, dict]:
     """Seal-Tools Figure 10: BM25 (three tokenisations), the pretrained encoder and DPR fine-tuned with both losses on
     `train`, evaluated on every split; (long table, {loss: DPR loss history}). The dense rankings and DPR runs are
     cached stages under `work_dir` (`toolpaper.stages`); each retriever's per-query scores go to its `scored.json`."""
-    from toolpaper import stages
     bm25 = [BM25Retriever("authors"), BM25Retriever("words"), BM25Retriever("words", with_name=True)]
-    rets, hists = [b.fit(tools) for b in bm25] + [stages.dense_retriever(tools)], {}
+    rets, hists = [b.fit(tools) for b in bm25] + [dense_retriever(tools)], {}
     for loss in ("contrastive", "multi_positive"):
-        r, hists[loss] = stages.dpr_retriever(tools, train, cfg.dpr_config(loss))
+        r, hists[loss] = dpr_retriever(tools, train, cfg.dpr_config(loss))
         rets.append(r)
     from toolpaper.claims import save_scored
     for r in rets:                                  # per-query scores, for the claims ledger's paired intervals

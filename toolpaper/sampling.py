@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_sampling.ipynb 3
 from __future__ import annotations
-import functools, hashlib, json, random
+import hashlib, json, random
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import ClassVar, NamedTuple, Sequence
@@ -13,12 +13,15 @@ import pandas as pd
 from .config import Profiled
 from .schema import DecisionSample, Tool
 from .stats import stratified_subset
+# the DEER chain renderers live with the DEER formats in toolpaper.data; re-exported here
+from .data import ChainPhrases as ChainPhrases, TOOLPAPER_PHRASES as TOOLPAPER_PHRASES
+from .data import chain_phrases as chain_phrases, released_phrases as released_phrases
+from .data import render_chain as render_chain, render_pool as render_pool
 
 # %% auto 0
-__all__ = ['STRATEGIES', 'MIXTURE', 'TOOLPAPER_PHRASES', 'seeded_subset', 'ToolClusters', 'embed_tools', 'cluster_tools',
-           'sample_pool', 'tool_split', 'DecisionData', 'build_decision_data', 'render_pool', 'ChainPhrases',
-           'released_phrases', 'chain_phrases', 'render_chain', 'to_messages', 'to_released_format',
-           'SamplingExpConfig', 'save_decision_data', 'plot_pools', 'decision_table']
+__all__ = ['STRATEGIES', 'MIXTURE', 'seeded_subset', 'ToolClusters', 'embed_tools', 'cluster_tools', 'sample_pool', 'tool_split',
+           'DecisionData', 'build_decision_data', 'to_messages', 'to_released_format', 'SamplingExpConfig',
+           'save_decision_data', 'plot_pools', 'decision_table']
 
 # %% ../nbs/08_sampling.ipynb
 def seeded_subset(items: Sequence, n: int | None, seed: int = 0) -> list:
@@ -274,86 +277,6 @@ def build_decision_data(
         "strategy_counts": dict(Counter(s.strategy for s in train + valid + test if s.strategy is not None)),
     }
     return DecisionData(train, valid, test, heldout, info)
-
-# %% ../nbs/08_sampling.ipynb
-def render_pool(tools: Sequence[Tool]) -> str:
-    "The candidate pool as the released chains list it after `#SearchAPI#`."
-    names = [t.name for t in tools]
-    lines = [
-        repr({"api_name": t.name, "description": t.description, "api_function": t.signature or f"{t.name}()"})
-        for t in tools
-    ]
-    return (
-        f"The API Pool including: {names!r}, and the introduction and usage of each API is as follows: \n"
-        + "\n".join(lines)
-    )
-
-# %% ../nbs/08_sampling.ipynb
-@dataclass(frozen=True)
-class ChainPhrases:
-    "The wording of a DEER chain around its markers."
-    nosearch: str      # the whole NoSearch chain
-    search: str        # from '#Begin#' up to '#SearchAPI#'
-    nocall: str        # between '#NoCallAPI#' and '#End#'
-    call_end: str      # after the call: ' #APIResponse#' ... '#End#'
-
-    @classmethod
-    def from_chains(cls, chains: Sequence[str]) -> "ChainPhrases":
-        "The phrases of released chains (one of each branch is enough; all released chains share them)."
-        first = lambda f, what: next((c for c in chains if c and f(c)), None) or _no(what)
-        ns, nc, call = (
-            first(lambda c: "#SearchAPI#" not in c, "NoSearch"),
-            first(lambda c: "#NoCallAPI#" in c, "NoCall"),
-            first(lambda c: "#CallAPI#" in c, "Call"),
-        )
-        return cls(
-            nosearch=ns,
-            search=nc.split("#SearchAPI#", 1)[0],
-            nocall=nc.split("#NoCallAPI#", 1)[1].split("#End#", 1)[0],
-            call_end=" #APIResponse#" + call.split("#APIResponse#", 1)[1],
-        )
-
-# %% ../nbs/08_sampling.ipynb
-def _no(what): raise ValueError(f"no released {what} chain to read the phrases from")
-
-# %% ../nbs/08_sampling.ipynb
-TOOLPAPER_PHRASES = ChainPhrases(
-    "#Begin# I can answer this from my own knowledge; no tool is needed. #End#",
-    "#Begin# A tool may help here, so I check the API pool. ",
-    " None of these tools fits the request, so I answer it myself. ",
-    " #APIResponse#  #End#",
-)
-
-def released_phrases(root: str | None = None) -> ChainPhrases:
-    """The released chains' phrases, from `tooldeer:valid` in the data folder in use (or the packaged sample when that
-    folder lacks it)."""
-    from toolpaper.data import data_dir
-    # cached per resolved folder: a changed TOOLPAPER_DATA_DIR is read afresh
-    return _phrases_in(str(data_dir(root).resolve()))
-
-# %% ../nbs/08_sampling.ipynb
-@functools.lru_cache(maxsize=16)
-def _phrases_in(folder: str) -> ChainPhrases:
-    from toolpaper.data import DataMissingError, load
-    try: samples = load("tooldeer:valid", folder)
-    except DataMissingError: samples = load("tooldeer:valid", "sample")
-    return ChainPhrases.from_chains([s.chain for s in samples])
-
-# %% ../nbs/08_sampling.ipynb
-def chain_phrases(style: str = "released", root=None) -> ChainPhrases:
-    "The released chains' phrases (`style='released'`, read from the data folder `root`) or the project's own."
-    if style not in ("released", "toolpaper"): raise ValueError(f"style {style!r}: expected 'released' or 'toolpaper'")
-    return released_phrases(root) if style == "released" else TOOLPAPER_PHRASES
-
-# %% ../nbs/08_sampling.ipynb
-def render_chain(s: DecisionSample, style: str = "released", root=None) -> str:
-    """The gold chain of a sample in DEER's marker format, with the released phrases of the data folder `root` (or the
-    project's own, `style='toolpaper'`)."""
-    ph = chain_phrases(style, root)
-    if s.branch == "NoSearch": return ph.nosearch
-    head = f"{ph.search}#SearchAPI# {render_pool(s.candidates)}"
-    if s.branch == "NoCall": return head + " #NoCallAPI#" + ph.nocall + "#End#"
-    return head + f" #CallAPI# {s.gold_call_text}" + ph.call_end
 
 # %% ../nbs/08_sampling.ipynb
 def to_messages(s: DecisionSample, system: str | None = None) -> list[dict]:

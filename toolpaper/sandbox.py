@@ -265,7 +265,8 @@ _SIGNALS = {
 
 class PythonSandbox:
     """Run Python programs in a fresh, limited child process (the kernel's boundary where Linux offers it, resource
-    limits, audit hooks); `stats` counts runs by status, `contained` is the containment the last run had.
+    limits, audit hooks); `stats` counts runs by status, `contained` is the containment the last run had
+    (`describe_containment` says it in words).
     `kernel=False` leaves out the kernel's boundary (hooks and limits only: to compare, never for untrusted code)."""
     def __init__(self, limits: SandboxLimits = SandboxLimits(), python: str | None = None, kernel: bool = True):
         self.limits, self.python, self.kernel = limits, python or sys.executable, kernel
@@ -340,7 +341,6 @@ class PythonSandbox:
             "runs": n,
             **{k: self.stats[k] for k in ("ok", "error", "blocked", "timeout", "memory", "output_limit", "killed")},
             "mean_s": round(self.seconds / n, 3) if n else None,
-            "contained": describe_containment(self.contained) if self.contained else None,
         }
 
 # %% ../nbs/22_sandbox.ipynb

@@ -14,9 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 __all__ = ['REF_RE', 'MALFORMED', 'Branch', 'BRANCHES', 'Role', 'PARAM_TYPES', 'TYPE_ALIASES', 'TYPE_LEVELS', 'STRUCT_TYPES',
            'TYPE_NAMES', 'JSON_TYPES', 'Record', 'Param', 'ResponseField', 'description_examples', 'Call',
            'ToolExample', 'Tool', 'Ref', 'RefError', 'find_refs', 'producers', 'check_refs', 'dependencies',
-           'topo_order', 'substitute', 'Instance', 'split_call_args', 'parse_call_expr', 'DecisionSample',
-           'planner_decision', 'Turn', 'Trajectory', 'check_turn_order', 'canonical_type', 'known_type', 'as_number',
-           'fits_type', 'tool_schema']
+           'topo_order', 'substitute', 'Instance', 'seal_gold_answer', 'split_call_args', 'parse_call_expr',
+           'DecisionSample', 'planner_decision', 'Turn', 'Trajectory', 'check_turn_order', 'canonical_type',
+           'known_type', 'as_number', 'fits_type', 'tool_schema']
 
 # %% ../nbs/00_schema.ipynb
 class Record(BaseModel):
@@ -265,6 +265,11 @@ class Instance(Record):
     def subsets(self) -> list[str]: return [self.kind] + (["nested"] if self.nested else [])
     @property
     def tools(self) -> list[str]: return [c.api for c in self.calls]
+
+# %% ../nbs/00_schema.ipynb
+def seal_gold_answer(inst: Instance) -> str:
+    "The gold answer in the released layout (the Python repr of the call list)."
+    return repr([{"api": c.api, "parameters": c.arguments, "responses": c.responses} for c in inst.calls])
 
 # %% ../nbs/00_schema.ipynb
 # What reading malformed text (JSON or Python literals) can raise, and all that the readers here catch: a bad literal or

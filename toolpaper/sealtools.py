@@ -287,14 +287,13 @@ def make_retrievers(tools: list[Tool], dpr_train: list[Instance], cfg: SealExpCo
     """{'bm25': ..., 'dense': ...} fitted on `tools` (only those named in `only`); 'dense' is DPR trained on `dpr_train`
     (`cfg.dpr`, the experiment's seed) when `cfg.dpr.epochs` > 0, else the pretrained encoder (its tool embeddings
     cached on disk, keyed by encoder and tools); inside an experiment's stage cache the dense rankings are a cached
-    stage (`toolpaper.stages.dense_retriever`, `dpr_retriever`)."""
-    from toolpaper import stages
-    from toolpaper.retrieval import BM25Retriever
+    stage (`toolpaper.retrieval.dense_retriever`, `dpr_retriever`)."""
+    from toolpaper.retrieval import BM25Retriever, dense_retriever, dpr_retriever
     out = {"bm25": BM25Retriever("words", with_name=True).fit(tools)} if "bm25" in only else {}
     if "dense" not in only: return out
     if cfg.dpr.epochs > 0:
-        out["dense"], _ = stages.dpr_retriever(tools, dpr_train, replace(cfg.dpr, seed=cfg.seed), base=cfg.dense_model)
-    else: out["dense"] = stages.dense_retriever(tools, cfg.dense_model, name=f"dense ({cfg.dense_model})")
+        out["dense"], _ = dpr_retriever(tools, dpr_train, replace(cfg.dpr, seed=cfg.seed), base=cfg.dense_model)
+    else: out["dense"] = dense_retriever(tools, cfg.dense_model, name=f"dense ({cfg.dense_model})")
     return out
 
 # %% ../nbs/14_sealtools.ipynb

@@ -4,37 +4,19 @@
 
 # %% ../nbs/12_stages.ipynb 3
 from __future__ import annotations
-import contextvars, functools, hashlib, inspect, json, os, random, subprocess, warnings
-from dataclasses import asdict, dataclass, is_dataclass
+import contextvars, functools, inspect, json, os, random, subprocess, warnings
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
-from .io import atomic_write_text, jsonl_records
+from .io import append_jsonl, atomic_write_text, fingerprint, jsonl_records
 
 # %% auto 0
-__all__ = ['STAGE_VERSION', 'GENERATION_VERSION', 'fingerprint', 'git_commit', 'GenSettings', 'weights_bytes',
-           'checkpoint_minutes', 'StageCache', 'current', 'finetune', 'client', 'release', 'tuned_client', 'staged',
-           'CachedRetriever', 'dense_retriever', 'dpr_retriever', 'verify']
+__all__ = ['STAGE_VERSION', 'GENERATION_VERSION', 'git_commit', 'GenSettings', 'weights_bytes', 'checkpoint_minutes',
+           'StageCache', 'current', 'finetune', 'client', 'release', 'tuned_client', 'staged', 'verify']
 
 # %% ../nbs/12_stages.ipynb
 STAGE_VERSION = 1          # training stages: bump when toolpaper.train changes what a run learns
 GENERATION_VERSION = 1     # generation stages: bump when an engine change alters what a model answers
-
-# %% ../nbs/12_stages.ipynb
-def _plain(x: Any) -> Any:
-    if is_dataclass(x) and not isinstance(x, type): return _plain(asdict(x))
-    if hasattr(x, "model_dump"): return _plain(x.model_dump(mode="json"))
-    if isinstance(x, dict): return {str(k): _plain(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)): return [_plain(v) for v in x]
-    if isinstance(x, (set, frozenset)): return sorted(json.dumps(_plain(v), sort_keys=True) for v in x)
-    if isinstance(x, Path): return str(x)
-    if isinstance(x, (str, int, float, bool)) or x is None: return x
-    return repr(x)
-
-# %% ../nbs/12_stages.ipynb
-def fingerprint(*parts) -> str:
-    "A stable 16-hex-digit hash of plain data (dataclasses, pydantic records, containers, paths)."
-    blob = json.dumps(_plain(parts), sort_keys=True, ensure_ascii=False, allow_nan=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 # %% ../nbs/12_stages.ipynb
 def git_commit(root: str | os.PathLike | None = None) -> str:
@@ -149,6 +131,7 @@ class StageCache:
         self.clients: dict[str, Any] = {}
         self.retrievers: list = []
         self.scored: dict = {}         # condition -> per-item scores of this run (toolpaper.claims.save_scored)
+        self.used: set[Path] = set()   # the cache files this run read or wrote (the rest is stale: `reproduce` prunes)
 
     def __enter__(self):
         self._token = _CURRENT.set(self)
@@ -157,6 +140,9 @@ class StageCache:
     def __exit__(self, *exc):
         _CURRENT.reset(self._token)
         self.save_summary()
+        run = os.environ.get("TOOLPAPER_RUN_ID")
+        if run and self.used:           # for `reproduce`: which cache files this run used (appended: caches nest)
+            append_jsonl(self.root / f".used-{run}.jsonl", [sorted(str(p.relative_to(self.root)) for p in self.used)])
 
     def ident(self, x) -> str | None:
         "A model or adapter as it enters keys: the stage key of a folder the cache trains, else the name itself."
@@ -180,6 +166,7 @@ class StageCache:
         key = fingerprint("finetune", STAGE_VERSION, self.ident(model), self.ident(adapter), examples, settings,
                           span_labels)
         log_p = self.root / "train" / f"{out.name}-{key}.json"
+        self.used.add(log_p)
 
         def build():
             if _stage_key(out) == key and _read_log(log_p, warn=False) is not None and not self.settings.fresh: return
@@ -193,6 +180,7 @@ class StageCache:
                             checkpoint_minutes=checkpoint_minutes())
             pending.unlink(missing_ok=True)
             info.update(storage_bytes=weights_bytes(out), stage_key=key, commit=self.commit)
+            info["config"] = {**info.get("config", {}), "output_dir": os.path.relpath(out, log_p.parent)}
             atomic_write_text(out / "stage.json", json.dumps({"key": key}) + "\n")
             atomic_write_text(log_p, json.dumps(info, indent=1, sort_keys=True, default=str) + "\n")
 
@@ -223,12 +211,15 @@ class StageCache:
             if st.base_url: return OpenAIClient(name, base_url=st.base_url, api=st.api)
             for dep in (model, adapter): self.materialize(dep)
             return LocalClient(model, adapter=str(adapter) if adapter else None, batch_size=batch_size,
-                               engine=st.engine, precision=st.precision, grammar=grammar)
+                               engine=st.engine, precision=st.precision, grammar=grammar, name=name)
 
-        rel = lambda x: None if x is None else os.path.relpath(x, self.root) if Path(str(x)).exists() else str(x)
+        # folders are named relative to the stages folder (a committed cache names no machine's paths)
+        rel = lambda x: None if x is None else os.path.relpath(x, self.root) if Path(str(x)).is_absolute() or \
+            Path(str(x)).exists() else str(x)
         source = {"model": rel(model), "adapter": rel(adapter), "backend": st.backend(),
                   "model_key": self.ident(model), "adapter_key": self.ident(adapter)}
         path = self.root / "requests" / f"{Path(str(name)).name}-{fingerprint(ident)}.jsonl"
+        self.used.add(path)
         c = RecordReplay(LazyClient(make, ident), path, "record", model=ident, fresh=st.fresh,
                          extra={"commit": self.commit, "source": source}, grammar=grammar)
         self.clients[ident] = c
@@ -307,66 +298,6 @@ def staged(fn):
         if current() is not None: return fn(*args, **kw)
         with StageCache(sig.bind(*args, **kw).arguments["work_dir"]): return fn(*args, **kw)
     return run
-
-# %% ../nbs/12_stages.ipynb
-class CachedRetriever:
-    """A retriever whose rankings are a stage: `search(queries, k)` answers from `stages/retrieval/<name>-<key>.json`
-    and builds the real retriever (`factory()`) only for queries it has not ranked to depth `k`."""
-    def __init__(self, cache: StageCache, name: str, key: str, factory: Callable, tools):
-        self.name, self.key, self.factory, self.tools, self.inner = name, key, factory, list(tools), None
-        slug = "".join(ch if ch.isalnum() else "_" for ch in name).strip("_")
-        self.path, self.commit = cache.root / "retrieval" / f"{slug}-{key}.json", cache.commit
-        old = (_read_log(self.path) or {}) if not cache.settings.fresh else {}     # unreadable: ranked again
-        self.ranked: dict = old.get("ranked", {})
-        self.hits, self.new, self.hit_commits = 0, 0, ({old["commit"]} if old.get("commit") else set())
-        cache.retrievers.append(self)
-
-    def search(self, queries, k: int = 10):
-        import numpy as np
-        from toolpaper.retrieval import check_queries
-        keys = [f"{k}\t{q}" for q in check_queries(queries)]
-        miss = list(dict.fromkeys(x for x in keys if x not in self.ranked))
-        if miss:
-            if self.inner is None: self.inner = self.factory()
-            for x, row in zip(miss, self.inner.search([x.split("\t", 1)[1] for x in miss], k)):
-                self.ranked[x] = [int(i) for i in row]
-            atomic_write_text(self.path, json.dumps({"commit": self.commit, "ranked": self.ranked}) + "\n")
-        self.new += len(miss); self.hits += len(keys) - len(miss)
-        return np.array([self.ranked[x] for x in keys], dtype=int).reshape(len(keys), -1)
-
-# %% ../nbs/12_stages.ipynb
-def dense_retriever(tools, model: str = "all-minilm-l6-v2", name: str = "dense (all-MiniLM-L6-v2)"):
-    "A fitted pretrained-encoder `DenseRetriever`; inside a stage cache, its rankings are cached (`CachedRetriever`)."
-    from toolpaper.models import load_embedder
-    from toolpaper.retrieval import DenseRetriever, dense_text
-    build = lambda: DenseRetriever(load_embedder(model, device="cpu"), name=name).fit(list(tools))
-    c = current()
-    if c is None: return build()
-    return CachedRetriever(c, name, fingerprint("dense", model, [dense_text(t) for t in tools]), build, tools)
-
-# %% ../nbs/12_stages.ipynb
-def dpr_retriever(tools, train, cfg, base: str = "all-minilm-l6-v2", name: str | None = None):
-    """`toolpaper.retrieval.train_dpr_retriever` as a stage: (retriever, loss history); inside a stage cache the
-    history is a training log and the rankings are cached, so a rerun loads no encoder and trains nothing."""
-    from toolpaper.retrieval import dpr_key, train_dpr_retriever
-    c = current()
-    if c is None: return train_dpr_retriever(tools, train, cfg, name=name, base=base)
-    key, label = dpr_key(tools, train, cfg, base), name or f"DPR ({cfg.loss})"
-    log_p, built = c.root / "train" / f"dpr_{cfg.loss}-{key}.json", {}
-
-    def build():
-        if "r" not in built:
-            built["r"], hist = train_dpr_retriever(tools, train, cfg, name=name, base=base)
-            atomic_write_text(log_p, json.dumps({"history": hist, "stage_key": key, "commit": c.commit}) + "\n")
-        return built["r"]
-
-    reused = not c.settings.fresh and _read_log(log_p) is not None
-    if not reused: build()
-    log = _read_log(log_p, warn=False)
-    if log is None: raise RuntimeError(f"{log_p}: the DPR stage finished without writing its log")
-    c.trained.append({"stage": f"train {label}", "key": key, "status": "reused" if reused else "computed",
-                      "precision": "fp32", "commit": log.get("commit", "not recorded")})   # sentence-transformers fit
-    return CachedRetriever(c, label, key, build, tools), log["history"]
 
 # %% ../nbs/12_stages.ipynb
 def _verifiable(e: dict) -> str | None:

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from contextlib import contextmanager
 from .config import SFTConfig
+from .models import causal_lm
 from .prompts import PromptExample, render, UNSCORED
 
 # %% auto 0
@@ -130,7 +131,6 @@ class _Stop(Exception): "Raised by the hook in `lower_outputs` once it has the h
 def lower_outputs(model, feats, start: int) -> list[torch.Tensor]:
     """For each tokenised example (a dict with `input_ids`), the hidden states [tokens, hidden] entering decoder layer
     `start`: one no-gradient forward pass of the layers below it (stood-in layers run live), stopped there."""
-    from toolpaper.engine import causal_lm
     inner = causal_lm(model).model
     seen: dict = {}
 
@@ -168,7 +168,6 @@ class _Skip(torch.nn.Module):
 @contextmanager
 def top_layers_only(model, start: int):
     "Inside: decoder layers below `start` pass their input through (their outputs are given as `inputs_embeds`)."
-    from toolpaper.engine import causal_lm
     layers = causal_lm(model).model.layers
     saved = [layers[i] for i in range(start)]
     for i in range(start): layers[i] = _Skip(saved[i])
@@ -304,7 +303,6 @@ def finetune(model_name: str, examples: Sequence[PromptExample], cfg: SFTConfig,
     import contextlib, shutil, time
     from dataclasses import replace
     from transformers import set_seed
-    from toolpaper.engine import causal_lm
     from toolpaper.models import load_model
     if not cfg.output_dir: raise ValueError("SFTConfig.output_dir is empty: give the run a folder (for_run)")
     set_seed(cfg.seed)
@@ -349,7 +347,9 @@ def finetune(model_name: str, examples: Sequence[PromptExample], cfg: SFTConfig,
             "precision": "bf16" if trainer.args.bf16 else "fp32",
             "resumed_from_step": int(ckpt.name.split("-")[-1]) if ckpt else None}
     from toolpaper.io import atomic_write_text
-    atomic_write_text(Path(cfg.output_dir) / "toolpaper_train.json", json.dumps(info, indent=1, default=str))
+    # the log in the folder names the folder as "." (no machine's path); the returned record keeps the real one
+    on_disk = {**info, "config": {**info["config"], "output_dir": "."}}
+    atomic_write_text(Path(cfg.output_dir) / "toolpaper_train.json", json.dumps(on_disk, indent=1, default=str))
     return info
 
 # %% ../nbs/10_train.ipynb

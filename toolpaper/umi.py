@@ -466,7 +466,8 @@ def umi_cost_table(run: UmiRun) -> pd.DataFrame:
 
 # %% ../nbs/19_umi.ipynb
 def plot_umi_scaling(run: UmiRun):
-    "Figure 4 analogue: each step-level metric against the training-set size (compat; the last panel Plan ACC strict)."
+    """Figure 4 analogue: each step-level metric against the training-set size (compat; the last panel Plan ACC
+    strict), with the 95% interval of each point as an error bar."""
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 6, figsize=(17, 3))
     for i, (ax, c) in enumerate(zip(axes, UMI_COLS + ["plan_acc"])):
@@ -474,7 +475,10 @@ def plot_umi_scaling(run: UmiRun):
         for m in ("single", "alpha_umi", "alpha_umi_wo_reuse"):
             d = run.results[run.results.method == m].sort_values("train trajectories")
             if d.empty: continue
-            ax.plot(d["train trajectories"], d[key].fillna(0), marker="o", label=UMI_NAMES[m])
+            y = d[key].astype(float).fillna(0)
+            lo, hi = (d[f"{key} {e}"].astype(float) if f"{key} {e}" in d else y for e in ("lo", "hi"))
+            err = [(y - lo).clip(lower=0).fillna(0), (hi - y).clip(lower=0).fillna(0)]
+            ax.errorbar(d["train trajectories"], y, yerr=err, marker="o", capsize=3, label=UMI_NAMES[m])
         ax.set_title("plan_acc (strict)" if i == 5 else c); ax.set_xlabel("training trajectories")
     axes[0].legend(fontsize=7); fig.tight_layout()
     return fig
