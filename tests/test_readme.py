@@ -1,10 +1,17 @@
-"""The README's Python snippets run as written against the packaged sample (model names swapped for the tiny random
-Llama and sizes scaled to the sample, listed below), and every `-p` name it mentions is a notebook parameter."""
+"""The Python snippets of the README and the docs pages run as written against the packaged sample (model names swapped
+for the tiny random Llama and sizes scaled to the sample, listed below), every `-p` name they mention is a notebook
+parameter, and every relative link in them points at a file of the repository."""
 import os, re, subprocess, sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text()
+# the README, then the docs pages in the order their snippets build on each other (a later one may read what an
+# earlier one wrote, e.g. runs/deer)
+DOCS = ["getting_started", "scoring_and_benchmarking", "pipelines/retrieval_and_sampling", "training_and_engine",
+        "pipelines/data_generation", "pipelines/seal_tools_and_deer", "pipelines/alpha_umi", "clients", "reproducing",
+        "development", "README"]
+PAGES = [ROOT / "README.md"] + [ROOT / "docs" / f"{d}.md" for d in DOCS]
+README = "\n\n".join(p.read_text() for p in PAGES)
 BLOCKS = re.findall(r"```python\n(.*?)```", README, re.S)
 
 # The sample holds a few records of each file, and tests run on the tiny model: these are the only edits.
@@ -93,13 +100,14 @@ def test_readme_overview_is_the_index_notebook():
     """nbs/index.ipynb is the source of the overview: its markdown cells before the first code cell open README.md word
     for word."""
     import nbformat
+    readme = (ROOT / "README.md").read_text()
     nb = nbformat.read(ROOT / "nbs" / "index.ipynb", as_version=4)
     head = []
     for c in nb.cells:
         if c.cell_type != "markdown": break
         head.append(c.source)
     assert head, "nbs/index.ipynb starts with no overview"
-    assert README.startswith("\n\n".join(head)), (
+    assert readme.startswith("\n\n".join(head)), (
         "README.md's overview differs from nbs/index.ipynb: edit the notebook and copy it over"
     )
 
@@ -126,3 +134,23 @@ def test_readme_hand_made_prediction_files_score_as_described(tmp_path, released
                 n_boot=0)
     first = next(it for it in umi.items if it["id"] == "0:0")
     assert first["values"] == {"plan": 1.0, "hallu": 0.0, "act": 1.0, "arg": 1.0}
+
+
+def test_every_docs_page_is_linked_and_every_relative_link_resolves():
+    "The README links every docs page (through docs/README.md at least), and no relative link is broken."
+    index = (ROOT / "docs" / "README.md").read_text()
+    for p in (ROOT / "docs").rglob("*.md"):
+        if p.name != "README.md": assert str(p.relative_to(ROOT / "docs")) in index, f"docs/README.md omits {p}"
+    assert "docs/README.md" in (ROOT / "README.md").read_text() or "(docs/" in (ROOT / "README.md").read_text()
+    broken = []
+    for page in PAGES:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if re.match(r"[a-z]+://", target): continue
+            if not (page.parent / target).exists(): broken.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert not broken, broken
+
+
+def test_readme_stays_short_and_dateless():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.encode()) <= 25_000, len(text.encode())
+    assert not re.search(r"20\d\d-\d\d-\d\d", text), "the README states no dates: history belongs to git"
