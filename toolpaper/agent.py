@@ -12,6 +12,13 @@ from .config import SFTConfig
 from .schema import Tool, Trajectory, Turn, planner_decision
 from .tools import ToolEnv
 from .trajectories import backbone_messages, caller_messages, planner_messages, summarizer_messages
+from .metrics import values_equal
+from .parse import parse_caller
+from .prompts import check_style
+from .stages import finetune, tuned_client
+from toolpaper.trajectories import (
+    SPAN_LABELS, history_text, released_role_input, released_role_templates, role_examples
+)
 
 # %% auto 0
 __all__ = ['PLAN_STOPS', 'ROLES', 'METHODS', 'EXTRA_METHODS', 'UmiAgent', 'split_backbone', 'split_released_backbone',
@@ -30,13 +37,10 @@ class _Layout:
     """The prompt layout of an agent: toolpaper's chat prompts, or the authors' role-file inputs (learned from their
     released examples)."""
     def _setup_style(self, style: str, templates: dict | None, data_dir):
-        from toolpaper.prompts import check_style
         self.style = check_style(style)
-        from toolpaper.trajectories import released_role_templates
         self.templates = (templates or released_role_templates(data_dir)) if style == "released" else None
 
     def _prompt(self, role: str, tools, turns, thought: str = ""):
-        from toolpaper.trajectories import released_role_input
         if self.style == "released": return released_role_input(role, tools, turns, thought, self.templates)
         return {
             "planner": lambda: planner_messages(tools, turns),
@@ -138,7 +142,6 @@ class SingleAgent(_Layout):
         self._setup_style(style, templates, data_dir)
 
     def decide(self, tools, histories):
-        from toolpaper.trajectories import history_text
 
         outs = self.model.generate(
             [self._prompt("backbone", ts, h) for ts, h in zip(tools, histories)], max_tokens=self.max_new_tokens
@@ -153,7 +156,6 @@ class SingleAgent(_Layout):
 
     def answer(self, histories, tools=None):
         "The answer the model wrote after its 'Next: conclusion' (histories end with that planner turn)."
-        from toolpaper.trajectories import history_text
         return [self._pending.pop(history_text(h[:-1] if h and h[-1].role == "planner" else h), "") for h in histories]
 
 # %% ../nbs/18_agent.ipynb
@@ -168,7 +170,6 @@ class AgentRun:
 
 # %% ../nbs/18_agent.ipynb
 def _parse_action(text: str):
-    from toolpaper.parse import parse_caller
     name, raw, args = parse_caller(text or "", "strict")
     return (name or "").strip(), (raw or ""), args
 
@@ -239,7 +240,6 @@ def static_predictions(agent, trajs: Sequence[Trajectory]) -> list[dict]:
 # %% ../nbs/18_agent.ipynb
 def gold_calls(traj: Trajectory) -> list[tuple[str, Any]]:
     "The calls of a trajectory that succeeded (a recovery's failed attempt is not a gold call)."
-    from toolpaper.parse import parse_caller
     out = []
     for i, u in enumerate(traj.turns):
         if u.role == "caller" and i + 1 < len(traj.turns) and not traj.turns[i + 1].content.startswith('{"error"'):
@@ -251,7 +251,6 @@ def gold_calls(traj: Trajectory) -> list[tuple[str, Any]]:
 def passed(run: AgentRun, gold: Trajectory) -> bool:
     """Did the run solve the task? Every gold call made with equal arguments and every value of the last gold
     observation in the answer; for a give-up trajectory, gave up without calling an unlisted tool."""
-    from toolpaper.metrics import values_equal
     if gold.turns[-1].role == "planner" and planner_decision(gold.turns[-1].content) == "give up":
         listed = {t.name for t in gold.tools}
         return run.status == "gave_up" and all(n in listed for n, _, _ in run.calls)
@@ -341,8 +340,6 @@ def train_methods(model: str, trajs: Sequence[Trajectory], out: str | Path, cfg:
     'alpha_umi_wo_reuse' (the paper's GLPFT without reuse) trains stage 2 on `stage2`, other instructions than stage
     1's `trajs`."""
     cfg = cfg if cfg is not None else GLPFTConfig()
-    from toolpaper.stages import finetune
-    from toolpaper.trajectories import SPAN_LABELS, role_examples
     bad = [m for m in methods if m not in METHODS + EXTRA_METHODS]
     if bad: raise ValueError(f"unknown method(s) {bad}; choose from {METHODS + EXTRA_METHODS}")
     if "alpha_umi_wo_reuse" in methods:
@@ -405,7 +402,6 @@ def make_agent(method: str, trained: dict, base: str, batch_size: int = 8, cache
                max_new_tokens: tuple[int, int, int] = (96, 96, 128), style: str = "toolpaper", data_dir=None):
     """The agent of a trained method: `SingleAgent` for 'single', `UmiAgent` (one generator per distinct model folder)
     otherwise."""
-    from toolpaper.stages import tuned_client
     cache = cache if cache is not None else {}
     cfgs = {r["folder"]: r.get("config", {}) for r in trained[method].get("runs", {}).values() if "folder" in r}
     def gen(folder):

@@ -9,6 +9,7 @@ from typing import Callable
 import pandas as pd
 from .metrics import score, seal_gold_answer
 from .schema import Call, DecisionSample, Instance, REF_RE, dependencies
+from .data import load
 
 # %% auto 0
 __all__ = ['SEAL_PERTURBATIONS', 'DEER_WHAT', 'seal_audit', 'score_released_echo', 'transcript', 'deer_audit']
@@ -149,7 +150,6 @@ def seal_audit(instances: list[Instance], names: list[str] | None = None) -> pd.
 # %% ../nbs/06_audit.ipynb
 def score_released_echo(root=None) -> pd.DataFrame:
     "compat and strict metrics of the released gold answers on each Seal-Tools split."
-    from toolpaper.data import load
     rows = []
     for split in ("dev", "test_in_domain", "test_out_domain"):
         gold = load(f"seal-tools:{split}", root)

@@ -11,6 +11,8 @@ from typing import Sequence
 import pandas as pd
 from .io import append_jsonl
 from .suites import get_suite
+from .io import atomic_write_text
+from .metrics import df_markdown, score
 
 # %% auto 0
 __all__ = ['BenchConfig', 'bench_items', 'unit_ids', 'BenchError', 'read_predictions', 'chunk_size', 'UsageLog', 'run_bench',
@@ -118,7 +120,6 @@ def _usage(client) -> dict:
 # %% ../nbs/20_bench.ipynb
 def _open_run(cfg: BenchConfig, client, out: Path) -> None:
     "Check (or write) the run folder's config.json: a folder holds one run's settings."
-    from toolpaper.io import atomic_write_text
     if out.exists() and not out.is_dir(): raise BenchError(f"--out {out} is a file; give a folder")
     if cfg.spec.check: cfg.spec.check(cfg)                     # fail before anything is written
     out.mkdir(parents=True, exist_ok=True)
@@ -139,7 +140,6 @@ def _resume(pred_p: Path, ids: list[list[str]]) -> list[bool]:
     """Which items are done: every prediction of the item is in the file. A cut last line, the predictions of a
     half-done item and repeats are dropped from the file; an id that is no item of the run is an error naming its
     line."""
-    from toolpaper.io import atomic_write_text
     want = {i for u in ids for i in u}
     recs, cut = read_predictions(pred_p)
     unknown = next((r["id"] for r in recs if r["id"] not in want), None)
@@ -184,7 +184,6 @@ class UsageLog:
         return {k: round(self.before.get(k, 0) + s.get(k, 0), 6) for k in set(s) | set(self.before)}
 
     def save(self) -> None:
-        from toolpaper.io import atomic_write_text
         rec = {"sessions": self.sessions + 1, "total": self.total(), "this_session": self.session()}
         atomic_write_text(self.path, json.dumps(rec, indent=1, sort_keys=True) + "\n")
 
@@ -192,7 +191,6 @@ class UsageLog:
 def run_bench(cfg: BenchConfig, client, out, progress: bool = False) -> dict:
     """Predict every item not yet in `out/predictions.jsonl` (a rerun resumes a crashed run), saving as it goes, then
     write `metrics.json` with bootstrap intervals and the leaderboard rows; returns the metrics record."""
-    from toolpaper.io import atomic_write_text
     from tqdm.auto import tqdm
     out = Path(out)
     _open_run(cfg, client, out)
@@ -217,14 +215,12 @@ def run_bench(cfg: BenchConfig, client, out, progress: bool = False) -> dict:
     atomic_write_text(out / "metrics.json", json.dumps(res, indent=1) + "\n")
     rows = bench_rows(res, str(out))
     atomic_write_text(out / "row.csv", rows.to_csv(index=False))
-    from toolpaper.metrics import df_markdown
     atomic_write_text(out / "row.md", df_markdown(rows) + "\n")
     return res
 
 # %% ../nbs/20_bench.ipynb
 def score_run(cfg: BenchConfig, items: list, recs: list[dict]) -> dict:
     "Metrics of both modes, with intervals, for the run's items."
-    from toolpaper.metrics import score
     res = {"run": cfg.identity(), "n_items": len(items), "n_predictions": len(recs), "modes": {}}
     for mode in ("compat", "strict"):
         r = score(cfg.suite, recs, items, mode, n_boot=cfg.n_boot, seed=cfg.seed)

@@ -11,6 +11,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from .io import atomic_write_text
+from .metrics import df_markdown
+from .stages import current
+from .suites import get_suite
 
 # %% auto 0
 __all__ = ['SCORED', 'VERDICTS', 'CLAIMS', 'BASE_CHECKS', 'save_scored', 'load_scored', 'pool', 'resample', 'contrast', 'verdict',
@@ -24,7 +27,6 @@ def save_scored(work, condition: str, suite: str, items) -> None:
     """Keep `condition`'s per-item scores in `work/scored.json`: `items` is a list (one mode, compat) or {mode: list};
     `suite` is a registered suite name, or 'values' for items carrying `values` to average. Inside an experiment (its
     stage cache is current for `work`) the file holds this run's conditions only, none left from an earlier run."""
-    from toolpaper.stages import current
     p, sc = Path(work) / SCORED, current()
     if sc is not None and sc.root.parent.resolve() == Path(work).resolve(): data = sc.scored
     else: data = json.loads(p.read_text()) if p.exists() else {}
@@ -69,7 +71,6 @@ def resample(suite: str, items: list[dict], metric: str, mode: str = "compat", n
             with warnings.catch_warnings():                  # an all-NaN draw: "mean of empty slice"
                 warnings.simplefilter("ignore", RuntimeWarning)
                 return np.nanmean(x[rng.integers(0, len(x), (n, len(x)))], 1)
-        from toolpaper.suites import get_suite
         got = get_suite(suite).boot(items, rng, n, mode)
         if metric not in got: raise KeyError(f"suite {suite!r} has no metric {metric!r}; it has {sorted(got)}")
         return np.asarray(got[metric], dtype=float)
@@ -349,7 +350,6 @@ def ledger_sources(reports, claims: list[Claim] | None = None) -> pd.DataFrame:
 def write_ledger(reports, claims: list[Claim] | None = None, n_boot: int = 2000, seed: int = 0,
                  scale: str = "", to=None) -> pd.DataFrame:
     "Write `CLAIMS.md` and `claims.csv` of the experiments under `reports` into `to` (default: `reports`); the ledger."
-    from toolpaper.metrics import df_markdown
     df = ledger(reports, claims, n_boot, seed)
     counts = df["verdict"].value_counts()
     lines = ["# Claims ledger", "",

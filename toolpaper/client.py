@@ -12,6 +12,10 @@ from pathlib import Path
 from typing import Any, Sequence, Union
 from .engine import cut_at_stop
 from .io import append_jsonl, jsonl_records
+from .engine import Request, context_length, make_engine
+from .grammar import schema_text
+from .models import load_model
+from .prompts import render
 
 # %% auto 0
 __all__ = ['Prompt', 'PROMPT_ORIGINS', 'Completion', 'Usage', 'LLMError', 'CacheMiss', 'Params', 'request_key', 'check_prompt',
@@ -159,7 +163,6 @@ class Client:
         if prefixes is not None and len(prefixes) != len(prompts):
             raise ValueError(f"{len(prefixes)} prefixes for {len(prompts)} prompts")
         from dataclasses import replace
-        from toolpaper.grammar import schema_text
         schemas = schema if isinstance(schema, list) else [schema] * len(prompts)
         if len(schemas) != len(prompts): raise ValueError(f"{len(schemas)} schemas for {len(prompts)} prompts")
         params = Params(int(max_tokens), tuple(stop or ()), bool(include_stop), float(temperature), draw=int(draw))
@@ -190,7 +193,6 @@ def render_prompt(tok, prompt: Prompt, prefix: str = "", name: str = "model") ->
     """The text a local model with tokenizer `tok` reads for `prompt`: the chat template for a conversation (with its
     tools), the text itself otherwise; then the prefix. `name` names the model in the error for a template without
     tools."""
-    from toolpaper.prompts import render
     if isinstance(prompt, dict):
         if "tools" not in (getattr(tok, "chat_template", None) or ""):
             raise ValueError(f"{name}: the chat template does not take tools; use a prompt without tools")
@@ -226,8 +228,6 @@ class LocalClient(Client):
         grammar: str | None = None,
     ):
         super().__init__()
-        from toolpaper.engine import context_length, make_engine
-        from toolpaper.models import load_model
         self.model_obj, self.tok = loaded if loaded is not None else load_model(model, adapter=adapter, device=device)
         kw = (
             {}
@@ -256,7 +256,6 @@ class LocalClient(Client):
         return prompt_ids(self.tok, prompt, prefix, self.model)
 
     def _complete(self, items, progress=False):
-        from toolpaper.engine import Request
         t0 = time.perf_counter()
         reqs = []
         for p, pre, par in items:

@@ -16,6 +16,16 @@ from .stats import stratified_subset
 from .prompts import DEER_STOPS, DEER_SYSTEM, deer_prompt
 from .suites import Options, Suite, option, register
 from .stages import staged
+from . import data as D, stages
+from .claims import save_scored
+from .io import atomic_write_text
+from toolpaper.metrics import (
+    bootstrap_ci, ci_pct, deer_boot, deer_scores, pct, retention_ci, retention_scores, rouge_pairs, with_ci
+)
+from .prompts import deer_round_two_prefix
+from toolpaper.sampling import (
+    build_decision_data, chain_phrases, cluster_tools, render_chain, render_pool, seeded_subset, tool_split
+)
 
 # %% auto 0
 __all__ = ['PAPER_TRAIN_MIX', 'PAPER_VALID_MIX', 'PAPER_DEER', 'TABLE1_COLS', 'TABLE3_SETS', 'TABLE4_COLS', 'ABLATION_AXES',
@@ -38,14 +48,11 @@ def stratified(
 # %% ../nbs/15_deer.ipynb
 def pool_text(s: DecisionSample) -> str:
     "The text round two appends after `#SearchAPI#` (the gold pool, in the released layout)."
-    from toolpaper.sampling import render_pool
     return " " + render_pool(s.candidates) + " "
 
 # %% ../nbs/15_deer.ipynb
 def gold_prefix(s: DecisionSample) -> str | None:
     "The released round-two prefix of a sample: its gold chain up to the branch marker, and '#'."
-    from toolpaper.prompts import deer_round_two_prefix
-    from toolpaper.sampling import chain_phrases, render_chain, render_pool
 
     if s.source == "labels":
         return f"{chain_phrases('released').search}#SearchAPI# {render_pool(s.candidates)} #" if s.candidates else None
@@ -114,7 +121,6 @@ def demonstrations(
 ) -> list[tuple[str, str]]:
     """`n` (query, chain) demonstrations cycling through the branches, seeded by `trial`; `compact` shortens their pools
     to the names."""
-    from toolpaper.sampling import render_chain
     rng = random.Random(f"demos:{trial}")
     by = {b: [s for s in pool if s.branch == b] for b in ("NoSearch", "NoCall", "Call")}
     order = [b for b in ("NoSearch", "NoCall", "Call") if by[b]]
@@ -277,7 +283,6 @@ _KEYS = ["p_nosearch", "p_search", "p_ds", "p_nocall", "p_call", "p_dc"]
 def _metric_row(outs, samples, model, evalset, mode, average: bool = False) -> dict:
     """One row of decision metrics in percent, each with its 95% bootstrap interval (`<metric> lo`, `<metric> hi`);
     `average` adds the mean of the defined metrics (`Average`) and its interval."""
-    from toolpaper.metrics import bootstrap_ci, ci_pct, deer_scores, pct
     s = deer_scores(outs, list(samples), mode)
     ci = bootstrap_ci("deer", s["items"], mode)
     row = {
@@ -304,7 +309,6 @@ def _valid_set(heldout_nosearch, released_valid, cfg: DeerExpConfig) -> list[Dec
 # %% ../nbs/15_deer.ipynb
 def _deer_datas(tools: list[Tool], released_valid: list, released_test: list, cfg: DeerExpConfig) -> dict:
     "Data stage: the decision data of every sampling variant ({variant: DecisionData}; the first is the main one)."
-    from toolpaper.sampling import build_decision_data, cluster_tools
     clusters = cluster_tools(tools, m=cfg.clusters, seed=cfg.seed)
     return {
         name: build_decision_data(
@@ -322,7 +326,6 @@ def _slug(name: str) -> str:
 # %% ../nbs/15_deer.ipynb
 def _save_deer_outputs(work: Path, name: str, evalset: str, samples, outs) -> None:
     "One model's outputs on one evaluation set, as JSON lines beside the stage cache."
-    from toolpaper.io import atomic_write_text
     atomic_write_text(
         work / f"outputs_{_slug(name)}_{evalset}.jsonl",
         "".join(json.dumps({"id": s.id, "branch": s.branch, "output": o}, ensure_ascii=False) + "\n"
@@ -334,8 +337,6 @@ def _deer_evaluate(gen, name: str, sets: dict, cfg: DeerExpConfig, work: Path, d
                    progress: bool = False, condition: str | None = None) -> list:
     """Generate-and-score stage: the two-round protocol on each evaluation set; metric rows of both modes (the per-item
     scores go to `scored.json` as `<condition>@<set>`, for the claims ledger; `condition` defaults to `name`)."""
-    from toolpaper.claims import save_scored
-    from toolpaper.metrics import deer_scores
     rows = []
     for ev, samples in sets.items():
         outs = deer_generate(
@@ -351,7 +352,6 @@ def _deer_evaluate(gen, name: str, sets: dict, cfg: DeerExpConfig, work: Path, d
 def _deer_base(dd, evals: dict, ret_q: list, cfg: DeerExpConfig, work: Path, progress: bool = False):
     """The base model's stages: its answers to the retention queries (the references of Table 4) and its few-shot
     rows; (metric rows, reference answers)."""
-    from toolpaper import stages
     base = stages.client(cfg.model, batch_size=cfg.gen_batch_size)
     convs = [[{"role": "user", "content": s.query}] for s in ret_q]
     refs = base.generate(convs, max_tokens=cfg.answer_tokens, progress=progress) if ret_q else []
@@ -376,13 +376,10 @@ def decision_only(text: str) -> bool:
 # %% ../nbs/15_deer.ipynb
 def _deer_retention(gen, name: str, ret_q: list, refs: list, cfg: DeerExpConfig, work: Path, progress: bool = False):
     "Table 4 stage: a fine-tuned model's answers to the retention queries against the base model's; its row."
-    from toolpaper.metrics import ci_pct, pct, retention_ci, retention_scores
     hyps = gen.generate([[{"role": "user", "content": s.query}] for s in ret_q], max_tokens=cfg.answer_tokens,
                         progress=progress)
     _save_deer_outputs(work, name, "retention", ret_q, hyps)
     r, rci = retention_scores(hyps, refs), retention_ci(hyps, refs, seed=cfg.seed)
-    from toolpaper.claims import save_scored
-    from toolpaper.metrics import rouge_pairs
     per = rouge_pairs(hyps, refs)
     save_scored(work, f"{name}@retention", "values",
                 [{"id": s.id, "values": {k: v[i] for k, v in per.items()}} for i, s in enumerate(ret_q)])
@@ -396,7 +393,6 @@ def _deer_variant_train(name: str, d, cfg: DeerExpConfig, work: Path, mix: dict 
                         ) -> tuple[dict, dict, Path]:
     """Train stage of one sampling variant (branch shares `mix`, default the experiment's): (training log, its
     training-set counts row, the adapter folder)."""
-    from toolpaper import stages
     train = stratified(d.train, cfg.train_n, mix or cfg.train_mix or PAPER_TRAIN_MIX, cfg.seed)
     c = Counter(s.branch for s in train)
     count = {
@@ -412,7 +408,6 @@ def _deer_variant_train(name: str, d, cfg: DeerExpConfig, work: Path, mix: dict 
 def _deer_control(name: str, dd, ret_q: list, refs: list, cfg: DeerExpConfig, work: Path, progress: bool = False):
     """Retention control stage: the main variant's data and recipe without NoSearch samples (the same number of
     samples, NoCall and Call in their shares); (training log, counts row, retention row)."""
-    from toolpaper import stages
     mix = {b: w for b, w in (cfg.train_mix or PAPER_TRAIN_MIX).items() if b != "NoSearch"}
     info, count, out = _deer_variant_train(name, dd, cfg, work, mix)
     gen = stages.client(cfg.model, out, cfg.gen_batch_size)
@@ -428,8 +423,6 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
     """Build the decision data of every sampling variant, fine-tune one LoRA model each and evaluate: valid and test
     (Figure 5), the baseline sets (Table 3), few-shot base-model rows (Tables 1, 3) and retention (Table 4), with the
     main recipe trained without NoSearch samples as retention's control (`retention_control`)."""
-    from toolpaper import stages
-    from toolpaper.io import atomic_write_text
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter(); timings = {}
     datas = _deer_datas(tools, released_valid, released_test, cfg)
@@ -470,7 +463,6 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
 def table1(run: DeerRun, mode: str = "compat") -> pd.DataFrame:
     """Decision-Search / Decision-Call on the valid set (seen tools), our rows (with 95% intervals) then the quoted
     paper rows."""
-    from toolpaper.metrics import with_ci
     d = run.decisions[(run.decisions["eval"] == "valid") & (run.decisions["mode"] == mode)]
     d = with_ci(d[["model", "mode", "n"] + [c for c in d.columns if c.split(" ")[0] in TABLE1_COLS]], TABLE1_COLS)
     q = pd.DataFrame(
@@ -485,7 +477,6 @@ def table1(run: DeerRun, mode: str = "compat") -> pd.DataFrame:
 def table3(run: DeerRun, mode: str = "compat") -> pd.DataFrame:
     """P_NoCall / P_Call / P_DC on unseen tools (test.json) and on the ToolBench / ToolCorpus sets, our rows then the
     quoted paper rows."""
-    from toolpaper.metrics import with_ci
     d = run.decisions[(run.decisions["mode"] == mode) & run.decisions["eval"].isin(TABLE3_SETS)]
     d = with_ci(d, ["P_NoCall", "P_Call", "P_DC"])
     cols = [f"{s} {m}" for s in TABLE3_SETS for m in ("P_NoCall", "P_Call", "P_DC")]
@@ -501,7 +492,6 @@ def table3(run: DeerRun, mode: str = "compat") -> pd.DataFrame:
 # %% ../nbs/15_deer.ipynb
 def table4(run: DeerRun) -> pd.DataFrame:
     "Retention rows (with 95% intervals over the answers), then the quoted paper rows."
-    from toolpaper.metrics import with_ci
 
     q = pd.DataFrame(
         [{"model": f"{k} [quoted]", "n": None, **dict(zip(TABLE4_COLS, v))} for k, v in PAPER_DEER["table4"].items()]
@@ -686,13 +676,11 @@ def _check_axis_values(grid: dict, full: dict) -> None:
 class _AblationData:
     "Data stage of the ablation: decision data per (seen-tool pool, candidates k, clusters), built once each."
     def __init__(self, tools, released_valid, released_test, cfg: DeerExpConfig):
-        from toolpaper.sampling import tool_split
         self.tools, self.valid, self.test, self.cfg = tools, released_valid, released_test, cfg
         self.seen, self.unseen, _ = tool_split(tools, released_test, seed=cfg.seed)
         self.cache: dict = {}
 
     def __call__(self, pool: int, k: int, m: int):
-        from toolpaper.sampling import build_decision_data, cluster_tools
         cfg = self.cfg
         if (pool, k, m) not in self.cache:
             seen = sorted(self.seen)
@@ -709,9 +697,6 @@ def _ablation_point(setting: dict, key: str, data: _AblationData, cfg: DeerExpCo
                     work: Path, progress: bool = False) -> dict:
     """Train and generate stages of one grid point (through the stage cache); its record, also stored in
     `points/<key>.json`."""
-    from toolpaper import stages
-    from toolpaper.io import atomic_write_text
-    from toolpaper.sampling import seeded_subset
     shares = cfg.train_mix or PAPER_TRAIN_MIX
     d = data(setting["pool"], setting["k"], setting["clusters"])
     search_mix = {b: v for b, v in shares.items() if b != "NoSearch"}
@@ -775,8 +760,6 @@ def run_deer_ablation(
 ) -> DeerAblation:
     """Train and score one LoRA model per grid point: each axis of `grid` moved from the star setting `cfg` while the
     others stay at the star; stored points are read back instead of retrained."""
-    from toolpaper import stages
-    from toolpaper.io import atomic_write_text
     _check_axes(grid)
     sc = stages.current()
     fresh = sc is not None and sc.settings.fresh
@@ -818,7 +801,6 @@ def run_deer_ablation(
 def ablation_table(abl: DeerAblation, figure: str, mode: str = "compat") -> pd.DataFrame:
     """The points of one paper figure ('6' or '8'): each metric and the average with its 95% interval, the training size
     and seconds."""
-    from toolpaper.metrics import with_ci
     axes = [a for a, (f, _, _) in ABLATION_AXES.items() if f == figure and a in abl.grid]
     d = abl.points[(abl.points["mode"] == mode) & abl.points["axis"].isin(axes)]
     d = with_ci(d, TABLE1_COLS + ["Average"])
@@ -885,13 +867,11 @@ class DeerPredictor:
 
 # %% ../nbs/15_deer.ipynb
 def _deer_load(split: str, data_dir=None, seed: int = 0) -> list:
-    from toolpaper import data as D
     return D.load(f"tooldeer:baselines/{split}" if split.startswith("tool_") else f"tooldeer:{split}", data_dir)
 
 # %% ../nbs/15_deer.ipynb
 def read_deer_gold(path) -> list[DecisionSample]:
     "Decision samples of a DEER gold file: a released chain file, or a baselines file (records with `api_label`)."
-    from toolpaper import data as D
     first = D.read_json_list(path)[0]
     if isinstance(first, dict) and "api_label" in first: return D.read_deer_baseline(path)
     return D.read_deer_chains(path, Path(path).stem)
@@ -909,12 +889,10 @@ def deer_quotes(split: str) -> dict:
 
 # %% ../nbs/15_deer.ipynb
 def _deer_scores(outputs, golds, mode):
-    from toolpaper.metrics import deer_scores
     return deer_scores(outputs, golds, mode)
 
 # %% ../nbs/15_deer.ipynb
 def _deer_boot(items, rng, n_boot, mode):
-    from toolpaper.metrics import deer_boot
     return deer_boot(items, rng, n_boot, mode)
 
 # %% ../nbs/15_deer.ipynb

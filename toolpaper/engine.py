@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from typing import Sequence
 import numpy as np
 from .models import causal_lm, context_length
+from .grammar import DEFAULT_GRAMMAR, Grammars
+from .precision import gen_precision
 
 # %% auto 0
 __all__ = ['SUPPORTED', 'engine_support', 'check_context', 'Request', 'Output', 'EngineStats', 'stop_index', 'cut_at_stop',
@@ -191,7 +193,6 @@ class Engine:
         import torch
         why = engine_support(model)
         if why: raise ValueError(f"the fast engine cannot run this model: {why}")
-        from toolpaper.precision import gen_precision
         precision = gen_precision(precision, next(model.parameters()).device.type)     # 'auto' resolved, by measurement
         # the int8 path quantises only the projections; embeddings, norms and attention run in fp32
         cast = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.float32}.get(precision)
@@ -218,14 +219,12 @@ class Engine:
         self.kv = None
         self.cancel = None          # a threading.Event: when set, generate stops between steps with a RuntimeError
         self.q8 = self._quantize() if precision == "int8" else None
-        from toolpaper.grammar import DEFAULT_GRAMMAR
         self.grammar, self._grammars = grammar or DEFAULT_GRAMMAR, None   # schema constraints: built when first asked
         self._torch = torch
 
     def grammars(self):
         "The schema matchers of this model's tokenizer and vocabulary (`toolpaper.grammar.Grammars`), built once."
         if self._grammars is None:
-            from toolpaper.grammar import Grammars
             self._grammars = Grammars(self.tok, self.lm.lm_head.out_features, self.eos, self.grammar)
         return self._grammars
 

@@ -12,6 +12,16 @@ import pandas as pd
 from .config import Profiled
 from .io import append_jsonl, jsonl_records
 from .schema import PARAM_TYPES, fits_type
+from .client import LLMError
+from .data import SealToolRaw, parse_signature, read_seal_instances, read_seal_tools, seal_tool
+from .io import atomic_write_text
+from .models import load_embedder
+from .parse import balanced_spans, load_literal
+from toolpaper.schema import (
+    Call, Instance, JSON_TYPES, REF_RE, RefError, Tool, canonical_type, check_refs, description_examples,
+    parse_call_expr
+)
+from .tools import ToolEnv, execute_calls
 
 # %% auto 0
 __all__ = ['PROMPT_VERSION', 'TOOL_EXAMPLE', 'TOOL_EXAMPLE_TOPIC', 'ANSWER_SCHEMAS', 'RELEASE_STR', 'RELEASE_INT',
@@ -80,7 +90,6 @@ def run_stage(
 # %% ../nbs/13_generate.ipynb
 def read_reply(text: str, kind: type = list) -> Any:
     "The first bracketed literal of type `kind` in `text`, or None."
-    from toolpaper.parse import balanced_spans, load_literal
     if not isinstance(text, str): return None
     for span in balanced_spans(text, "[{" if kind is object else ("[" if kind is list else "{")):
         try: v = load_literal(span); json.dumps(v)       # a Python literal may hold a set: not JSON, so not a reply
@@ -343,7 +352,6 @@ _REF_FITS = {"str": {"str", "int", "float"}, "int": {"int"}, "float": {"int", "f
 def _value(p: dict, refs: dict[str, str] | None = None) -> dict:
     """One parameter value: of the parameter's declared type (text of at most 120 characters), or one of `refs`
     (earlier calls' response ids -> their types) whose type the parameter takes (a nested call)."""
-    from toolpaper.schema import JSON_TYPES, canonical_type
     t = canonical_type(p.get("type")) or "str"
     v = {"type": JSON_TYPES.get(t, "string")}
     if v["type"] == "string": v["maxLength"] = 120
@@ -362,7 +370,6 @@ def _args(tool: dict, refs: dict[str, str] | None = None) -> dict:
 def request_literal(v: Any) -> str | None:
     """The text a request must hold word for word for call value `v`: its words, single-spaced; None for a boolean, a
     response id (`API_call_0`) or an empty text."""
-    from toolpaper.schema import REF_RE
     if isinstance(v, bool) or (isinstance(v, str) and REF_RE.fullmatch(v.strip())): return None
     return " ".join(str(v).split()) or None
 
@@ -472,8 +479,6 @@ def check_tool(
     """(normalised tool dict or None, problems, parameters without an example); a tool without parameters is refused
     only when `allow_no_params` is False."""
     from pydantic import ValidationError
-    from toolpaper.data import SealToolRaw
-    from toolpaper.schema import description_examples
     if not isinstance(d, dict): return None, ["not an object"], []
     t = {"api_name": d.get("api_name"), "api_description": d.get("api_description"), "field": f"{field}/{subfield}",
          "parameters": d.get("parameters"), "required": d.get("required", []), "responses": d.get("responses", {})}
@@ -494,8 +499,6 @@ def check_tool(
 # %% ../nbs/13_generate.ipynb
 def check_calls(calls: Sequence[dict], query: str, tools: dict[str, dict]) -> list[str]:
     "Problems of a generated call list (empty: valid)."
-    from toolpaper.schema import Call, RefError, check_refs
-    from toolpaper.schema import REF_RE
     probs, q = [], " ".join(str(query).split()).casefold()
     for i, c in enumerate(calls):
         t = tools.get(c.get("api"))
@@ -539,8 +542,6 @@ def required_from_flags(tools: Any) -> Any:
 def execution_env(tools: Sequence[dict], functions: dict[str, Callable] | None = None, seed: int = 0):
     """A `ToolEnv` simulating the generated Seal-Tools `tools` (dicts), with `functions` registered as the real
     implementations of the tools they name."""
-    from toolpaper.data import SealToolRaw, seal_tool
-    from toolpaper.tools import ToolEnv
     env = ToolEnv([seal_tool(SealToolRaw.model_validate(t)) for t in tools], seed=seed)
     for name, fn in (functions or {}).items():
         if name in env.tools: env.register(fn, tool=env.tools[name])
@@ -550,8 +551,6 @@ def execution_env(tools: Sequence[dict], functions: dict[str, Callable] | None =
 def execution_problems(env, calls: Sequence[dict]) -> list[str]:
     """The refusal met when running a generated call list (`api`, `parameters`, `responses` dicts) through `env`; empty
     when every call runs."""
-    from toolpaper.schema import Call
-    from toolpaper.tools import execute_calls
 
     ex = execute_calls(
         env,
@@ -641,7 +640,6 @@ def sensitive_values(tool: dict, key: str, seed: int = 0, rules: str = "release"
 def program_call(tool: dict, key: str, seed: int = 0, rules: str = "release") -> dict[str, Any]:
     """Arguments chosen by program: required parameters and, with probability 0.5, optional ones that have examples;
     rule values first, else an example."""
-    from toolpaper.schema import description_examples
     r = random.Random(f"{seed}|{key}|{tool['api_name']}")
     out = {}
     for name, p in tool["parameters"].items():
@@ -726,7 +724,6 @@ def _ask(client, stage: StageFile, jobs: list[tuple[str, list[dict], Any]], cfg,
     sampled prompts, see `Client.complete`); record text, parse result and provenance, or the failure. A failed
     request is tried again by the next run, up to `cfg.max_attempts` tries in all. Returns the stage's request counts:
     finished, retried (finished after a failed try), failed (its last try failed) and given up."""
-    from toolpaper.client import LLMError
 
     todo = list(
         {j[0]: j for j in jobs if j[0] not in stage and stage.attempts.get(j[0], 0) < cfg.max_attempts}.values()
@@ -810,7 +807,6 @@ def dedup_tools(
         if why: dropped[t["api_name"]] = why; continue
         names.append(t["api_name"]); kept.append(t)
     if by in ("embedding", "both") and len(kept) > 1 and threshold < 1:
-        from toolpaper.models import load_embedder
 
         emb = (embedder or load_embedder(device="cpu")).encode(
             [f"{t['api_name']}: {t['api_description']}" for t in kept], normalize_embeddings=True
@@ -828,7 +824,6 @@ def dedup_tools(
 
 # %% ../nbs/13_generate.ipynb
 def _with_examples(t: dict, examples: dict) -> dict:
-    from toolpaper.schema import description_examples
     t = json.loads(json.dumps(t))
     for k, p in t["parameters"].items():
         ex = examples.get(k) if isinstance(examples, dict) else None
@@ -898,7 +893,6 @@ class _Run:
         """Record what answers this pipeline's requests (`<pipeline>_settings.json`: prompt version, model, grammar
         library, decoding settings) or check it against the record, so stages answered otherwise are never resumed
         silently; quotas and sizes may change (a resumed run extends the data)."""
-        from toolpaper.io import atomic_write_text
         now = {"prompt_version": PROMPT_VERSION, "model": str(getattr(self.client, "model", "?")),
                "grammar": getattr(self.client, "grammar", None),
                **{k: getattr(self.cfg, k, None) for k in ("temperature", "max_tokens", "constrained", "seed")},
@@ -1004,7 +998,6 @@ def _seal_tools(run: _Run, subs: list[tuple[str, str]]) -> tuple[_Tools, StageYi
 # %% ../nbs/13_generate.ipynb
 def _seal_backfill(run: _Run, tools: list[dict]) -> tuple[list[dict], StageYield]:
     "Tools whose missing example values the model supplied, in batches of `backfill_batch`."
-    from toolpaper.schema import description_examples
     cfg = run.cfg
     batches = [tools[i:i + cfg.backfill_batch] for i in range(0, len(tools), cfg.backfill_batch)]
     st = run.ask(
@@ -1195,7 +1188,6 @@ def _seal_tool_stages(run, cfg: SealGenConfig, embedder, Y: dict, subs: list[tup
 # %% ../nbs/13_generate.ipynb
 def _nested_and_cross(instances: list[dict], by_name: dict) -> tuple[int, int]:
     "(nested instances, instances whose calls span more than one field) among generated `instances`."
-    from toolpaper.schema import Call, Instance
     nested = sum(
         Instance(
             id=x["id"],
@@ -1271,7 +1263,6 @@ def _write_result(out: Path, sub: str, client, u0: dict, t0: float, stages: dict
                   yield_name: str, usage_name: str) -> GenResult:
     """Write a pipeline's dataset files under `out/sub` (`data`: name -> (file, rows); `.jsonl` one row per line, else
     indented JSON), its yield and usage files."""
-    from toolpaper.io import atomic_write_text
     ds = out / sub
     files = {
         k: atomic_write_text(
@@ -1366,7 +1357,6 @@ class DeerGenConfig:
 def _deer_signature(d: Any, name: str) -> tuple[str | None, list, str | None]:
     """A generated signature of tool `name` read from reply `d`: (signature, parameters, why it is rejected or None);
     signature None when the reply is not an object with an `api_function` string."""
-    from toolpaper.data import parse_signature
     if not isinstance(d, dict) or not isinstance(d.get("api_function"), str):
         return None, [], "reply did not parse as an object with api_function"
     sig = d["api_function"].strip(); params = parse_signature(sig)
@@ -1375,7 +1365,6 @@ def _deer_signature(d: Any, name: str) -> tuple[str | None, list, str | None]:
 
 # %% ../nbs/13_generate.ipynb
 def _check_deer_pair(e: Any, name: str, params, env=None) -> str | None:
-    from toolpaper.schema import parse_call_expr
 
     if not (isinstance(e, dict) and isinstance(e.get("query"), str) and isinstance(e.get("call"), str)):
         return "not a query/call pair"
@@ -1395,8 +1384,6 @@ def _deer_pairs(
 ) -> tuple[list[tuple[dict, str, list[dict], dict]], StageYield, StageYield]:
     """Per tool a signature and query-call pairs; the pairs that read as calls of the tool with known arguments (and,
     with `execute`, run)."""
-    from toolpaper.schema import Tool
-    from toolpaper.tools import ToolEnv
     cfg = run.cfg
     st = run.ask(
         "deer_examples",
@@ -1608,7 +1595,6 @@ def dataset_shape(tools: Sequence, instances: Sequence) -> dict:
 def generated_set(out: str | Path) -> tuple[list, list]:
     """The tools and instances a `generate_seal` run wrote under `out`, loaded with the released-data readers (empty
     lists when it produced none)."""
-    from toolpaper.data import read_seal_instances, read_seal_tools
     ds = Path(out) / "seal-tools"
     full = lambda f: (ds / f).exists() and (ds / f).read_bytes().strip() != b""
     return (read_seal_tools(ds / "tool.jsonl") if full("tool.jsonl") else [],
@@ -1664,8 +1650,6 @@ def yield_outcomes(out: str | Path, pipeline: str = "seal") -> pd.DataFrame:
                 add("signatures", k, False, why, r.get("text", "")); continue
             add("signatures", k, why is None, why or "", sig)
             if why: continue
-            from toolpaper.schema import Tool
-            from toolpaper.tools import ToolEnv
             env = ToolEnv([Tool(name=k, parameters=params)])
             checks = recs("deer_check")
             good = 0

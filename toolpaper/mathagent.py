@@ -18,6 +18,14 @@ from .sandbox import PYTHON_TOOL_NAME, PythonSandbox, SandboxLimits, python_tool
 from .sampling import seeded_subset
 from .suites import Options, Suite, option, register
 from .stages import staged
+from . import data as D
+from .agent import make_agent, run_agent, train_methods, trained_seconds
+from .claims import save_scored
+from .io import atomic_write_text
+from .metrics import count_boot, mean_ci, pct, ratio_arrays, with_ci
+from .stages import client
+from .tools import ToolEnv
+from .umi import UMI_NAMES
 
 # %% auto 0
 __all__ = ['PAL_SYSTEM', 'PAPER_UMI_T4', 'COT_SYSTEM', 'GSM8K_SUITE', 'parse_number', 'normalize_math', 'extract_answer',
@@ -318,7 +326,6 @@ class MathRun:
 
 # %% ../nbs/23_math.ipynb
 def _acc_row(name, recs):
-    from toolpaper.metrics import mean_ci, pct
     ok = [float(r["correct"]) for r in recs]
     ci = mean_ci(ok) if ok else None
     return {"method": name, "n": len(recs), "accuracy": pct(sum(ok) / len(ok)) if ok else None,
@@ -328,9 +335,6 @@ def _acc_row(name, recs):
 def _math_method(m: str, trained: dict, tests: list, cfg: MathExpConfig, lim: SandboxLimits, cache: dict):
     """Generate-and-score stage of one trained method: the agent solves each test problem with a fresh sandbox;
     (result row, executor row, per-problem records)."""
-    from toolpaper.agent import make_agent, run_agent
-    from toolpaper.tools import ToolEnv
-    from toolpaper.umi import UMI_NAMES
     sb = PythonSandbox(lim); env = ToolEnv(); tool, fn = python_tool(sb); env.register(fn, tool)
     agent = make_agent(
         m, trained, cfg.model, batch_size=cfg.gen_batch_size, cache=cache, max_new_tokens=cfg.max_new_tokens
@@ -353,7 +357,6 @@ def _math_method(m: str, trained: dict, tests: list, cfg: MathExpConfig, lim: Sa
 # %% ../nbs/23_math.ipynb
 def _math_pal(tests: list, demos: list, cfg: MathExpConfig, lim: SandboxLimits, progress: bool = False):
     "The base model's few-shot program-aided baseline: (result row, executor row, per-problem records)."
-    from toolpaper.stages import client
     sb = PythonSandbox(lim)
     base = client(cfg.model, batch_size=cfg.gen_batch_size)
     recs = run_pal(base, tests, demos, sb, cfg.pal_tokens, progress=progress)
@@ -367,8 +370,6 @@ def run_math_experiment(
 ) -> MathRun:
     """Build program-aided trajectories from `train`, train the agents, and score them and the baselines on `test`
     (accuracy with a confidence interval; per-problem scores in `scored.json`, one condition per method)."""
-    from toolpaper.agent import train_methods, trained_seconds
-    from toolpaper.io import atomic_write_text
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
     lim = SandboxLimits(wall_s=cfg.wall_s, cpu_s=cfg.cpu_s)
     t0 = time.perf_counter(); timings = {}
@@ -396,7 +397,6 @@ def run_math_experiment(
     timings["base_pal_s"] = time.perf_counter() - t1
     ex_rows.append({"method": "trajectory check (GSM8K train)", **build_sb.summary()})
     timings["total_s"] = time.perf_counter() - t0
-    from toolpaper.claims import save_scored
     for k, recs in outputs.items():
         atomic_write_text(work / f"outputs_{k}.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs))
         save_scored(work, k, "gsm8k", [{"id": r["id"], "counts": {"correct": int(r["correct"]), "n": 1}} for r in recs])
@@ -411,7 +411,6 @@ def run_math_experiment(
 # %% ../nbs/23_math.ipynb
 def math_table(run: MathRun) -> pd.DataFrame:
     "Table 4 shape: our GSM8K accuracy per method (95% interval), then the paper's rows (MATH and GSM8K) quoted."
-    from toolpaper.metrics import with_ci
 
     ours = (
         with_ci(run.results, ["accuracy"])[["method", "n", "accuracy"]]
@@ -452,7 +451,6 @@ def cot_messages(problem: MathProblem, demos: Sequence[MathProblem]) -> list[dic
 def gsm8k_demos(data_dir=None, shots: int = 4, seed: int = 0) -> list[MathProblem]:
     "`shots` GSM8K train problems with annotated solutions (so both methods can show them), in a seeded order."
     if not shots: return []
-    from toolpaper import data as D
     pool = list(D.load("gsm8k:train", data_dir)); random.Random(seed).shuffle(pool)
     return [p for p in pool if pal_program(p)][:shots]
 
@@ -484,7 +482,6 @@ def gsm8k_scores(outputs: Sequence[str], golds: Sequence[MathProblem], mode: str
 # %% ../nbs/23_math.ipynb
 def gsm8k_boot(items: list[dict], rng, n_boot: int, mode: str = "compat") -> dict:
     "{accuracy: n_boot resampled values}, resampling problems."
-    from toolpaper.metrics import count_boot, ratio_arrays
     return count_boot(items, rng, n_boot, lambda c: {"accuracy": ratio_arrays(c["correct"], c["n"])})
 
 # %% ../nbs/23_math.ipynb
@@ -495,12 +492,10 @@ def gsm8k_quotes(split: str) -> dict:
 
 # %% ../nbs/23_math.ipynb
 def _gsm8k_load(split: str, data_dir=None, seed: int = 0) -> list[MathProblem]:
-    from toolpaper import data as D
     return D.load(f"gsm8k:{split}", data_dir)
 
 # %% ../nbs/23_math.ipynb
 def _gsm8k_read_gold(path) -> list[MathProblem]:
-    from toolpaper import data as D
     return D.read_gsm8k(path, Path(path).stem)
 
 # %% ../nbs/23_math.ipynb

@@ -27,6 +27,9 @@ from toolpaper.schema import (
     fits_type,
     planner_decision,
 )
+from . import data as D
+from .data import render_chain
+from .suites import get_suite
 
 # %% auto 0
 __all__ = ['NO_SEARCH_PHRASE', 'SEARCH_PHRASE', 'values_equal', 'SealCounts', 'prf', 'seal_summary', 'seal_compat_counts',
@@ -384,7 +387,6 @@ def deer_item(output: Any, gold: DecisionSample, mode: str) -> tuple[DeerCounts,
         if not (c.nocall_ok or c.call_ok): why.append(f"chose {act!r}, gold {gold.gold_apis or 'NoCallAPI'}")
         return c, why
     if mode == "compat":
-        from toolpaper.data import render_chain
         return deer_compat_counts(text, gold.chain or render_chain(gold), gold.branch)
     p = parse_deer(text, mode)
     if gold.branch == "NoSearch":
@@ -625,7 +627,6 @@ def bootstrap_ci(
     """{metric: [low, high]} percentile-bootstrap intervals over the suite's items (dialogues for umi); None where never
     defined. `average`: also `avg`, the mean of the metrics defined in each draw."""
     if not items: return {}
-    from toolpaper.suites import get_suite
     stats = get_suite(task).boot(items, np.random.default_rng(seed), n_boot, mode)
     if average:
         M = np.vstack(list(stats.values()))
@@ -765,7 +766,6 @@ def umi_value(p: dict):
 # %% ../nbs/05_metrics.ipynb
 def prediction_problem(task: str, p: dict) -> tuple[str, str] | None:
     "(field, problem) when prediction record `p` of suite `task` cannot be scored as given, else None."
-    from toolpaper.suites import get_suite
     return (get_suite(task).problem or output_problem)(p)
 
 # %% ../nbs/05_metrics.ipynb
@@ -803,15 +803,12 @@ def _align(
         )
     if invalid:
         notes.append(f"{invalid} prediction(s) could not be read and were scored as empty outputs (first: {first})")
-    from toolpaper.suites import get_suite
     read = get_suite(task).value or (lambda p: p["output"])
     return [("" if p is None or len(p) == 1 else read(p)) for p in map(by.get, gold_ids)], notes, invalid
 
 # %% ../nbs/05_metrics.ipynb
 def resolve_references(task: str, references) -> list:
     "Records from a split name, a file path (read by the suite's `read_gold`), or records."
-    from toolpaper import data as D
-    from toolpaper.suites import get_suite
     if isinstance(references, (str, Path)):
         ref = str(references)
         if Path(ref).is_dir(): raise ValueError(f"gold {ref}: is a folder; give a gold file or a registered split")
@@ -832,7 +829,6 @@ def score(task: str, predictions: list[dict], references, mode: str = "compat", 
           lenient: bool = False) -> ScoreResult:
     """Score predictions of suite `task` ('seal', 'deer', 'umi', 'gsm8k' or any registered suite) against references
     (records, split name or file), with 95% bootstrap intervals."""
-    from toolpaper.suites import get_suite
     check_mode(mode)
     suite = get_suite(task)
     golds = resolve_references(task, references)

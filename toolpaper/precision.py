@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as _dt, json, os, platform, time
 from pathlib import Path
 from .io import atomic_write_text, cache_root
+from .io import fingerprint
 
 # %% auto 0
 __all__ = ['UNITS', 'PRODUCT', 'TRAIN_BF16_GAIN', 'GEN_PRECISIONS', 'cpu_flags', 'cpu_name', 'measure_product', 'machine_key',
@@ -76,7 +77,6 @@ def machine_key() -> dict:
 def machine_profile(refresh: bool = False, seconds: float = 0.25) -> dict:
     """{'machine', 'gflops': {fp32, bf16, int8}, 'measured_at'}: measured once per machine (`machine_key`) and cached
     under the user cache; `refresh` measures again."""
-    from toolpaper.io import fingerprint
     key = machine_key()
     path = cache_root() / "precision" / f"{fingerprint(key)}.json"
     if path.exists() and not refresh:

@@ -8,6 +8,9 @@ import functools, json
 from dataclasses import dataclass, field
 from typing import Sequence, Union
 from .schema import DecisionSample, Instance, Tool
+from .data import DataError, DataMissingError, data_dir, load, render_chain
+from .io import atomic_write_text, read_jsonl
+from .schema import seal_gold_answer
 
 # %% auto 0
 __all__ = ['PROMPT_STYLES', 'UNSCORED', 'SEAL_INSTRUCTIONS', 'DEER_PREAMBLE', 'DEER_SYSTEM', 'DEER_STOPS', 'check_style',
@@ -99,13 +102,11 @@ def released_tool_list(prompt: str) -> list[dict]:
 def seal_template(root: str | None = None) -> SealTemplate:
     """The layout of the released fine-tuning prompts, read from `seal-tools:finetune/dev` (first record) in the data
     folder in use."""
-    from toolpaper.data import data_dir
     return _seal_template_in(str(data_dir(root).resolve()))    # cached per resolved folder
 
 # %% ../nbs/09_prompts.ipynb
 @functools.lru_cache(maxsize=16)
 def _seal_template_in(root: str) -> SealTemplate:
-    from toolpaper.data import DataMissingError, load
     try: recs = load("seal-tools:finetune/dev", root)
     except DataMissingError:
         raise DataMissingError(
@@ -134,7 +135,6 @@ SEAL_INSTRUCTIONS = (
 def seal_prompt(inst: Instance, candidates: Sequence[Tool], system: str | None = None, style: str = "released",
                 template: SealTemplate | None = None) -> PromptExample:
     "Prompt (candidate tools, in the order given, + task) and gold answer of a Seal-Tools instance, in `style`."
-    from toolpaper.schema import seal_gold_answer
     if check_style(style) == "released":
         user = (template or seal_template()).render([seal_tool_dict(t) for t in candidates], inst.query)
     else:
@@ -189,7 +189,6 @@ def deer_prompt(
 ) -> PromptExample:
     """Prompt (plain template or system + turns, optional demonstrations) and target chain of a DEER sample, in `style`;
     `score_pool=False` leaves the candidate pool out of the training loss (`split_chain_spans`)."""
-    from toolpaper.data import render_chain
     chain = chain if chain is not None else render_chain(s, style)
     if check_style(style) == "released":
         return PromptExample(
@@ -222,7 +221,6 @@ def deer_round_two_prefix(chain: str) -> str | None:
 
 # %% ../nbs/09_prompts.ipynb
 def write_examples(path, examples: Sequence[PromptExample]) -> None:
-    from toolpaper.io import atomic_write_text
 
     atomic_write_text(
         path,
@@ -238,8 +236,6 @@ def write_examples(path, examples: Sequence[PromptExample]) -> None:
 
 # %% ../nbs/09_prompts.ipynb
 def read_examples(path) -> list[PromptExample]:
-    from toolpaper.io import read_jsonl
-    from toolpaper.data import DataError
     out = []
     for n, obj in read_jsonl(path):
         try:

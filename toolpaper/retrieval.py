@@ -17,6 +17,8 @@ from . import stages
 from .io import atomic_write_bytes, atomic_write_text, cache_root, fingerprint
 from .schema import Instance, Tool
 from .stages import StageCache, _read_log, staged
+from .claims import save_scored
+from .models import load_embedder
 
 # %% auto 0
 __all__ = ['STOPWORDS', 'TOKENIZERS', 'DPR_VERSION', 'tool_text', 'tokenize_authors', 'tokenize_words', 'rank_scores',
@@ -168,7 +170,6 @@ class DenseRetriever(Retriever):
         cache: bool = True,
         text: Callable = dense_text,
     ):
-        from toolpaper.models import load_embedder
 
         self.model = (
             model
@@ -386,7 +387,6 @@ def train_dpr_retriever(
     (retriever, loss history).\n\nWith `cache`, the encoder is kept under the user cache (`dpr/<key>`, see `dpr_key`)
     and a later call with the same inputs loads it: the Seal-Tools experiment uses the DPR encoder the retrieval
     experiment trained."""
-    from toolpaper.models import load_embedder
     folder = cache_root() / "dpr" / dpr_key(tools, train, cfg, base)
     if cache and (folder / "history.json").exists():
         from sentence_transformers import SentenceTransformer
@@ -455,7 +455,6 @@ class CachedRetriever:
 # %% ../nbs/07_retrieval.ipynb
 def dense_retriever(tools, model: str = "all-minilm-l6-v2", name: str = "dense (all-MiniLM-L6-v2)"):
     "A fitted pretrained-encoder `DenseRetriever`; inside a stage cache, its rankings are cached (`CachedRetriever`)."
-    from toolpaper.models import load_embedder
     build = lambda: DenseRetriever(load_embedder(model, device="cpu"), name=name).fit(list(tools))
     c = stages.current()
     if c is None: return build()
@@ -497,7 +496,6 @@ def run_retrieval_experiment(tools: list[Tool], train: list[Instance], splits: d
     for loss in ("contrastive", "multi_positive"):
         r, hists[loss] = dpr_retriever(tools, train, cfg.dpr_config(loss))
         rets.append(r)
-    from toolpaper.claims import save_scored
     for r in rets:                                  # per-query scores, for the claims ledger's paired intervals
         for split, insts in splits.items(): save_scored(work_dir, f"{r.name}@{split}", "values", query_values(r, insts))
     return compare_retrievers(rets, splits), hists

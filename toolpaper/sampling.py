@@ -17,6 +17,9 @@ from .stats import stratified_subset
 from .data import ChainPhrases as ChainPhrases, TOOLPAPER_PHRASES as TOOLPAPER_PHRASES
 from .data import chain_phrases as chain_phrases, released_phrases as released_phrases
 from .data import render_chain as render_chain, render_pool as render_pool
+from .io import atomic_write_text, sha256
+from .models import load_embedder
+from .stats import PAPER_DEER_TABLE2
 
 # %% auto 0
 __all__ = ['STRATEGIES', 'MIXTURE', 'seeded_subset', 'ToolClusters', 'embed_tools', 'cluster_tools', 'sample_pool', 'tool_split',
@@ -58,7 +61,6 @@ class ToolClusters:
 # %% ../nbs/08_sampling.ipynb
 def embed_tools(tools: list[Tool], embedder=None) -> np.ndarray:
     "Normalised embeddings of the tools' descriptions (names where a description is empty), one row per tool."
-    from toolpaper.models import load_embedder
     enc = embedder or load_embedder(device="cpu")
     return enc.encode(
         [t.description or t.name for t in tools],
@@ -307,7 +309,6 @@ class SamplingExpConfig(Profiled):
 def save_decision_data(dd: DecisionData, folder) -> dict[str, str]:
     "Write train/valid/test/heldout_nosearch JSON files and info.json; returns {file: sha256}."
     from pathlib import Path
-    from toolpaper.io import atomic_write_text, sha256
     folder = Path(folder); out = {}
     for split in ("train", "valid", "test", "heldout_nosearch"):
         p = atomic_write_text(
@@ -362,7 +363,6 @@ def plot_pools(clusters: ToolClusters, gold: int, k: int = 5, seed: int = 0, cal
 # %% ../nbs/08_sampling.ipynb
 def decision_table(dd: DecisionData) -> pd.DataFrame:
     "Our rebuilt splits beside DEER Table 2 (quoted)."
-    from toolpaper.stats import PAPER_DEER_TABLE2
     df = dd.counts()
     paper_split = {"train": "train", "valid": "valid", "test": "test"}
     for col in ("NoSearch", "NoCall", "Call", "total"):

@@ -9,6 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
+from .schema import Param, ResponseField, Tool
 
 # %% auto 0
 __all__ = ['PYTHON_TOOL_NAME', 'SandboxLimits', 'ExecResult', 'PythonSandbox', 'containment', 'describe_containment',
@@ -375,7 +376,6 @@ PYTHON_TOOL_NAME = "python"
 
 def python_tool(sandbox: PythonSandbox | None = None):
     "(Tool schema, function) of a Python interpreter tool backed by `sandbox`, for `ToolEnv.register`."
-    from toolpaper.schema import Param, ResponseField, Tool
     sb = sandbox or PythonSandbox()
     tool = Tool(
         name=PYTHON_TOOL_NAME,

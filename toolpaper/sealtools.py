@@ -16,6 +16,16 @@ from .stats import stratified_subset
 from .prompts import PromptExample, released_tool_list, seal_prompt
 from .suites import Options, Suite, option, register
 from .stages import staged
+from . import data as D, stages
+from .claims import contrast, pool, save_scored
+from .data import DataMissingError, load
+from .generate import dataset_shape, generate_seal, generated_set
+from .io import atomic_write_text
+from .metrics import bootstrap_ci, ci_pct, pct, seal_boot, seal_error_taxonomy, seal_scores, with_ci
+from .parse import balanced_spans, load_literal
+from .prompts import SealTemplate, check_style, seal_template
+from .retrieval import BM25Retriever, dense_retriever, dpr_retriever
+from .schema import JSON_TYPES, canonical_type, tool_schema
 
 # %% auto 0
 __all__ = ['METRIC_COLS', 'CI_KEYS', 'PAPER_SEAL', 'MODELS', 'CANDIDATES', 'SETTING_NAMES', 'SEAL_HEADLINE', 'SEAL_SUITE',
@@ -132,7 +142,6 @@ CI_KEYS = {
 
 def score_setting(outputs: Sequence[str], golds: Sequence[Instance], setting: str) -> pd.DataFrame:
     "Long table: setting × mode × subset (all / single / multiple / nested) with n and the paper's metrics (percent)."
-    from toolpaper.metrics import bootstrap_ci, ci_pct, pct, seal_scores
     rows = []
     for mode in ("compat", "strict"):
         s = seal_scores(list(outputs), list(golds), mode)
@@ -288,7 +297,6 @@ def make_retrievers(tools: list[Tool], dpr_train: list[Instance], cfg: SealExpCo
     (`cfg.dpr`, the experiment's seed) when `cfg.dpr.epochs` > 0, else the pretrained encoder (its tool embeddings
     cached on disk, keyed by encoder and tools); inside an experiment's stage cache the dense rankings are a cached
     stage (`toolpaper.retrieval.dense_retriever`, `dpr_retriever`)."""
-    from toolpaper.retrieval import BM25Retriever, dense_retriever, dpr_retriever
     out = {"bm25": BM25Retriever("words", with_name=True).fit(tools)} if "bm25" in only else {}
     if "dense" not in only: return out
     if cfg.dpr.epochs > 0:
@@ -364,7 +372,6 @@ def _released_prompts(cfg: SealExpConfig, tests: dict, released: dict | None, da
             ([k for k in tests] if any(s.endswith(":released") for s in cfg.settings) else [])
     for k in needs:
         if k not in released:
-            from toolpaper.data import DataMissingError, load
             try: released[k] = load(f"seal-tools:finetune/{k}", data_root)
             except (DataMissingError, KeyError, FileNotFoundError) as e:
                 raise ValueError(
@@ -380,7 +387,6 @@ def _seal_adapters(cfg: SealExpConfig, train_sub: list, tools: list, rets: dict,
                    work: Path) -> tuple[dict, dict]:
     """Train stage: the fine-tuned models the settings use ('ft': retrieved candidates, gold swapped in; 'ftgold': gold
     tools only), through the stage cache; ({model: training log}, {model: folder})."""
-    from toolpaper import stages
     info, adapters = {}, {"ft": work / "adapter", "ftgold": work / "adapter_gold"}
     for m, make in (
         ("ft", lambda: train_examples(train_sub, tools, rets, cfg, released.get("dev"))),
@@ -395,8 +401,6 @@ def _seal_adapters(cfg: SealExpConfig, train_sub: list, tools: list, rets: dict,
 # %% ../nbs/14_sealtools.ipynb
 def _pooled_items(outs_by: dict, tests: dict, mode: str) -> list[dict]:
     "Per-item scores of one setting's outputs ({split: outputs}) over every test split, ids prefixed with the split."
-    from toolpaper.claims import pool
-    from toolpaper.metrics import seal_scores
     return pool({sp: seal_scores(outs_by[sp], insts, mode)["items"] for sp, insts in tests.items()})
 
 # %% ../nbs/14_sealtools.ipynb
@@ -405,7 +409,6 @@ def _seal_answer_setting(setting: str, client, tests: dict, tools: list, rets: d
     """Generate-and-score stage of one setting: ({split: outputs}, {split: candidate names}, score frames per split and
     over all test instances); the outputs are saved beside the stage cache, the per-item scores (both splits pooled)
     in `scored.json` for the claims ledger."""
-    from toolpaper.io import atomic_write_text
     cand = _setting_parts(setting)[1]
     outs_by, names_by, frames = {}, {}, []
     for split, insts in tests.items():
@@ -419,7 +422,6 @@ def _seal_answer_setting(setting: str, client, tests: dict, tools: list, rets: d
             "".join(json.dumps({"id": x.id, "output": o, "candidates": n}, ensure_ascii=False) + "\n"
                     for x, o, n in zip(insts, outs, names)),
         )
-    from toolpaper.claims import save_scored
     save_scored(work, setting, "seal", {m: _pooled_items(outs_by, tests, m) for m in ("compat", "strict")})
     both = [x for v in tests.values() for x in v]
     df = score_setting([o for sp in tests for o in outs_by[sp]], both, setting)
@@ -441,9 +443,6 @@ def run_seal_experiment(
     """Fine-tune the model, answer the test splits in every configured setting (retriever, candidates, prompt) and score
     them in both modes; `released` maps 'dev' and each test split to its released prompts (read from `data_root`
     when needed and not given)."""
-    from toolpaper import stages
-    from toolpaper.io import atomic_write_text
-    from toolpaper.prompts import SealTemplate, check_style
     check_style(cfg.prompt_style)
     for s in cfg.settings: _setting_parts(s)
     released = _released_prompts(cfg, tests, released, data_root)
@@ -481,7 +480,6 @@ def seal_table(run: SealRun, subset: str = "all", settings: Sequence[str] | None
                paper: str | None = None, model_label: str = "") -> pd.DataFrame:
     """Our rows (both modes, each metric with its 95% interval) for one subset and split, then the quoted paper rows of
     `paper`."""
-    from toolpaper.metrics import with_ci
     s = run.scores
     settings = list(settings or run.outputs)
     d = s[(s.subset == subset) & (s.split == split) & s.setting.isin(settings)].copy()
@@ -498,7 +496,6 @@ def seal_table(run: SealRun, subset: str = "all", settings: Sequence[str] | None
 # %% ../nbs/14_sealtools.ipynb
 def error_taxonomy(run: SealRun, setting: str, tools: list[Tool]) -> pd.DataFrame:
     "Error counts of one setting over all test splits (candidate lists taken into account for hallucinated tools)."
-    from toolpaper.metrics import seal_error_taxonomy
     outs, golds, cand = [], [], {}
     for split, insts in run.tests.items():
         outs += run.outputs[setting][split]; golds += insts
@@ -592,8 +589,6 @@ def candidate_groups(run: SealRun, a: str, b: str, mode: str = "compat", metric:
     """Settings `a` and `b` on the same items, grouped by which of their candidate lists hold every gold tool: per
     group n, `metric` under each (percent) and the paired difference a − b with its bootstrap 95% interval; the last
     row takes every item."""
-    from toolpaper.claims import contrast
-    from toolpaper.metrics import pct
     A, B, ha, hb = _pooled(run, a, mode), _pooled(run, b, mode), _holds_gold(run, a), _holds_gold(run, b)
     la, lb = setting_label(a, model_label, dense), setting_label(b, model_label, dense)
     groups = {"both lists hold every gold tool": lambda i: ha[i] and hb[i],
@@ -718,10 +713,6 @@ def run_generated_experiment(tools: list[Tool], dev: list[Instance], test: list[
     """Generate a Seal-Tools-style dataset with `generator` (default: the stage client of `cfg.gen_model` or the model),
     fine-tune the model on it and on as many released `dev` instances, and score base and both fine-tunes on `test`
     (gold tools as candidates). Raises when the generation kept no instance: there is nothing to train on."""
-    from toolpaper import stages
-    from toolpaper.generate import dataset_shape, generate_seal, generated_set
-    from toolpaper.claims import save_scored
-    from toolpaper.metrics import seal_scores
     work = Path(work_dir); t0 = time.perf_counter(); timings = {}
     gcfg = replace(cfg.gen, fields=sorted(fields)[:cfg.n_fields] if cfg.n_fields else None, seed=cfg.seed)
     client = generator or stages.client(cfg.gen_model or cfg.model, batch_size=cfg.gen_batch_size)
@@ -759,7 +750,6 @@ def run_generated_experiment(tools: list[Tool], dev: list[Instance], test: list[
 def native_calls(text: str) -> str:
     """Tool calls written in a model's native format (`{'name', 'arguments'}` objects, in `<tool_call>` tags or not) as
     a Seal-Tools call list."""
-    from toolpaper.parse import balanced_spans, load_literal
     calls, taken = [], []
     for span in balanced_spans(text or "", limit=256):
         if any(span in t for t in taken): continue                # a part of an object already read
@@ -782,7 +772,6 @@ def native_calls(text: str) -> str:
 def seal_answer_schema(tools: Sequence[Tool], max_calls: int = 8, max_value: int = 60) -> dict:
     """The JSON schema of an answer calling some of `tools`: a list of 1..`max_calls` calls in the released layout,
     text values at most `max_value` characters."""
-    from toolpaper.schema import JSON_TYPES, canonical_type
 
     def value(p) -> dict:
         t, s = JSON_TYPES.get(canonical_type(p.type) or "str", "string"), {"type": "string", "maxLength": max_value}
@@ -815,7 +804,6 @@ class SealPredictor:
     """Predict Seal-Tools items with one client: candidate tools (retrieved, gold or the released prompt) and the
     query in toolpaper's layout, or the model's native tool-calling template with `prompt='native'`."""
     def __init__(self, cfg, client, items: list):
-        from toolpaper import data as D
         self.cfg, self.client = cfg, client
         self.tools = D.load("seal-tools:tools", cfg.data_dir)
         self.by_name = {t.name: t for t in self.tools}
@@ -829,7 +817,6 @@ class SealPredictor:
             self.retriever = make_retrievers(self.tools, [], exp, only=(cfg.candidates,))[cfg.candidates]
         self.template = None
         if cfg.prompt == "released" and cfg.candidates != "released":
-            from toolpaper.prompts import seal_template
             self.template = seal_template(cfg.data_dir)
         if (
             cfg.prompt == "native"
@@ -844,7 +831,6 @@ class SealPredictor:
         ex, names = seal_prompts(chunk, self.tools, cfg.candidates, style, self.retriever, cfg.k, cfg.seed,
                                  self.template, getattr(self, "released", None))
         if cfg.prompt == "native":
-            from toolpaper.schema import tool_schema
             prompts = [
                 {"messages": [{"role": "user", "content": x.query}],
                  "tools": [tool_schema(self.by_name[n]) for n in ns]}
@@ -866,12 +852,10 @@ def _seal_draw(records: list, limit: int | None, seed: int, opts: SealOptions) -
 
 # %% ../nbs/14_sealtools.ipynb
 def _seal_load(split: str, data_dir=None, seed: int = 0) -> list:
-    from toolpaper import data as D
     return D.load(f"seal-tools:{split}", data_dir)
 
 # %% ../nbs/14_sealtools.ipynb
 def _seal_read_gold(path) -> list:
-    from toolpaper import data as D
     return D.read_seal_instances(path)
 
 # %% ../nbs/14_sealtools.ipynb
@@ -883,12 +867,10 @@ def seal_quotes(split: str) -> dict:
 
 # %% ../nbs/14_sealtools.ipynb
 def _seal_scores(outputs, golds, mode):
-    from toolpaper.metrics import seal_scores
     return seal_scores(outputs, golds, mode)
 
 # %% ../nbs/14_sealtools.ipynb
 def _seal_boot(items, rng, n_boot, mode):
-    from toolpaper.metrics import seal_boot
     return seal_boot(items, rng, n_boot, mode)
 
 # %% ../nbs/14_sealtools.ipynb

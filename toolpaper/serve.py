@@ -8,6 +8,10 @@ import asyncio, math, queue, threading, time, uuid
 from concurrent.futures import Future
 from pathlib import Path
 from fastapi import FastAPI, Request          # at module level: FastAPI reads the endpoints' annotations from here
+from .client import LocalClient, Params, check_prompt
+from .engine import stop_index
+from .grammar import schema_text
+from .models import check_adapter
 
 # %% auto 0
 __all__ = ['ROLES', 'MAX_BODY_BYTES', 'Batcher', 'read_request', 'make_app', 'load_clients', 'exposed_without_key', 'serve']
@@ -71,7 +75,6 @@ def _stops(x) -> tuple:
 # %% ../nbs/21_serve.ipynb
 def _finish(text: str, reason: str | None, stops: tuple) -> tuple[str, str, str | None]:
     "(text without its stop string, OpenAI finish_reason, the stop string that ended it)."
-    from toolpaper.engine import stop_index
     hit = stop_index(text, stops) if stops else None
     if hit is not None: return text[:hit[0]], "stop", hit[1]
     return text, "length" if reason == "length" else "stop", None
@@ -91,7 +94,6 @@ def _number(b: dict, key: str, default, lo: float, hi: float, integer: bool = Fa
 # %% ../nbs/21_serve.ipynb
 def _chat_prompt(b: dict):
     "(prompt, assistant prefix) of a chat request; a ValueError for a role or message the server does not take."
-    from toolpaper.client import check_prompt
     msgs = b.get("messages")
     if not isinstance(msgs, list) or not msgs: raise ValueError("messages must be a non-empty list")
     for k, m in enumerate(msgs):
@@ -108,7 +110,6 @@ def _schema(b: dict) -> str | None:
     """The JSON schema a request's `response_format` asks for (canonical text), None without one; a ValueError naming
     the field for a malformed one, or for a schema that is not valid JSON Schema (checked against its metaschema).
     `{"type": "json_object"}` asks for any JSON object."""
-    from toolpaper.grammar import schema_text
     rf = b.get("response_format")
     if rf is None: return None
     if not isinstance(rf, dict) or rf.get("type") not in ("text", "json_object", "json_schema"):
@@ -131,7 +132,6 @@ def _schema(b: dict) -> str | None:
 def read_request(b: dict, client, chat: bool = True) -> list[tuple]:
     """The `(prompt, prefix, Params)` items of a request body `b` to `client`, every field checked; a ValueError that
     says what is wrong (and, for `max_tokens` past the context, how many new tokens fit)."""
-    from toolpaper.client import Params
     limit = getattr(client, "context_length", None) or 2 ** 31
     asked = _number(b, "max_completion_tokens", None, 1, 2 ** 63, True)
     asked = _number(b, "max_tokens", asked, 1, 2 ** 63, True) if asked is None else asked
@@ -268,8 +268,6 @@ def make_app(clients: dict, window: float = 0.01, api_key: str | None = None, ma
 def load_clients(model: str, adapters=(), name: str | None = None, **local) -> dict:
     """{model name: LocalClient}: the base model under its own name (or `name`) and each adapter, a folder or
     'NAME=FOLDER', under its name, the base weights loaded once."""
-    from toolpaper.client import LocalClient
-    from toolpaper.models import check_adapter
     out = {name or model: LocalClient(model, name=name or model, **local)}
     for a in adapters:
         n, _, folder = a.partition("=") if "=" in a else (Path(a.rstrip("/")).name, "", a)

@@ -9,6 +9,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 from .io import append_jsonl, atomic_write_text, fingerprint, jsonl_records
+from .client import LazyClient, LocalClient, OpenAIClient, RecordReplay, _record_problem
+from .grammar import DEFAULT_GRAMMAR
+from .models import default_device
+from .precision import gen_precision, train_bf16
+from .train import finetune as train
 
 # %% auto 0
 __all__ = ['STAGE_VERSION', 'GENERATION_VERSION', 'git_commit', 'GenSettings', 'weights_bytes', 'checkpoint_minutes',
@@ -69,8 +74,6 @@ class GenSettings:
         """What answers, as it enters a request's key: 'served:<api>' or 'local:<engine>/<precision>', the precision
         resolved ('auto' becomes what this machine runs: fp32 and bf16 answers never share a key)."""
         if self.base_url: return f"served:{self.api}"
-        from toolpaper.models import default_device
-        from toolpaper.precision import gen_precision
         return f"local:{self.engine}/{gen_precision(self.precision, default_device())}"
 
     @staticmethod
@@ -159,7 +162,6 @@ class StageCache:
     def finetune(self, model: str, examples, cfg, adapter=None, span_labels=None) -> dict:
         """Train (or reuse) one fine-tuning run into `cfg.output_dir`; its log as JSON data
         (`toolpaper.train.finetune`'s record plus `storage_bytes`, `stage_key` and the `commit` that trained it)."""
-        from toolpaper.precision import train_bf16
         out = Path(cfg.output_dir)
         settings = {k: v for k, v in asdict(cfg).items() if k != "output_dir"}
         settings["bf16"] = cfg.bf16 if cfg.bf16 is not None else train_bf16()      # auto, resolved: never mixed
@@ -197,13 +199,11 @@ class StageCache:
     def client(self, model: str, adapter=None, batch_size: int = 16):
         """The client of every generation with `model` (+ `adapter`): cached per request; on a miss the local engine
         (built then, weights trained then if needed) or the server answers, under the adapter folder's name."""
-        from toolpaper.client import LazyClient, LocalClient, OpenAIClient, RecordReplay
         st = self.settings
         ident = json.dumps({"model": self.ident(model), "adapter": self.ident(adapter), "backend": st.backend(),
                             "generation": GENERATION_VERSION}, sort_keys=True)
         if ident in self.clients: return self.clients[ident]
         trained_model = str(Path(model)) in self.folders            # a full fine-tune: served under its folder's name
-        from toolpaper.grammar import DEFAULT_GRAMMAR
         grammar = None if st.base_url else st.grammar or DEFAULT_GRAMMAR    # a server enforces schemas its own way
         name = Path(str(adapter)).name if adapter else Path(str(model)).name if trained_model else model
 
@@ -265,7 +265,6 @@ def finetune(model: str, examples, cfg, adapter=None, span_labels=None) -> dict:
     "`StageCache.finetune` of the current cache; `toolpaper.train.finetune` when no cache is running."
     c = current()
     if c is not None: return c.finetune(model, examples, cfg, adapter=adapter, span_labels=span_labels)
-    from toolpaper.train import finetune as train
     return train(model, examples, cfg, adapter=adapter, span_labels=span_labels)
 
 # %% ../nbs/12_stages.ipynb
@@ -273,7 +272,6 @@ def client(model: str, adapter=None, batch_size: int = 16):
     "`StageCache.client` of the current cache; a plain `LocalClient` when no cache is running."
     c = current()
     if c is not None: return c.client(model, adapter, batch_size)
-    from toolpaper.client import LocalClient
     return LocalClient(model, adapter=str(adapter) if adapter else None, batch_size=batch_size)
 
 # %% ../nbs/12_stages.ipynb
@@ -302,7 +300,6 @@ def staged(fn):
 # %% ../nbs/12_stages.ipynb
 def _verifiable(e: dict) -> str | None:
     "Why a cached record cannot be recomputed by `verify` (None when it can)."
-    from toolpaper.client import _record_problem
     p, src = e.get("params"), e.get("source")
     return _record_problem(e) or (
         None if isinstance(p, dict) and isinstance(p.get("max_tokens"), int) and isinstance(src, dict)
@@ -326,7 +323,6 @@ def verify(work_dirs, n: int = 8, seed: int | None = None, log=print) -> dict:
     the log line) with the models and adapters at hand: {'seed', 'drawn', 'checked', 'matched', 'not_at_hand',
     'mismatches'};
     each mismatch is logged with its full key and file."""
-    from toolpaper.client import LocalClient
     pool = _cached_requests(work_dirs)
     seed = random.SystemRandom().randrange(2 ** 31) if seed is None else seed
     picked = random.Random(seed).sample(pool, min(n, len(pool)))

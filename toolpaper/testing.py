@@ -8,6 +8,7 @@ import json
 from typing import Any, Sequence
 from .client import Client, Completion
 from .generate import prompt_origin, request_literal
+from .schema import description_examples, parse_call_expr
 
 # %% auto 0
 __all__ = ['OracleChat']
@@ -33,7 +34,6 @@ class OracleChat(Client):
     def grounded(query: str, call: str) -> bool:
         """The oracle's judgement of a query-call pair: every text or number argument value of the call is written in
         the query."""
-        from toolpaper.schema import parse_call_expr
         c = parse_call_expr(call)
         if c is None: return False
         return all(
@@ -43,7 +43,6 @@ class OracleChat(Client):
         )
 
     def _value(self, name: str, p: dict) -> Any:
-        from toolpaper.schema import description_examples
         ex = description_examples(p.get("description", ""))
         v = ex[0] if ex else f"{name.replace('_', ' ')} one"
         return {"int": 3, "float": 2.5, "bool": True}.get(p.get("type"), v)

@@ -8,6 +8,7 @@ import hashlib, inspect, json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 from .schema import REF_RE, Call, Param, ResponseField, Tool, canonical_type, fits_type, substitute, topo_order
+from .parse import load_literal
 
 # %% auto 0
 __all__ = ['Observation', 'type_ok', 'coerce_args', 'simulated_value', 'tool_from_function', 'unknown_tool_error', 'ToolEnv',
@@ -137,7 +138,6 @@ class ToolEnv:
         tools only)."""
         name = (name or "").strip()
         if isinstance(arguments, str):
-            from toolpaper.parse import load_literal
             try: arguments = load_literal(arguments) if arguments.strip() else {}
             except ValueError: arguments = None
         err = self.validate(name, arguments)

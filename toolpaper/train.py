@@ -14,6 +14,9 @@ from contextlib import contextmanager
 from .config import SFTConfig
 from .models import causal_lm
 from .prompts import PromptExample, render, UNSCORED
+from .io import atomic_write_text
+from .models import load_model
+from .precision import train_bf16
 
 # %% auto 0
 __all__ = ['tokenize_example', 'SpanCollator', 'SpanTrainer', 'lower_outputs', 'top_layers_only', 'training_args',
@@ -193,7 +196,6 @@ class _WithLower(torch.utils.data.Dataset):
 
 # %% ../nbs/10_train.ipynb
 def training_args(cfg: SFTConfig) -> TrainingArguments:
-    from toolpaper.precision import train_bf16
     bf16 = cfg.bf16 if cfg.bf16 is not None else train_bf16()          # auto: what this machine runs fast
     return TrainingArguments(
         output_dir=cfg.output_dir,
@@ -274,7 +276,6 @@ class TimedCheckpoints(TrainerCallback):
         if self.clock() - self.last >= self.every: control.should_save = True
 
     def on_save(self, args, state, control, **kw):
-        from toolpaper.io import atomic_write_text
         self.last = self.clock()
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         if folder.exists():
@@ -303,7 +304,6 @@ def finetune(model_name: str, examples: Sequence[PromptExample], cfg: SFTConfig,
     import contextlib, shutil, time
     from dataclasses import replace
     from transformers import set_seed
-    from toolpaper.models import load_model
     if not cfg.output_dir: raise ValueError("SFTConfig.output_dir is empty: give the run a folder (for_run)")
     set_seed(cfg.seed)
     span_labels = list(span_labels or dict.fromkeys(l for e in examples for l, _ in e.spans if l != UNSCORED))
@@ -346,7 +346,6 @@ def finetune(model_name: str, examples: Sequence[PromptExample], cfg: SFTConfig,
             "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad), "config": asdict(cfg),
             "precision": "bf16" if trainer.args.bf16 else "fp32",
             "resumed_from_step": int(ckpt.name.split("-")[-1]) if ckpt else None}
-    from toolpaper.io import atomic_write_text
     # the log in the folder names the folder as "." (no machine's path); the returned record keeps the real one
     on_disk = {**info, "config": {**info["config"], "output_dir": "."}}
     atomic_write_text(Path(cfg.output_dir) / "toolpaper_train.json", json.dumps(on_disk, indent=1, default=str))

@@ -11,6 +11,9 @@ from typing import Sequence
 from .schema import Instance, Tool, Trajectory, Turn, REF_RE, topo_order
 from .tools import ToolEnv, execute_calls
 from .prompts import PromptExample
+from .data import read_umi_role_file, split_path
+from .io import atomic_write_text, read_json
+from .schema import planner_decision
 
 # %% auto 0
 __all__ = ['SPAN_LABELS', 'ROLES_ALL', 'TrajConfig', 'TrajectoryError', 'build_trajectory', 'build_corpus', 'split_by_instance',
@@ -238,7 +241,6 @@ def to_umi_records(trajs: Sequence[Trajectory]) -> list[dict]:
 # %% ../nbs/17_trajectories.ipynb
 def save_trajectories(path, trajs: Sequence[Trajectory]) -> None:
     "Write `to_umi_records(trajs)` as one JSON list (atomically)."
-    from toolpaper.io import atomic_write_text
     atomic_write_text(path, json.dumps(to_umi_records(trajs), ensure_ascii=False, indent=1) + "\n")
 
 # %% ../nbs/17_trajectories.ipynb
@@ -337,7 +339,6 @@ def role_examples(
             for k, r in enumerate(umi_role_records(trajs, role, templates, root))
         ]
     if style != "toolpaper": raise ValueError(f"unknown prompt style {style!r}; expected 'released' or 'toolpaper'")
-    from toolpaper.schema import planner_decision
     out = []
     for t in trajs:
         for i, turn in enumerate(t.turns):
@@ -459,7 +460,6 @@ def _templates(folder: str) -> dict:
     out = {}
     for r in ROLES_ALL:
         p = Path(folder) / f"train_{r}.json"
-        from toolpaper.io import read_json
         recs = read_json(p)
         if not isinstance(recs, list) or not recs: raise ValueError(f"{p}: no records to learn the {r} layout from")
         pair = lambda h: any(x["from"] == "assistant" and y["from"] == "caller" for x, y in zip(h, h[1:]))
@@ -472,7 +472,6 @@ def _templates(folder: str) -> dict:
 def released_role_templates(root=None) -> dict:
     """role -> `UmiRoleTemplate` learned from the released example role files (`alpha-umi/toolbench/train-example/`);
     without them, a ValueError that says what to do."""
-    from toolpaper.data import split_path
     try: return _templates(str(split_path("alpha-umi:toolbench/train_backbone", root).parent))
     except FileNotFoundError as e:
         raise ValueError(
@@ -484,7 +483,6 @@ def released_role_templates(root=None) -> dict:
 # %% ../nbs/17_trajectories.ipynb
 def released_planner_text(content: str) -> str:
     "A planner turn with its decision written as the authors' files do: the thought, then `\n Next: <decision>.`."
-    from toolpaper.schema import planner_decision
     dec = planner_decision(content)
     if dec is None: return content
     thought = split_thought(content)
@@ -497,7 +495,6 @@ def _released_turns(turns: Sequence[Turn]) -> list[Turn]:
 # %% ../nbs/17_trajectories.ipynb
 def split_thought(content: str) -> str:
     "The thought of a planner turn: the text before its final `Next:` decision, trailing whitespace removed."
-    from toolpaper.schema import planner_decision
     if planner_decision(content) is None: return content.rstrip()
     i = content.lower().rfind("next")
     return content[:i].rstrip() if i >= 0 else content.rstrip()
@@ -507,7 +504,6 @@ def umi_role_records(trajs: Sequence[Trajectory], role: str, templates: dict | N
     """Records in the layout of the authors' `role` file (tools, history, input, target), one per planner step of
     `trajs`."""
     if role not in ROLES_ALL: raise ValueError(f"unknown role {role!r}; expected one of {ROLES_ALL}")
-    from toolpaper.schema import planner_decision
     tpl = (templates or released_role_templates(root))[role]
     out = []
     for t in trajs:
@@ -565,14 +561,12 @@ def umi_role_spans(role: str, target: str) -> list[tuple[str, str]]:
 # %% ../nbs/17_trajectories.ipynb
 def write_umi_role_file(path, records: Sequence[dict]) -> None:
     "A role file as the authors' trainer reads it (a JSON list), written atomically."
-    from toolpaper.io import atomic_write_text
     atomic_write_text(path, json.dumps(list(records), ensure_ascii=False, indent=1) + "\n")
 
 # %% ../nbs/17_trajectories.ipynb
 def file_role_examples(path, role: str) -> list[PromptExample]:
     """Training examples from a role file in the authors' layout (theirs or one `write_umi_role_file` wrote): the
     `input` as a plain prompt, the target in spans."""
-    from toolpaper.data import read_umi_role_file
     name = Path(path).name
     return [
         PromptExample(f"{name}:{i}", r.input, umi_role_spans(role, r.target))

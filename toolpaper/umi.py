@@ -15,6 +15,20 @@ from .agent import EXTRA_METHODS, GLPFTConfig, METHODS
 from .sampling import seeded_subset
 from .suites import Options, Suite, option, register
 from .stages import staged
+from . import data as D, stages
+from toolpaper.agent import (
+    SingleAgent, UmiAgent, _Layout, gold_calls, make_agent, realtime_eval, static_predictions, train_methods,
+    trained_seconds
+)
+from .claims import save_scored
+from .client import prompt_ids
+from .io import atomic_write_text
+from toolpaper.metrics import (
+    bootstrap_ci, ci_pct, mean_ci, pct, umi_boot, umi_gold_steps, umi_problem, umi_scores, umi_value, with_ci
+)
+from .models import context_of, load_tokenizer
+from .tools import ToolEnv
+from .trajectories import TrajConfig, build_corpus, corpus_table, released_role_templates
 
 # %% auto 0
 __all__ = ['UMI_COLS', 'UMI_NAMES', 'PAPER_UMI', 'PAPER_UMI_OOD', 'GROUPS', 'PAPER_UMI_T2', 'UMI_HEADLINE', 'UMI_SUITE',
@@ -129,7 +143,6 @@ def umi_group(t: Trajectory, instances: dict) -> str:
     if any(u.role == "planner" and planner_decision(u.content) == "give up" for u in t.turns): return "give-up"
     inst = instances.get(t.group_id)
     if inst is not None and inst.nested: return "nested"
-    from toolpaper.agent import gold_calls
     n = len(inst.calls) if inst is not None else len(gold_calls(t))
     return "multiple" if n > 1 else "single"
 
@@ -161,7 +174,6 @@ class UmiRun:
 def _umi_corpus(tools, train_instances, test_instances, cfg: UmiExpConfig) -> dict:
     """Data stage: trajectories built from the instances, the held-out test dialogues, the training sizes (the main
     one and the scaling ones) and nested training subsets (smaller ones are prefixes of larger ones)."""
-    from toolpaper.trajectories import TrajConfig, build_corpus
     tcfg = TrajConfig(
         give_up_frac=cfg.give_up_frac, recovery_frac=cfg.recovery_frac, distractors=cfg.distractors, seed=cfg.seed
     )
@@ -202,9 +214,6 @@ def _umi_methods(n: int, corpus: dict, cfg: UmiExpConfig) -> tuple[tuple, list |
 def _umi_step_row(ag, m: str, n: int, dialogues: list, cfg: UmiExpConfig, work=None, names=()) -> dict:
     """Step-level stage: one method's metrics in both modes, with dialogue-bootstrap intervals, as a results row; the
     per-step scores go to `work/scored.json` under each of `names` (for the claims ledger)."""
-    from toolpaper.agent import static_predictions
-    from toolpaper.claims import save_scored
-    from toolpaper.metrics import bootstrap_ci, ci_pct, pct, umi_scores
     preds = static_predictions(ag, dialogues)
     row, items = {"method": m, "train trajectories": n}, {}
     for mode in ("compat", "strict"):
@@ -221,8 +230,6 @@ def _umi_step_row(ag, m: str, n: int, dialogues: list, cfg: UmiExpConfig, work=N
 def _umi_base_row(dialogues: list, n: int, cfg: UmiExpConfig, work) -> dict:
     """The base model, not fine-tuned, answering with the Single-LLM prompt: its step-level row (listed at the main size
     `n`), scored as `base@heldout`."""
-    from toolpaper import stages
-    from toolpaper.agent import SingleAgent
     base = stages.client(cfg.model, batch_size=cfg.gen_batch_size)
     agent = SingleAgent(base, cfg.max_new_tokens[0] + cfg.max_new_tokens[1])
     row = _umi_step_row(agent, "base", n, dialogues, cfg, work, ["base@heldout"])
@@ -233,9 +240,6 @@ def _umi_base_row(dialogues: list, n: int, cfg: UmiExpConfig, work) -> dict:
 def _umi_realtime(ag, m: str, test: list, tools, cfg: UmiExpConfig, inst_by_id: dict, row: dict):
     """Real-time stage (main size): the pass rate with its interval goes into `row`; (rows per test group, the
     evaluation record)."""
-    from toolpaper.agent import realtime_eval
-    from toolpaper.metrics import mean_ci, pct
-    from toolpaper.tools import ToolEnv
     clients = {id(c): c for c in (getattr(ag, a, None) for a in ("planner", "caller", "summarizer", "model")) if c}
     use = lambda k: sum(getattr(getattr(c, "usage", None), k, 0) for c in clients.values())
     before = {k: use(k) for k in ("requests", "seconds", "cache_hits")}
@@ -263,9 +267,6 @@ def umi_prompt_tokens(dialogues: Sequence[Trajectory], model: str, style: str = 
     """Per dialogue, the most tokens `model` prefills at one of its scored steps: the planner, caller, summarizer and
     Single-LLM prompts of every step, from the gold history, in layout `style` (the gold thought stands in for the
     predicted one)."""
-    from toolpaper.agent import _Layout
-    from toolpaper.client import prompt_ids
-    from toolpaper.models import load_tokenizer
     tok, lay = load_tokenizer(model), _Layout()
     lay._setup_style(style, None, data_dir)
     out = []
@@ -287,7 +288,6 @@ def umi_fitting(dialogues: Sequence[Trajectory], model: str, new_tokens: int, st
                 data_dir=None) -> tuple[list[Trajectory], str | None]:
     """The dialogues whose longest prompt (`umi_prompt_tokens`) plus `new_tokens` fits `model`'s context, and a
     sentence saying how many were left out (None when every dialogue fits, or the model states no context)."""
-    from toolpaper.models import context_of
     limit, dialogues = context_of(model), list(dialogues)
     if limit is None or not dialogues: return dialogues, None
     n = umi_prompt_tokens(dialogues, model, style, data_dir)
@@ -301,8 +301,6 @@ def umi_fitting(dialogues: Sequence[Trajectory], model: str, new_tokens: int, st
 # %% ../nbs/19_umi.ipynb
 def _umi_ood_rows(ag, m: str, ood: list, cfg: UmiExpConfig) -> list[dict]:
     "Out-of-domain stage: one method's step-level metrics on the released ToolBench dialogues, a row per mode."
-    from toolpaper.agent import static_predictions
-    from toolpaper.metrics import bootstrap_ci, ci_pct, pct, umi_scores
     opreds, rows = static_predictions(ag, ood), []
     for mode in ("compat", "strict"):
         res = umi_scores(opreds, ood, mode)
@@ -331,11 +329,6 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
     """Build the trajectory corpus, train the methods at every scaling size, evaluate step by step in both modes and, at
     the main size, in real time; `ood`: dialogues every main-size method is also scored on step by step (the
     released ToolBench out-of-domain set)."""
-    from toolpaper import stages
-    from toolpaper.agent import make_agent, train_methods, trained_seconds
-    from toolpaper.io import atomic_write_text
-    from toolpaper.metrics import umi_gold_steps
-    from toolpaper.trajectories import corpus_table
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter(); timings = {}
     glpft = replace(cfg.glpft, seed=cfg.seed)
@@ -390,7 +383,6 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
 def umi_table1(run: UmiRun) -> pd.DataFrame:
     """Table 1 shape: each method at the main size in both modes (95% intervals over held-out dialogues), then the
     quoted paper rows (percent)."""
-    from toolpaper.metrics import with_ci
     main = run.results[run.results["train trajectories"] == run.main_n]
     ours = pd.DataFrame([{"method": UMI_NAMES[r.method], "mode": mode,
                           **{f"{c}{e}": r.get(f"{c} ({mode}){e}") for c in UMI_COLS for e in ("", " lo", " hi")},
@@ -415,7 +407,6 @@ def umi_table1(run: UmiRun) -> pd.DataFrame:
 # %% ../nbs/19_umi.ipynb
 def umi_scaling(run: UmiRun) -> pd.DataFrame:
     "Every scaling run of Single-LLM and alpha-UMi, both modes, each metric with its 95% interval."
-    from toolpaper.metrics import with_ci
     d = run.results[run.results.method.isin(["single", "alpha_umi", "alpha_umi_wo_reuse"])].reset_index(drop=True)
     return with_ci(d, [f"{k} ({m})" for m in ("compat", "strict") for k in UMI_COLS] + ["pass rate"])
 
@@ -423,7 +414,6 @@ def umi_scaling(run: UmiRun) -> pd.DataFrame:
 def umi_table2(run: UmiRun) -> pd.DataFrame:
     """Table 2 shape: real-time pass rate against the simulator per group of held-out tasks (single / multiple / nested
     / give-up / all), 95% intervals over tasks."""
-    from toolpaper.metrics import with_ci
     if run.groups.empty: return pd.DataFrame()
     g = with_ci(run.groups.copy(), ["pass rate"])
     g["cell"] = g["pass rate"].astype(str) + g["n"].map(lambda n: f" (n={n})")
@@ -446,7 +436,6 @@ def umi_table2_paper() -> pd.DataFrame:
 def umi_table1_ood(run: UmiRun) -> pd.DataFrame:
     """Table 1 out-of-domain shape: every main-size method scored step by step on the released ToolBench out-of-domain
     dialogues, then the quoted paper rows."""
-    from toolpaper.metrics import with_ci
     if run.ood.empty: return pd.DataFrame()
     ours = with_ci(run.ood.assign(method=lambda d: d.method.map(UMI_NAMES)), UMI_COLS)
     quoted = pd.DataFrame(
@@ -520,7 +509,6 @@ class UmiOptions(Options):
 class UmiPredictor:
     "Static step-level predictions of a single-LLM agent (one client) or an alpha-UMi agent (a client per role)."
     def __init__(self, cfg, clients, items: list):
-        from toolpaper.agent import SingleAgent, UmiAgent
         self.cfg, self.pos = cfg, {id(t): k for k, t in enumerate(items)}
         c = clients if isinstance(clients, dict) else {"planner": clients, "caller": clients, "summarizer": clients}
         mt = tuple(cfg.max_tokens) if isinstance(cfg.max_tokens, (list, tuple)) else (cfg.max_tokens,) * 3
@@ -533,15 +521,12 @@ class UmiPredictor:
         )
 
     def __call__(self, chunk: list) -> list[dict]:
-        from toolpaper.agent import static_predictions
         preds = static_predictions(self.agent, chunk)
         return [{"id": f"{self.pos[id(t)]}:{s}", **p} for t, pr in zip(chunk, preds) for s, p in sorted(pr.items())]
 
 # %% ../nbs/19_umi.ipynb
 def _umi_load(split: str, data_dir=None, seed: int = 0) -> list[Trajectory]:
     "The split's dialogues: released (ToolBench out-of-domain), or built with `seed` from held-out Seal-Tools items."
-    from toolpaper import data as D
-    from toolpaper.trajectories import TrajConfig, build_corpus
     if split == "seal_heldout":
         insts, tools = D.load("seal-tools:test_in_domain", data_dir), D.load("seal-tools:tools", data_dir)
         return build_corpus(insts, tools, TrajConfig(seed=seed))
@@ -550,13 +535,11 @@ def _umi_load(split: str, data_dir=None, seed: int = 0) -> list[Trajectory]:
 # %% ../nbs/19_umi.ipynb
 def umi_unit_ids(dialogues: list[Trajectory]) -> list[list[str]]:
     "The prediction ids of each dialogue: `'<dialogue index>:<step>'`, one per scored step."
-    from toolpaper.metrics import umi_gold_steps
     return [[f"{k}:{s}" for s in range(len(umi_gold_steps(t)))] for k, t in enumerate(dialogues)]
 
 # %% ../nbs/19_umi.ipynb
 def _umi_scores(outputs: list, golds: list[Trajectory], mode: str) -> dict:
     "Step predictions (in `umi_unit_ids` order) regrouped per dialogue and scored."
-    from toolpaper.metrics import umi_scores
     per, it = [], iter(outputs)
     for unit in umi_unit_ids(golds): per.append({s: next(it) for s in range(len(unit))})
     return umi_scores(per, golds, mode)
@@ -574,27 +557,22 @@ def umi_quotes(split: str) -> dict:
 def _umi_check(cfg) -> None:
     "The released layouts need the authors' role files: fail before a run writes anything."
     if cfg.prompt == "released":
-        from toolpaper.trajectories import released_role_templates
         released_role_templates(cfg.data_dir)
 
 # %% ../nbs/19_umi.ipynb
 def _umi_read_gold(path) -> list[Trajectory]:
-    from toolpaper import data as D
     return D.read_umi_steps(path, strict=False)       # a gold file is read as released
 
 # %% ../nbs/19_umi.ipynb
 def _umi_boot(items, rng, n_boot, mode):
-    from toolpaper.metrics import umi_boot
     return umi_boot(items, rng, n_boot, mode)
 
 # %% ../nbs/19_umi.ipynb
 def _umi_problem(p):
-    from toolpaper.metrics import umi_problem
     return umi_problem(p)
 
 # %% ../nbs/19_umi.ipynb
 def _umi_value(p):
-    from toolpaper.metrics import umi_value
     return umi_value(p)
 
 # %% ../nbs/19_umi.ipynb
