@@ -4,9 +4,9 @@
 
 # %% ../nbs/91_claims.ipynb 3
 from __future__ import annotations
-import json
+import json, math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 import numpy as np
 import pandas as pd
@@ -138,6 +138,10 @@ class Claim:
     # where the experiment's page shows what lies behind a measured verdict (e.g. a table column); said under 'why'
     # beside any verdict but 'not run'. A pointer to evidence, never a number or a verdict.
     note: str = ""
+    # the difference the paper printed for this contrast, in points on the paper's side (None: it printed none)
+    paper_diff: float | None = None
+    # how toolpaper's comparison differs from the paper's ('' when it is the paper's own)
+    setup: str = ""
 
     @property
     def comparison(self) -> str:
@@ -164,6 +168,20 @@ def select(scored: dict, condition: str, mode: str = "compat") -> tuple[str, lis
     return entry["suite"], items
 
 # %% ../nbs/91_claims.ipynb
+def _power(v: str, r: dict, claim: Claim) -> dict:
+    """For an inconclusive row: the smallest difference its n can detect (the half-width of its paired 95% interval,
+    in points) and the n at which the paper's printed difference would be (the half-width shrinks as 1/√n)."""
+    if v != VERDICTS[2] or r["low"] is None or r["high"] is None:
+        return {"detectable": "–", "n for the paper's difference": "–"}
+    half, n = 100 * (r["high"] - r["low"]) / 2, min(r["n"])
+    if half == 0: return {"detectable": "–", "n for the paper's difference": "– (no spread: every draw the same)"}
+    need = "no number printed"
+    if claim.paper_diff:
+        k = math.ceil(n * (half / abs(claim.paper_diff)) ** 2)
+        need = f"{n} (this n already)" if k <= n else str(k)
+    return {"detectable": f"±{half:.1f}", "n for the paper's difference": need}
+
+# %% ../nbs/91_claims.ipynb
 def evaluate(claim: Claim, reports, n_boot: int = 2000, seed: int = 0) -> dict:
     "The ledger row of `claim` from the scored conditions under `reports` (a folder of report folders)."
     row = {"paper": claim.paper, "claim": claim.claim, "paper's evidence": f"{claim.evidence}: {claim.paper_says}",
@@ -173,7 +191,8 @@ def evaluate(claim: Claim, reports, n_boot: int = 2000, seed: int = 0) -> dict:
         got = [select(scored, c, claim.mode) for _, c in claim.terms]
     except (KeyError, ValueError) as e:
         return row | {"mode": claim.mode, "toolpaper": "–", "difference [95% CI]": "–", "n": "–", "verdict": "not run",
-                      "why": f"{claim.experiment}: {e.args[0]}"}
+                      "why": f"{claim.experiment}: {e.args[0]}", "detectable": "–", "n for the paper's difference": "–",
+                      "setup": f"differs: {claim.setup}" if claim.setup else "the paper's"}
     suites = {s for s, _ in got}
     if len(suites) != 1: raise ValueError(f"{claim.claim}: its conditions come from different suites {suites}")
     suite, mode = suites.pop(), claim.mode
@@ -196,6 +215,7 @@ def evaluate(claim: Claim, reports, n_boot: int = 2000, seed: int = 0) -> dict:
                "not what is missing")
     if claim.note and v != "not run": why = f"{why}; {claim.note}" if why else claim.note
     return row | {"mode": mode, "toolpaper": " / ".join(pct(x) for x in r["terms"]),
+                  **_power(v, r, claim), "setup": f"differs: {claim.setup}" if claim.setup else "the paper's",
                   "difference [95% CI]": f"{pct(r['value'])} [{pct(r['low'])}, {pct(r['high'])}]",
                   "n": " / ".join(str(n) for n in r["n"]) if len(set(r["n"])) > 1 else str(r["n"][0]),
                   "verdict": v, "why": why}
@@ -273,6 +293,49 @@ CLAIMS: list[Claim] = [
           "7B: 49.73 vs 37.90; 13B: 54.20 vs 44.88", "alpha_umi_math", "accuracy", _d("alpha_umi", "single"),
           reach=5),
 ]
+
+# %% ../nbs/91_claims.ipynb
+_RECIPE_DEER = ("each strategy adapter learns from 600 samples for one epoch (the authors: about 9.6k samples, 10 "
+                "epochs); 200 of the 743 released test samples are scored")
+_UMI = ("trajectories built from Seal-Tools with one planner template over three candidate tools (ToolBench's "
+        "planner reasons in free text among more functions)")
+_PAPER = {   # claim -> (the paper's printed difference in points, how toolpaper's comparison differs)
+    "fine-tuning raises Tool F1 over the base model": (45.92, ""),
+    "fine-tuning raises Parameter F1 over the base model": (47.59, ""),
+    "the fine-tuned model scores higher with DPR candidates than with BM25 (Tool F1)": (
+        3.10, "the BM25 candidates come from another BM25 (tool names and words) than the authors' (descriptions and "
+              "required parameters), one that retrieves better than toolpaper's DPR; answers are cut at 160 new "
+              "tokens (the authors: 256)"),
+    "the fine-tuned model scores higher with DPR candidates than with BM25 (Parameter F1)": (
+        0.87, "the BM25 candidates come from another BM25 than the authors'; answers are cut at 160 new tokens"),
+    "multiple-tool instances are harder than single-tool ones (Tool F1)": (13.49, ""),
+    "nested instances are harder than non-nested ones (Tool F1)": (
+        None, "the paper's claim is about Parameter F1 of nested vs multiple-tool items; this row compares Tool F1 "
+              "on 15 nested items"),
+    "with only the gold tools in the prompt, parameter filling improves": (20.97, ""),
+    "decision-aware fine-tuning beats few-shot prompting on Decision-Search": (
+        28.9, "the 4-shot base model is SmolLM2, not the paper's LLaMA2-13B-Chat / GPT-4"),
+    "decision-aware fine-tuning beats few-shot prompting on Decision-Call": (
+        31.4, "the 4-shot base model is SmolLM2, not the paper's LLaMA2-13B-Chat / GPT-4"),
+    "inter-class sampling is more accurate than intra-class on seen tools": (None, _RECIPE_DEER),
+    "intra-class sampling generalises better than inter-class to unseen tools": (None, _RECIPE_DEER),
+    **{f"the 2:1:2 mixture beats {s} sampling on unseen tools": (None, _RECIPE_DEER)
+       for s in ("random", "intra", "inter")},
+    "keeping NoSearch samples preserves general dialogue (retention vs the base model's answers)": (
+        7.6, "scores the raw first round (mostly the decision phrase alone), not the answer after a NoSearch "
+             "decision, and compares with an adapter trained without NoSearch samples, not a template-driven model"),
+    **{f"alpha-UMi (GLPFT) beats Single-LLM on {k}": (d, _UMI) for k, d in (
+        ("Plan ACC", 7.0), ("Act EM", 5.68), ("Hallucination (lower)", 1.75), ("Arg F1", 6.67))},
+    "GLPFT beats one-stage multi-LLM fine-tuning on Act EM": (13.83, _UMI + "; one-stage gets one epoch per role"),
+    "GLPFT beats one-stage multi-LLM fine-tuning on Arg F1": (14.22, _UMI + "; one-stage gets one epoch per role"),
+    "more training data helps alpha-UMi (Act EM)": (None, _UMI),
+    "more data helps alpha-UMi more than Single-LLM (Act EM, difference of gains)": (None, _UMI),
+    "reusing the stage-1 instructions in stage 2 beats fresh ones (w/o reuse)": (3.44, _UMI),
+    "program-aided alpha-UMi beats Single-LLM on GSM8K": (
+        11.83, "trajectories built from GSM8K's calculator annotations (the paper's came from GPT-3.5 / GPT-4)"),
+}
+CLAIMS = [replace(c, paper_diff=_PAPER.get(c.claim, (None, ""))[0], setup=_PAPER.get(c.claim, (None, ""))[1])
+          for c in CLAIMS]
 
 # %% ../nbs/91_claims.ipynb
 _DEER_ADAPTERS = ("mixture 2:1:2", "random", "intra", "inter")
@@ -360,7 +423,12 @@ def write_ledger(reports, claims: list[Claim] | None = None, n_boot: int = 2000,
              "interval: *reproduced* when it lies on the paper's side of zero, *contradicted* when it lies on the "
              "other "
              "side, *inconclusive at this scale* when it holds zero; *not run* names what is missing. "
-             "`toolpaper` lists each condition's value; `n` the items (per condition where they differ).", ""]
+             "`toolpaper` lists each condition's value; `n` the items (per condition where they differ). An "
+             "inconclusive row says what its n can detect (`detectable`: the half-width of its interval, the "
+             "smallest difference that would have decided it) and at what n the paper's own printed difference "
+             "would be detectable (the interval shrinking as 1/√n). `setup` says whether the comparison is the "
+             "paper's own or how it differs (data, recipe, measurement): a verdict on a comparison the paper did not "
+             "make is read with that in mind.", ""]
     if scale: lines += [scale, ""]
     bt, br = base_table(reports, n_boot=n_boot, seed=seed), branch_table(reports, n_boot=n_boot, seed=seed)
     lines += ["Verdicts: " + ", ".join(f"{v} {counts.get(v, 0)}" for v in VERDICTS), "",
