@@ -473,6 +473,9 @@ def _reproduce_args(sub) -> None:
         "from the cache",
     )
     r.add_argument("--fresh", action="store_true", help="ignore the stage cache: retrain and regenerate everything")
+    r.add_argument("--prune-cache", action="store_true",
+                   help="also remove stage-cache files of the run's stages under other keys (older versions; for a "
+                   "full run of the profile's defaults: a served, other-precision or -p run's files go too)")
     r.add_argument(
         "--verify", type=positive_int, default=None, metavar="N",
         help="recompute N random cached answers with the adapters at hand and report how many match (runs nothing)",
@@ -584,6 +587,7 @@ def _dispatch(args) -> int:
             res = verify_reports(args.profile, args.only, args.verify, args.out, seed=args.seed)
             return 0 if res["matched"] == res["checked"] else 1
         gen = GenSettings(args.base_url, args.api, args.engine, args.precision, args.fresh)
-        reproduce(args.profile, args.only, parse_params(args.param), args.out, progress=not args.no_progress, gen=gen)
+        reproduce(args.profile, args.only, parse_params(args.param), args.out, progress=not args.no_progress, gen=gen,
+                  prune_cache=args.prune_cache)
         return 0
     return 1

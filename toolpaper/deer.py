@@ -69,12 +69,14 @@ def deer_generate(
     style: str = "released",
 ) -> list[str]:
     """DEER transcripts, two teacher-forced rounds: round one decodes up to the first marker; when both it and the
-    gold chain search, round two continues after the gold pool (`style`: the released or toolpaper prefix)."""
+    gold chain search, round two continues after the gold pool (`style`: the released or toolpaper prefix). In the
+    released style the loop ends where the authors' inference ends it: a round one without `#Begin#` is the whole
+    transcript (no second round supplies the marker from the gold chain)."""
     prompts = [deer_prompt(s, chain="", system=system, demos=demos, style=style).messages for s in samples]
     first = gen.generate(prompts, max_tokens=max_new_tokens, stop=DEER_STOPS, include_stop=True, progress=progress)
     out = list(first)
     if style == "released":
-        again = [(i, gold_prefix(samples[i])) for i, o in enumerate(first) if "#SearchAPI#" in o]
+        again = [(i, gold_prefix(samples[i])) for i, o in enumerate(first) if "#SearchAPI#" in o and "#Begin#" in o]
         again = [(i, p) for i, p in again if p]
         if again:  # the model continues after '#': its markers start without it
             second = gen.generate(

@@ -278,7 +278,9 @@ def parse_caller(text: str, mode: Mode = "compat") -> tuple[str | None, str | No
 # %% ../nbs/04_parse.ipynb
 def parse_umi(pred: Any, mode: Mode = "compat") -> UmiStep:
     """Parse one predicted step, given in the authors' single-string layout or as a {'planner', 'caller', 'summarizer'}
-    dict (a value that is not text counts as missing). Malformed text gives empty fields; only a bad `mode` raises."""
+    dict (a value that is not text counts as missing). Malformed text gives empty fields; only a bad `mode` raises.
+    compat reads a conclusion's answer as the authors' evaluator does: the text after its last `conclusion: `, with
+    `</s>` removed."""
     check_mode(mode)
     if isinstance(pred, dict):
         text = lambda k: pred.get(k) if isinstance(pred.get(k), str) else None
@@ -293,6 +295,9 @@ def parse_umi(pred: Any, mode: Mode = "compat") -> UmiStep:
             elif role.strip() == "conclusion": answer = body.strip()
     else: return UmiStep()
     dec = planner_decision(planner)
+    if mode == "compat" and dec == "conclusion":
+        whole = pred if isinstance(pred, str) else answer
+        if whole is not None: answer = whole.rsplit("conclusion: ", 1)[-1].replace("</s>", "").strip()
     step = UmiStep(plan=PLAN_LABELS.get(dec) if dec else None, planner=planner.strip(), answer=answer)
     if caller is not None: step.action, step.action_input, step.arguments = parse_caller(caller, mode)
     return step

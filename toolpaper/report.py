@@ -374,10 +374,11 @@ def _relativize_page(exp_out: Path, anchors) -> int:
 # %% ../nbs/90_report.ipynb
 _CACHE_PARTS = ("requests", "train", "retrieval")
 
-def prune_stale(exp_out: Path, run_id: str, started: float) -> list[str]:
-    """Remove what the run `run_id` (started at epoch `started`) no longer produces in an experiment folder; the
-    removed files, relative to it."""
-    gone = []
+def prune_stale(exp_out: Path, run_id: str, started: float, prune_cache: bool = False) -> tuple[list[str], list[str]]:
+    """Remove what the run `run_id` (started at epoch `started`) no longer produces in an experiment folder; (the
+    removed files, the stage-cache files of its stages under other keys: removed too with `prune_cache`, else kept),
+    relative to the folder."""
+    gone, other = [], []
     for used_f in sorted(exp_out.rglob(f".used-{run_id}.jsonl")):
         root = used_f.parent
         used = {root / name for line in used_f.read_text(encoding="utf-8").splitlines() if line.strip()
@@ -387,14 +388,16 @@ def prune_stale(exp_out: Path, run_id: str, started: float) -> list[str]:
             names = {stage(f) for f in used if f.parent == root / part}
             for f in sorted((root / part).glob("*")):
                 if f.is_file() and f not in used and f.suffix in (".json", ".jsonl") and stage(f) in names:
-                    gone.append(f)
+                    other.append(f)
         used_f.unlink()
     old = lambda f: f.stat().st_mtime < started
     gone += [f for f in sorted(exp_out.rglob("outputs_*.jsonl")) if "stages" not in f.parts and old(f)]
     gone += [f for f in sorted(exp_out.glob("*")) if f.is_file() and f.suffix in (".csv", ".png", ".md")
              and f.name != "README.md" and old(f)]
+    if prune_cache: gone, other = other + gone, []
     for f in gone: f.unlink()
-    return [str(f.relative_to(exp_out)) for f in gone]
+    rel = lambda fs: [str(f.relative_to(exp_out)) for f in fs]
+    return rel(gone), rel(other)
 
 # %% ../nbs/90_report.ipynb
 class ExperimentBusy(RuntimeError):
@@ -421,7 +424,7 @@ def experiment_lock(exp_out: Path):
 
 # %% ../nbs/90_report.ipynb
 def _run_experiment(name: str, profile: str, params: dict | None, out: Path, root: Path, progress: bool,
-                    log, step: str = "") -> dict:
+                    log, step: str = "", prune_cache: bool = False) -> dict:
     """Execute one experiment notebook with papermill into `out/name` (`step`, e.g. '[2/5]', heads its log line);
     its manifest record (status 'ok' or 'failed')."""
     import papermill as pm
@@ -451,8 +454,10 @@ def _run_experiment(name: str, profile: str, params: dict | None, out: Path, roo
         if bad: status, error = "failed", "; ".join(x for x in (error, bad) if x)
         holder = next((d for d in [out.resolve(), *out.resolve().parents] if (d / "settings.ini").exists()), None)
         _relativize_page(exp_out, [str(root.resolve()), str(holder) if holder else None])
-    pruned = prune_stale(exp_out, run_id, epoch) if status == "ok" and run_id else []
+    pruned, other = prune_stale(exp_out, run_id, epoch, prune_cache) if status == "ok" and run_id else ([], [])
     if pruned: log(f"    removed {len(pruned)} output(s) this run no longer makes: {', '.join(pruned[:8])}")
+    if other: log(f"    kept {len(other)} stage-cache file(s) of other keys (--prune-cache removes them): "
+                  f"{', '.join(other[:4])}")
     stages_p = exp_out / "work" / "stages" / "summary.json"
     return {
         "notebook": f"nbs/experiments/{exp.notebook}",
@@ -502,10 +507,12 @@ def reproduce(
     progress: bool = True,
     log=print,
     gen=None,
+    prune_cache: bool = False,
 ) -> dict:
     """Run registered experiment notebooks; write outputs, executed notebooks, `manifest.json` and the index under
     `out`. `gen` (a `toolpaper.stages.GenSettings`): where the generations run (the local engine by default, or a
-    server) and whether the stage cache is ignored (`fresh`)."""
+    server) and whether the stage cache is ignored (`fresh`); `prune_cache`: also remove the stage-cache files of
+    the run's stages under other keys (`prune_stale`)."""
     from toolpaper.stages import GenSettings
     gen = gen or GenSettings()
     root, out, names = _selection(profile, only, out, root)
@@ -529,7 +536,7 @@ def reproduce(
             run_env = {**gen.environ(), "TOOLPAPER_RUN_ID": uuid.uuid4().hex[:12]}
             with experiment_lock(out / name), _environ(run_env):
                 runs[name] = _run_experiment(
-                    name, profile, params, out, root, progress, log, f"[{k}/{len(names)}]"
+                    name, profile, params, out, root, progress, log, f"[{k}/{len(names)}]", prune_cache
                 )
         except ExperimentBusy as e:                    # another run has it: leave its files and its record alone
             busy[name] = str(e); log(f"[{k}/{len(names)}] {name}: skipped: {e}"); continue

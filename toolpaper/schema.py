@@ -89,8 +89,9 @@ def description_examples(description: str) -> list[str]:
     for i in sorted(set(before) | {i for i in (low.find(o, line) for o in _EG_OPENERS) if i >= 0}):
         j = i + len(next(o for o in _EG_OPENERS if low.startswith(o, i)))
         for k in ([j + 1, j] if j < len(t) - 1 and t[j] in ",:" else [j]):     # an optional ',' or ':' after the opener
-            body = t[k:-1].lstrip()
-            if body: return [p.strip().strip("'\"") for p in body.split(",") if p.strip()]
+            raw = t[k:-1]
+            # any text before ')' closes the pattern here, blanks too (they then give no example): '(e.g.: )' is []
+            if raw: return [p.strip().strip("'\"") for p in (raw.lstrip() or raw).split(",") if p.strip()]
     return []
 
 # %% ../nbs/00_schema.ipynb
