@@ -13,7 +13,6 @@ from .client import LazyClient, LocalClient, OpenAIClient, RecordReplay, _record
 from .grammar import DEFAULT_GRAMMAR
 from .models import default_device
 from .precision import gen_precision, train_bf16
-from .train import finetune as train
 
 # %% auto 0
 __all__ = ['STAGE_VERSION', 'GENERATION_VERSION', 'git_commit', 'GenSettings', 'weights_bytes', 'checkpoint_minutes',
@@ -265,6 +264,7 @@ def finetune(model: str, examples, cfg, adapter=None, span_labels=None) -> dict:
     "`StageCache.finetune` of the current cache; `toolpaper.train.finetune` when no cache is running."
     c = current()
     if c is not None: return c.finetune(model, examples, cfg, adapter=adapter, span_labels=span_labels)
+    from toolpaper.train import finetune as train            # torch and transformers: only when training
     return train(model, examples, cfg, adapter=adapter, span_labels=span_labels)
 
 # %% ../nbs/12_stages.ipynb
