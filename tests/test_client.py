@@ -133,7 +133,11 @@ def test_record_then_replay_is_exact_and_keeps_no_key(server, monkeypatch, tmp_p
     with pytest.raises(CacheMiss):
         rep.complete([[{"role": "user", "content": "never-seen"}]], max_tokens=5)
     with pytest.raises(CacheMiss):                                       # other parameters, other key
-        rep.complete(convs[:1], max_tokens=6)
+        rep.complete(convs[:1], max_tokens=5, temperature=0.5)
+    # a greedy answer that ended on its own within 5 tokens is the answer under a limit of 6 too (read, not written)
+    before = (tmp_path / "cache.jsonl").read_text()
+    assert rep.generate(convs[:1], max_tokens=6) == first[:1]
+    assert (tmp_path / "cache.jsonl").read_text() == before
     assert "sk-test-secret" not in (tmp_path / "cache.jsonl").read_text()
 
 

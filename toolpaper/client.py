@@ -515,7 +515,10 @@ class RecordReplay(Client):
     'replay' answers from the file alone and raises `CacheMiss` for a request it does not hold. `fresh` (record mode)
     ignores the answers already in the file (new ones are appended; the last answer to a request wins when read);
     `extra` fields are written into every new record; `hit_commits` counts the answers reused, by their `commit`;
-    `grammar`: the library that enforces schemas (part of a constrained request's key: libraries decode differently)."""
+    `grammar`: the library that enforces schemas (part of a constrained request's key: libraries decode differently).
+    A greedy request the file lacks is answered by a greedy answer to the same request under another token limit that
+    ended on its own (end of sequence or a stop) in fewer tokens than this limit: decoding under the new limit would
+    give the same text. It is written under the new key with `reused_from` naming the old one."""
     def __init__(self, inner: Client | None, path, mode: str = "record", model: str | None = None,
                  fresh: bool = False, extra: dict | None = None, grammar: str | None = None):
         super().__init__()
@@ -532,6 +535,8 @@ class RecordReplay(Client):
             # skipped with a warning naming file:line: its request counts as not cached
             for _, e in jsonl_records(self.path, _record_problem): self.entries[e["key"]] = e
         elif not self.path.exists() and mode == "replay": raise FileNotFoundError(f"{self.path}: no such record file")
+        self.ended: dict[str, list[dict]] = {}        # greedy answers that ended before their limit, by request stem
+        for e in self.entries.values(): self._note_ended(e)
         models = sorted({e.get("request_model", e.get("model")) for e in self.entries.values()} - {None})
         self.model = model or (inner.model if inner else models[0] if len(models) == 1 else "?")
 
@@ -551,14 +556,40 @@ class RecordReplay(Client):
             e.get("reused_tokens", 0),
         )
 
+    @staticmethod
+    def _stem(model, prompt, params: dict, prefix: str) -> str:
+        "A greedy request's key without its token limit."
+        return request_key(model, prompt, {k: v for k, v in params.items() if k != "max_tokens"}, prefix)
+
+    def _note_ended(self, e: dict) -> None:
+        par, p = e.get("params"), e.get("prompt", e.get("messages"))
+        if e.get("finish_reason") not in ("eos", "stop") or not isinstance(par, dict) or par.get("temperature") != 0 \
+                or p is None or not isinstance(e.get("completion_tokens"), int): return
+        self.ended.setdefault(self._stem(e.get("request_model", self.model), p, par, e.get("prefix") or ""),
+                              []).append(e)
+
+    def _ended_earlier(self, key: str, item) -> dict | None:
+        "The record of a greedy answer that ended before this request's limit, written under the request's key."
+        p, pre, par = item
+        if par.temperature != 0: return None
+        old = next((e for e in self.ended.get(self._stem(self.model, p, self._params(par), pre), [])
+                    if e["completion_tokens"] < par.max_tokens), None)
+        if old is None: return None
+        rec = {**old, "key": key, "params": self._params(par), "reused_from": old["key"]}
+        with self._lock:                                   # replay mode reads the file, never writes it
+            if self.mode == "record": append_jsonl(self.path, [rec])
+            self.entries[key] = rec
+        return rec
+
     def _complete(self, items, progress=False):
         keys = [request_key(self.model, p, self._params(par), pre) for p, pre, par in items]
         out: list = [None] * len(items)
         todo: dict[str, list[int]] = {}
         for i, k in enumerate(keys):
-            if k in self.entries:
-                out[i] = self._hit(self.entries[k]); self.usage.add(cache_hits=1)
-                self.hit_commits[self.entries[k].get("commit", "not recorded")] += 1
+            e = self.entries.get(k) or self._ended_earlier(k, items[i])
+            if e is not None:
+                out[i] = self._hit(e); self.usage.add(cache_hits=1)
+                self.hit_commits[e.get("commit", "not recorded")] += 1
             else: todo.setdefault(k, []).append(i)
         if todo and self.mode == "replay":
             k, idx = next(iter(todo.items()))
@@ -587,7 +618,7 @@ class RecordReplay(Client):
                     }
                     with self._lock:
                         append_jsonl(self.path, [rec])
-                        self.entries[k] = rec
+                        self.entries[k] = rec; self._note_ended(rec)
                     self.usage.add(requests=1, prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens,
                                    reused_tokens=c.reused_tokens)
                 # repeats within the batch are answered by the one request

@@ -25,8 +25,8 @@ __all__ = ['STOPWORDS', 'TOKENIZERS', 'DPR_VERSION', 'tool_text', 'tokenize_auth
            'BM25Index', 'check_queries', 'Retriever', 'BM25Retriever', 'dense_text', 'DenseRetriever',
            'retrieval_metrics', 'gold_sets', 'evaluate_retriever', 'DPRConfig', 'finetune_dpr', 'CandidateList',
            'candidate_lists', 'RetrievalExpConfig', 'dpr_key', 'train_dpr_retriever', 'compare_retrievers',
-           'query_values', 'CachedRetriever', 'dense_retriever', 'dpr_retriever', 'run_retrieval_experiment',
-           'summary_table', 'kind_table', 'plot_topk']
+           'query_values', 'peer_rankings', 'CachedRetriever', 'dense_retriever', 'dpr_retriever',
+           'run_retrieval_experiment', 'summary_table', 'kind_table', 'plot_topk']
 
 # %% ../nbs/07_retrieval.ipynb
 def tool_text(t: Tool, with_name: bool = False, params: str = "required") -> str:
@@ -428,9 +428,25 @@ def query_values(ret: Retriever, instances: list[Instance], k: int = 5) -> list[
     return out
 
 # %% ../nbs/07_retrieval.ipynb
+def peer_rankings(path) -> tuple[dict, set]:
+    """({'k\\tquery': ranking}, commits) of the ranking files named like `path` in the other experiments of the same
+    reports folder (`<reports>/<experiment>/work/stages/retrieval/<name>-<key>.json`); unreadable ones are skipped."""
+    path, ranked, commits = Path(path), {}, set()
+    if len(path.parents) < 5 or path.parents[2].name != "work": return ranked, commits
+    for p in sorted(path.parents[4].glob(f"*/work/stages/retrieval/{path.name}")):
+        if p.resolve() == path.resolve(): continue
+        d = _read_log(p, warn=False) or {}
+        if not isinstance(d.get("ranked"), dict): continue
+        ranked.update(d["ranked"])
+        if d.get("commit"): commits.add(d["commit"])
+    return ranked, commits
+
+# %% ../nbs/07_retrieval.ipynb
 class CachedRetriever:
     """A retriever whose rankings are a stage: `search(queries, k)` answers from `stages/retrieval/<name>-<key>.json`
-    and builds the real retriever (`factory()`) only for queries it has not ranked to depth `k`."""
+    and builds the real retriever (`factory()`) only for queries it has not ranked to depth `k`. Rankings of the same
+    retriever and key cached by a sibling experiment (`<reports>/*/work/stages/retrieval/`, the same file name) are
+    borrowed first (the key fixes the encoder, so they are the same rankings) and copied into this cache."""
     def __init__(self, cache: StageCache, name: str, key: str, factory: Callable, tools):
         self.name, self.key, self.factory, self.tools, self.inner = name, key, factory, list(tools), None
         slug = "".join(ch if ch.isalnum() else "_" for ch in name).strip("_")
@@ -438,16 +454,21 @@ class CachedRetriever:
         cache.used.add(self.path)
         old = (_read_log(self.path) or {}) if not cache.settings.fresh else {}     # unreadable: ranked again
         self.ranked: dict = old.get("ranked", {})
+        self.peers = ({}, set()) if cache.settings.fresh else peer_rankings(self.path)
         self.hits, self.new, self.hit_commits = 0, 0, ({old["commit"]} if old.get("commit") else set())
         cache.retrievers.append(self)
 
     def search(self, queries, k: int = 10):
         keys = [f"{k}\t{q}" for q in check_queries(queries)]
+        lent = [x for x in dict.fromkeys(keys) if x not in self.ranked and x in self.peers[0]]
+        for x in lent: self.ranked[x] = self.peers[0][x]
+        if lent: self.hit_commits |= self.peers[1]
         miss = list(dict.fromkeys(x for x in keys if x not in self.ranked))
         if miss:
             if self.inner is None: self.inner = self.factory()
             for x, row in zip(miss, self.inner.search([x.split("\t", 1)[1] for x in miss], k)):
                 self.ranked[x] = [int(i) for i in row]
+        if miss or lent:
             atomic_write_text(self.path, json.dumps({"commit": self.commit, "ranked": self.ranked}) + "\n")
         self.new += len(miss); self.hits += len(keys) - len(miss)
         return np.array([self.ranked[x] for x in keys], dtype=int).reshape(len(keys), -1)

@@ -28,13 +28,13 @@ from .retrieval import BM25Retriever, dense_retriever, dpr_retriever
 from .schema import JSON_TYPES, canonical_type, tool_schema
 
 # %% auto 0
-__all__ = ['METRIC_COLS', 'CI_KEYS', 'PAPER_SEAL', 'MODELS', 'CANDIDATES', 'SETTING_NAMES', 'SEAL_HEADLINE', 'SEAL_SUITE',
-           'subsample', 'candidates', 'released_gold_coverage', 'seal_examples', 'released_examples', 'score_setting',
-           'paper_rows', 'SealExpConfig', 'SealRun', 'make_retrievers', 'train_examples', 'gold_examples',
-           'setting_label', 'seal_prompts', 'run_seal_experiment', 'seal_table', 'error_taxonomy', 'param_by_kind',
-           'plot_param_by_kind', 'plot_taxonomy', 'candidate_groups', 'candidate_lists', 'GeneratedExpConfig',
-           'GeneratedRun', 'run_generated_experiment', 'native_calls', 'seal_answer_schema', 'SealOptions',
-           'SealPredictor', 'seal_quotes']
+__all__ = ['METRIC_COLS', 'CI_KEYS', 'PAPER_SEAL', 'MODELS', 'CANDIDATES', 'SETTING_NAMES', 'PAPER_NESTED', 'SEAL_HEADLINE',
+           'SEAL_SUITE', 'subsample', 'candidates', 'released_gold_coverage', 'seal_examples', 'released_examples',
+           'score_setting', 'paper_rows', 'SealExpConfig', 'SealRun', 'make_retrievers', 'train_examples',
+           'gold_examples', 'setting_label', 'seal_prompts', 'run_seal_experiment', 'seal_table', 'cut_answers',
+           'nested_vs_multiple', 'error_taxonomy', 'param_by_kind', 'plot_param_by_kind', 'plot_taxonomy',
+           'candidate_groups', 'candidate_lists', 'GeneratedExpConfig', 'GeneratedRun', 'run_generated_experiment',
+           'native_calls', 'seal_answer_schema', 'SealOptions', 'SealPredictor', 'seal_quotes']
 
 # %% ../nbs/14_sealtools.ipynb
 def subsample(instances: Sequence[Instance], n: int | None, seed: int = 0, min_nested: int = 0) -> list[Instance]:
@@ -244,7 +244,10 @@ class SealExpConfig(Profiled):
     )
     # fine-tuning (its seed is the experiment's); lora_top_layers=N: LoRA on the top N decoder layers (faster on CPU)
     train: SFTConfig = field(default_factory=_seal_train)
-    max_new_tokens: int = 160
+    # new tokens per answer: above the authors' 256, so that (nearly) no fine-tuned answer is cut
+    max_new_tokens: int = 384
+    # settings that also answer every nested item of the full test splits (the nested claim's comparison)
+    nested_all: tuple = ()
     gen_batch_size: int = 8
     seed: int = 0
     PROFILES: ClassVar[dict] = {
@@ -266,7 +269,7 @@ class SealExpConfig(Profiled):
         # fine-tuning: full, lr 5e-5 — the recipe that learned most per minute here (reports/benchmarks/train_recipe.md)
         # the dense retriever: the retrieval report's cpu encoder (3 DPR epochs)
         "cpu": dict(train_n=320, test_n=100, settings=("base:dense", "base:gold", "ft:bm25", "ft:dense", "ftgold:gold"),
-                    train=dict(lora=False, lr=5e-5), dpr=dict(epochs=3)),
+                    train=dict(lora=False, lr=5e-5), dpr=dict(epochs=3), nested_all=("ft:dense",)),
         "paper": dict(
             model="meta-llama/Llama-2-7b-hf",
             train_n=None,
@@ -289,15 +292,17 @@ class SealRun:
     candidates: dict                # setting -> {split: [[tool names]]}
     timings: dict
     train_info: dict | None = None
+    cut: dict = field(default_factory=dict)      # setting -> {split: [answer stopped by the token limit?]}
+    nested: dict = field(default_factory=dict)   # setting -> {mode: per-item scores of every nested test item}
 
 # %% ../nbs/14_sealtools.ipynb
 def make_retrievers(tools: list[Tool], dpr_train: list[Instance], cfg: SealExpConfig,
                     only: tuple = ("bm25", "dense")) -> dict:
-    """{'bm25': ..., 'dense': ...} fitted on `tools` (only those named in `only`); 'dense' is DPR trained on `dpr_train`
-    (`cfg.dpr`, the experiment's seed) when `cfg.dpr.epochs` > 0, else the pretrained encoder (its tool embeddings
-    cached on disk, keyed by encoder and tools); inside an experiment's stage cache the dense rankings are a cached
-    stage (`toolpaper.retrieval.dense_retriever`, `dpr_retriever`)."""
-    out = {"bm25": BM25Retriever("words", with_name=True).fit(tools)} if "bm25" in only else {}
+    """{'bm25': the authors' BM25, 'dense': ...} fitted on `tools` (only those named in `only`); 'dense' is DPR trained
+    on `dpr_train` (`cfg.dpr`, the experiment's seed) when `cfg.dpr.epochs` > 0, else the pretrained encoder (its tool
+    embeddings cached on disk, keyed by encoder and tools); inside an experiment's stage cache the dense rankings are a
+    cached stage (`toolpaper.retrieval.dense_retriever`, `dpr_retriever`)."""
+    out = {"bm25": BM25Retriever("authors").fit(tools)} if "bm25" in only else {}
     if "dense" not in only: return out
     if cfg.dpr.epochs > 0:
         out["dense"], _ = dpr_retriever(tools, dpr_train, replace(cfg.dpr, seed=cfg.seed), base=cfg.dense_model)
@@ -405,28 +410,54 @@ def _pooled_items(outs_by: dict, tests: dict, mode: str) -> list[dict]:
 
 # %% ../nbs/14_sealtools.ipynb
 def _seal_answer_setting(setting: str, client, tests: dict, tools: list, rets: dict, cfg: SealExpConfig, template,
-                         released: dict, work: Path, progress: bool = False) -> tuple[dict, dict, list]:
+                         released: dict, work: Path, progress: bool = False) -> tuple[dict, dict, list, dict]:
     """Generate-and-score stage of one setting: ({split: outputs}, {split: candidate names}, score frames per split and
-    over all test instances); the outputs are saved beside the stage cache, the per-item scores (both splits pooled)
-    in `scored.json` for the claims ledger."""
+    over all test instances, {split: [answer cut by the token limit?]}); the outputs are saved beside the stage cache,
+    the per-item scores (both splits pooled) in `scored.json` for the claims ledger."""
     cand = _setting_parts(setting)[1]
-    outs_by, names_by, frames = {}, {}, []
+    outs_by, names_by, frames, cut_by = {}, {}, [], {}
     for split, insts in tests.items():
         ex, names = seal_prompts(insts, tools, cand, cfg.prompt_style, rets.get(cand), cfg.k, cfg.seed, template,
                                  released.get(split))
-        outs = client.generate([e.messages for e in ex], max_tokens=cfg.max_new_tokens, progress=progress)
+        done = client.complete([e.messages for e in ex], max_tokens=cfg.max_new_tokens, progress=progress)
+        outs, cut_by[split] = [c.text for c in done], [c.finish_reason == "length" for c in done]
         outs_by[split], names_by[split] = outs, names
         df = score_setting(outs, insts, setting); df.insert(1, "split", split); frames.append(df)
         atomic_write_text(
             work / f"outputs_{setting.replace(':', '_')}_{split}.jsonl",
-            "".join(json.dumps({"id": x.id, "output": o, "candidates": n}, ensure_ascii=False) + "\n"
-                    for x, o, n in zip(insts, outs, names)),
+            "".join(json.dumps({"id": x.id, "output": o, "candidates": n, "cut": c}, ensure_ascii=False) + "\n"
+                    for x, o, n, c in zip(insts, outs, names, cut_by[split])),
         )
     save_scored(work, setting, "seal", {m: _pooled_items(outs_by, tests, m) for m in ("compat", "strict")})
     both = [x for v in tests.values() for x in v]
     df = score_setting([o for sp in tests for o in outs_by[sp]], both, setting)
     df.insert(1, "split", "all test")
-    return outs_by, names_by, frames + [df]
+    return outs_by, names_by, frames + [df], cut_by
+
+# %% ../nbs/14_sealtools.ipynb
+def _seal_nested_all(setting: str, client, full: dict, tests: dict, outs_by: dict, tools: list, rets: dict,
+                     cfg: SealExpConfig, template, released: dict, work: Path, progress: bool = False) -> dict:
+    """Every nested item of the full test splits `full` in one setting: the subsample's answers (`outs_by`) and the
+    other nested items' (asked now, same prompts and limit); {mode: per-item scores, split-prefixed}, also saved in
+    `scored.json` as '<setting>@nested_all'. Each split's answers go to `outputs_<setting>_nested_all_<split>.jsonl`."""
+    cand, parts = _setting_parts(setting)[1], {}
+    for split, insts in full.items():
+        have = {x.id: o for x, o in zip(tests[split], outs_by[split])}
+        nested = [x for x in insts if x.nested]
+        extra = [x for x in nested if x.id not in have]
+        ex, _ = seal_prompts(extra, tools, cand, cfg.prompt_style, rets.get(cand), cfg.k, cfg.seed, template,
+                             released.get(split))
+        done = client.complete([e.messages for e in ex], max_tokens=cfg.max_new_tokens, progress=progress)
+        have.update({x.id: c.text for x, c in zip(extra, done)})
+        cut = {x.id: c.finish_reason == "length" for x, c in zip(extra, done)}
+        atomic_write_text(work / f"outputs_{setting.replace(':', '_')}_nested_all_{split}.jsonl", "".join(
+            json.dumps({"id": x.id, "output": have[x.id], "subsample": x.id not in cut, "cut": cut.get(x.id)},
+                       ensure_ascii=False) + "\n" for x in nested))
+        parts[split] = (nested, [have[x.id] for x in nested])
+    items = {m: pool({sp: seal_scores(outs, insts, m)["items"] for sp, (insts, outs) in parts.items()})
+             for m in ("compat", "strict")}
+    save_scored(work, f"{setting}@nested_all", "seal", items)
+    return items
 
 # %% ../nbs/14_sealtools.ipynb
 @staged
@@ -441,39 +472,42 @@ def run_seal_experiment(
     data_root=None,
 ) -> SealRun:
     """Fine-tune the model, answer the test splits in every configured setting (retriever, candidates, prompt) and score
-    them in both modes; `released` maps 'dev' and each test split to its released prompts (read from `data_root`
-    when needed and not given)."""
+    them in both modes (those of them in `cfg.nested_all` also on every nested test item); `released` maps 'dev' and
+    each test split to its released prompts (read from `data_root` when needed and not given)."""
     check_style(cfg.prompt_style)
-    for s in cfg.settings: _setting_parts(s)
+    for s in (*cfg.settings, *cfg.nested_all): _setting_parts(s)      # nested_all applies to the settings that run
     released = _released_prompts(cfg, tests, released, data_root)
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     train_sub = subsample(train, cfg.train_n, cfg.seed)
-    tests = {k: subsample(v, cfg.test_n, cfg.seed, cfg.min_nested) for k, v in tests.items()}
+    full, tests = tests, {k: subsample(v, cfg.test_n, cfg.seed, cfg.min_nested) for k, v in tests.items()}
     rets = make_retrievers(tools, list(train), cfg)
     released_layout = cfg.prompt_style == "released" and "dev" in released
     template = SealTemplate.from_records(released["dev"], train) if released_layout else None
     timings["retrievers_s"] = time.perf_counter() - t0
     info, adapters = _seal_adapters(cfg, train_sub, tools, rets, released, template, work)
     timings.update({f"train_{m}_s": v["train_seconds"] for m, v in info.items()})
-    outputs, cands, frames = {}, {}, []
+    outputs, cands, frames, cut, nested = {}, {}, [], {}, {}
     for s in cfg.settings:
         tuned = adapters.get(_setting_parts(s)[0])
         # a full fine-tune's folder is the model itself; a LoRA run's is an adapter of the base model
         g = stages.tuned_client(cfg.model, tuned, cfg.train.lora, cfg.gen_batch_size) if tuned is not None else \
             stages.client(cfg.model, None, cfg.gen_batch_size)
         t1, tok0 = time.perf_counter(), g.usage.completion_tokens
-        outputs[s], cands[s], fr = _seal_answer_setting(
+        outputs[s], cands[s], fr, cut[s] = _seal_answer_setting(
             s, g, tests, tools, rets, cfg, template, released, work, progress
         )
+        if s in cfg.nested_all:
+            nested[s] = _seal_nested_all(s, g, full, tests, outputs[s], tools, rets, cfg, template, released, work,
+                                         progress)
         frames += fr
         timings[f"{s}_generate_s"] = time.perf_counter() - t1
         timings[f"{s}_generated_tokens"] = g.usage.completion_tokens - tok0
     timings["total_s"] = time.perf_counter() - t0
     scores = pd.concat(frames, ignore_index=True)
     atomic_write_text(work / "scores.csv", scores.to_csv(index=False))
-    return SealRun(asdict(cfg), scores, outputs, tests, cands, timings, info or None)
+    return SealRun(asdict(cfg), scores, outputs, tests, cands, timings, info or None, cut, nested)
 
 # %% ../nbs/14_sealtools.ipynb
 def seal_table(run: SealRun, subset: str = "all", settings: Sequence[str] | None = None, split: str = "all test",
@@ -492,6 +526,39 @@ def seal_table(run: SealRun, subset: str = "all", settings: Sequence[str] | None
     d = with_ci(d[cols + [f"{c} {e}" for c in METRIC_COLS + ["Exact"] for e in ("lo", "hi")]], METRIC_COLS + ["Exact"])
     if paper: d = pd.concat([d, paper_rows(paper)], ignore_index=True)[cols]
     return d.reset_index(drop=True)
+
+# %% ../nbs/14_sealtools.ipynb
+def cut_answers(run: SealRun) -> pd.DataFrame:
+    "Per setting and split (and both splits): answers, those the token limit cut, and their share in percent."
+    rows = []
+    for s, by in run.cut.items():
+        for split, flags in [*by.items(), ("all test", [f for v in by.values() for f in v])]:
+            rows.append({"setting": s, "split": split, "n": len(flags), "cut": int(sum(flags)),
+                         "cut %": pct(sum(flags) / len(flags) if flags else None, 1)})
+    return pd.DataFrame(rows)
+
+# %% ../nbs/14_sealtools.ipynb
+PAPER_NESTED = {"tool.f1": (79.16, 81.40), "param.f1": (71.94, 66.83)}   # fine-tuned w/ DPR: multiple, unseen nested
+
+def nested_vs_multiple(run: SealRun, setting: str = "ft:dense", mode: str = "compat", model_label: str = "",
+                       dense: str = "DPR", n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """Tool and Parameter F1 of `setting` on the multiple-tool items of the subsample and on every nested test item
+    (`run.nested`), the difference multiple − nested with its unpaired bootstrap 95% interval, and the paper's."""
+    if setting not in run.nested:
+        raise ValueError(f"{setting!r} did not answer every nested item: add it to nested_all")
+    multi = [it for it in _pooled_items(run.outputs[setting], run.tests, mode)
+             if "multiple" in (it.get("subsets") or ())]
+    nest = run.nested[setting][mode]
+    rows = []
+    for metric, name in (("tool.f1", "Tool F1"), ("param.f1", "Parameter F1")):
+        r = contrast("seal", [(1, multi), (-1, nest)], metric, mode, paired=False, n_boot=n_boot, seed=seed)
+        pm, pn = PAPER_NESTED[metric]
+        rows.append({"setting": setting_label(setting, model_label, dense), "metric": name, "mode": mode,
+                     "multiple-tool n": len(multi), "multiple-tool": pct(r["terms"][0]), "nested n": len(nest),
+                     "nested": pct(r["terms"][1]), "multiple − nested": pct(r["value"]),
+                     "95% CI": f"[{pct(r['low'])}, {pct(r['high'])}]" if r["low"] is not None else "–",
+                     "paper: multiple / unseen nested (85)": f"{pm} / {pn} ({pm - pn:+.2f})"})
+    return pd.DataFrame(rows)
 
 # %% ../nbs/14_sealtools.ipynb
 def error_taxonomy(run: SealRun, setting: str, tools: list[Tool]) -> pd.DataFrame:
