@@ -21,9 +21,9 @@ from toolpaper.trajectories import (
 )
 
 # %% auto 0
-__all__ = ['PLAN_STOPS', 'ROLES', 'METHODS', 'EXTRA_METHODS', 'UmiAgent', 'split_backbone', 'split_released_backbone',
-           'SingleAgent', 'AgentRun', 'run_agent', 'static_predictions', 'gold_calls', 'passed', 'realtime_eval',
-           'GLPFTConfig', 'train_methods', 'trained_seconds', 'make_agent']
+__all__ = ['PLAN_STOPS', 'UNDECIDED', 'ROLES', 'METHODS', 'EXTRA_METHODS', 'UmiAgent', 'split_backbone',
+           'split_released_backbone', 'SingleAgent', 'AgentRun', 'run_agent', 'static_predictions', 'gold_calls',
+           'passed', 'realtime_eval', 'GLPFTConfig', 'train_methods', 'trained_seconds', 'make_agent']
 
 # %% ../nbs/18_agent.ipynb
 PLAN_STOPS = ("Next: caller", "Next: conclusion", "Next: give up")
@@ -78,20 +78,24 @@ class UmiAgent(_Layout):
             )
         ]
         need = [i for i, t in enumerate(thoughts) if planner_decision(t) == "caller"]
-        prompts = [
-            self._prompt(
-                "caller",
-                tools[i],
-                histories[i] + ([Turn(role="planner", content=thoughts[i])] if self.style == "released" else []),
-                # the authors' caller input ends its history with the planner's turn
-                thoughts[i],
-            )
-            for i in need
-        ]
-        acts = self.caller.generate(prompts, max_tokens=self.max_new_tokens[1]) if need else []
+        acts = self.act([tools[i] for i in need], [histories[i] for i in need], [thoughts[i] for i in need])
         out = [(t, None) for t in thoughts]
-        for i, a in zip(need, acts): out[i] = (thoughts[i], a.strip())
+        for i, a in zip(need, acts): out[i] = (thoughts[i], a)
         return out
+
+    def act(self, tools, histories, thoughts) -> list[str]:
+        "The caller's action for each (tools, history, planner thought)."
+        prompts = [
+            # the authors' caller input ends its history with the planner's turn
+            self._prompt("caller", ts, h + ([Turn(role="planner", content=t)] if self.style == "released" else []), t)
+            for ts, h, t in zip(tools, histories, thoughts)
+        ]
+        return [a.strip() for a in self.caller.generate(prompts, max_tokens=self.max_new_tokens[1])] if prompts else []
+
+    def authors_fallback(self, tools, histories, thoughts) -> list[tuple[str, str]]:
+        "The authors' inference on planner replies with no `Next:` decision: 'Next: caller.' appended, the caller run."
+        done = [(t or "") + "Next: caller." for t in thoughts]
+        return list(zip(done, self.act(tools, histories, done)))
 
     def answer(self, histories: Sequence[list[Turn]], tools: Sequence[Sequence[Tool]] | None = None) -> list[str]:
         tools = tools or [[] for _ in histories]
@@ -154,6 +158,11 @@ class SingleAgent(_Layout):
             res.append((thought, rest if dec == "caller" else None))
         return res
 
+    def authors_fallback(self, tools, histories, thoughts) -> list[tuple[str, str]]:
+        """The authors' backbone evaluator on replies with no decision: a call, its action read from the reply itself
+        (no new request)."""
+        return [((t or "") + " Next: caller.", t or "") for t in thoughts]
+
     def answer(self, histories, tools=None):
         "The answer the model wrote after its 'Next: conclusion' (histories end with that planner turn)."
         return [self._pending.pop(history_text(h[:-1] if h and h[-1].role == "planner" else h), "") for h in histories]
@@ -174,15 +183,31 @@ def _parse_action(text: str):
     return (name or "").strip(), (raw or ""), args
 
 # %% ../nbs/18_agent.ipynb
+UNDECIDED = ("stop", "authors")
+
+def _authors_outs(agent, tools, histories, outs) -> list[tuple[str, str | None]]:
+    "`outs` of `agent.decide`, each undecided thought replaced by the agent's `authors_fallback` (when it has one)."
+    todo = [i for i, (t, _) in enumerate(outs) if planner_decision(t) is None]
+    if not todo or not hasattr(agent, "authors_fallback"): return list(outs)
+    out = list(outs)
+    for i, pair in zip(todo, agent.authors_fallback([tools[i] for i in todo], [histories[i] for i in todo],
+                                                     [outs[i][0] for i in todo])):
+        out[i] = pair
+    return out
+
+# %% ../nbs/18_agent.ipynb
 def run_agent(
     agent,
     tasks: Sequence[tuple[str, Sequence[Tool]]],
     env: ToolEnv,
     max_steps: int = 8,
     ids: Sequence[str] | None = None,
+    undecided: str = "stop",
 ) -> list[AgentRun]:
     """Run every (query, tools) task against `env` until the agent concludes, gives up or reaches its step limit;
-    one `AgentRun` per task."""
+    one `AgentRun` per task. A planner reply with no `Next:` decision ends its run (`undecided='stop'`, status
+    'no_decision') or goes on as the authors' inference does (`'authors'`: `agent.authors_fallback`)."""
+    if undecided not in UNDECIDED: raise ValueError(f"undecided={undecided!r}: expected one of {UNDECIDED}")
     t0 = time.perf_counter()
     hist = [[Turn(role="user", content=q)] for q, _ in tasks]
     tools = [list(ts) for _, ts in tasks]
@@ -191,6 +216,7 @@ def run_agent(
         live = [i for i in range(len(tasks)) if status[i] is None]
         if not live: break
         outs = agent.decide([tools[i] for i in live], [hist[i] for i in live])
+        if undecided == "authors": outs = _authors_outs(agent, [tools[i] for i in live], [hist[i] for i in live], outs)
         concl = []
         for i, (thought, action) in zip(live, outs):
             dec = planner_decision(thought)
@@ -219,7 +245,9 @@ def run_agent(
 # %% ../nbs/18_agent.ipynb
 def static_predictions(agent, trajs: Sequence[Trajectory]) -> list[dict]:
     """Step-level predictions from the gold history: per trajectory {step index: {'planner', 'caller',
-    'summarizer'}}, the input `toolpaper.metrics.umi_scores` reads."""
+    'summarizer'}}, the input `toolpaper.metrics.umi_scores` reads. A step whose planner reply has no `Next:` decision
+    also holds 'compat': the authors' reading of it (`authors_fallback`: for alpha-UMi the caller run on the thought
+    with 'Next: caller.' appended), which `umi_scores` scores in compat mode."""
     jobs = []
     for k, t in enumerate(trajs):
         s = 0
@@ -227,11 +255,13 @@ def static_predictions(agent, trajs: Sequence[Trajectory]) -> list[dict]:
             if u.role == "planner" and planner_decision(u.content) is not None:
                 jobs.append((k, s, t.tools, t.turns[:i])); s += 1
     outs = agent.decide([j[2] for j in jobs], [j[3] for j in jobs]) if jobs else []
+    comp = _authors_outs(agent, [j[2] for j in jobs], [j[3] for j in jobs], outs)
     preds = [dict() for _ in trajs]
     concl = []
-    for (k, s, tools, h), (thought, action) in zip(jobs, outs):
+    for (k, s, tools, h), (thought, action), (ct, ca) in zip(jobs, outs, comp):
         dec = planner_decision(thought)
         preds[k][s] = {"planner": thought, "caller": action if dec == "caller" else None, "summarizer": None}
+        if dec is None and planner_decision(ct) is not None: preds[k][s]["compat"] = {"planner": ct, "caller": ca}
         if dec == "conclusion": concl.append((k, s, h + [Turn(role="planner", content=thought)]))
     if concl:
         for (k, s, _), a in zip(concl, agent.answer([c[2] for c in concl])): preds[k][s]["summarizer"] = a
@@ -265,15 +295,17 @@ def passed(run: AgentRun, gold: Trajectory) -> bool:
 
 # %% ../nbs/18_agent.ipynb
 def realtime_eval(
-    agent, trajs: Sequence[Trajectory], env: ToolEnv, max_steps: int | None = None
+    agent, trajs: Sequence[Trajectory], env: ToolEnv, max_steps: int | None = None, undecided: str = "stop"
 ) -> tuple[dict, list[AgentRun]]:
-    "Run every held-out task; returns ({'pass_rate', 'finished', 'gave_up', 'seconds_per_task', 'n', 'passed'}, runs)."
+    """Run every held-out task (`undecided` as in `run_agent`); returns ({'pass_rate', 'finished', 'gave_up',
+    'no_decision', 'seconds_per_task', 'n', 'passed'}, runs)."""
     runs = run_agent(
         agent,
         [(t.instruction, t.tools) for t in trajs],
         env,
         max_steps=max_steps or max(sum(u.role == "planner" for u in t.turns) for t in trajs) + 2,
         ids=[t.id for t in trajs],
+        undecided=undecided,
     )
     ok = [passed(r, t) for r, t in zip(runs, trajs)]
     n = len(trajs)
@@ -283,6 +315,7 @@ def realtime_eval(
             "pass_rate": sum(ok) / n if n else None,
             "finished": sum(r.status == "finished" for r in runs) / n if n else None,
             "gave_up": sum(r.status == "gave_up" for r in runs) / n if n else None,
+            "no_decision": sum(r.status == "no_decision" for r in runs),
             "seconds_per_task": runs[0].seconds if runs else None,
             "passed": ok,
         },

@@ -482,7 +482,10 @@ def umi_scores(predictions: list[Any], golds: list[Trajectory], mode: str = "com
         names = {t.name for t in traj.tools}
         preds = predictions[k] if k < len(predictions) and isinstance(predictions[k], dict) else {}
         for s, g in enumerate(umi_gold_steps(traj, mode)):
-            p = parse_umi(preds.get(s, ""), mode)
+            pred = preds.get(s, "")
+            if mode == "compat" and isinstance(pred, dict) and isinstance(pred.get("compat"), dict):
+                pred = {**pred, **pred["compat"]}        # the authors' reading of an undecided step (toolpaper.agent)
+            p = parse_umi(pred, mode)
             why, v = [], {"plan": float(p.plan == g.plan)}
             plan.append(float(p.plan == g.plan))
             if p.plan != g.plan: why.append(f"plan {p.plan!r}, gold {g.plan!r}")
@@ -741,7 +744,8 @@ _UMI_KEYS = ("planner", "caller", "summarizer")
 
 def umi_problem(p: dict) -> tuple[str, str] | None:
     """(field, problem) when alpha-UMi step record `p` has neither a `prediction` (text or a {planner, caller,
-    summarizer} object) nor role texts, else None."""
+    summarizer} object) nor role texts (an optional `compat` object holds the authors' reading of the step), else
+    None."""
     if "prediction" in p:
         v = p["prediction"]
         if isinstance(v, str): return None
@@ -756,12 +760,18 @@ def umi_problem(p: dict) -> tuple[str, str] | None:
             + (" ('output' is the seal / deer key)" if "output" in p else ""),
         )
     bad = next((k for k in _UMI_KEYS if p.get(k) is not None and not isinstance(p.get(k), str)), None)
-    return (bad, f"expected text or null, got {_kind(p[bad])}") if bad else None
+    if bad: return (bad, f"expected text or null, got {_kind(p[bad])}")
+    c = p.get("compat")                 # the authors' reading of an undecided step (toolpaper.agent.static_predictions)
+    if c is None: return None
+    if not isinstance(c, dict): return ("compat", f"expected a {{planner, caller}} object or null, got {_kind(c)}")
+    bad = next((k for k in _UMI_KEYS if c.get(k) is not None and not isinstance(c.get(k), str)), None)
+    return (f"compat.{bad}", f"expected text or null, got {_kind(c[bad])}") if bad else None
 
 # %% ../nbs/05_metrics.ipynb
 def umi_value(p: dict):
-    "What the alpha-UMi scorer reads from a step record: its `prediction`, else its role texts."
-    return p["prediction"] if "prediction" in p else {k: p.get(k) for k in _UMI_KEYS}
+    "What the alpha-UMi scorer reads from a step record: its `prediction`, else its role texts (and `compat`, if any)."
+    if "prediction" in p: return p["prediction"]
+    return {k: p.get(k) for k in _UMI_KEYS} | ({"compat": p["compat"]} if isinstance(p.get("compat"), dict) else {})
 
 # %% ../nbs/05_metrics.ipynb
 def prediction_problem(task: str, p: dict) -> tuple[str, str] | None:

@@ -17,11 +17,11 @@ from .schema import planner_decision
 
 # %% auto 0
 __all__ = ['SPAN_LABELS', 'ROLES_ALL', 'TrajConfig', 'TrajectoryError', 'build_trajectory', 'build_corpus', 'split_by_instance',
-           'corpus_table', 'to_umi_records', 'save_trajectories', 'tool_doc', 'history_text', 'backbone_messages',
-           'planner_messages', 'caller_messages', 'summarizer_messages', 'role_examples', 'umi_tool_dict',
-           'umi_history', 'render_umi_history', 'UmiRoleTemplate', 'released_role_templates', 'released_planner_text',
-           'split_thought', 'umi_role_records', 'released_role_input', 'umi_role_spans', 'write_umi_role_file',
-           'file_role_examples']
+           'corpus_table', 'failed_observation', 'trajectory_stats', 'trajectory_stats_table', 'to_umi_records',
+           'save_trajectories', 'tool_doc', 'history_text', 'backbone_messages', 'planner_messages', 'caller_messages',
+           'summarizer_messages', 'role_examples', 'umi_tool_dict', 'umi_history', 'render_umi_history',
+           'UmiRoleTemplate', 'released_role_templates', 'released_planner_text', 'split_thought', 'umi_role_records',
+           'released_role_input', 'umi_role_spans', 'write_umi_role_file', 'file_role_examples']
 
 # %% ../nbs/17_trajectories.ipynb
 @dataclass
@@ -203,6 +203,64 @@ def corpus_table(trajs: Sequence[Trajectory]):
         )
         .reset_index()
     )
+
+# %% ../nbs/17_trajectories.ipynb
+_FAIL_WORDS = ("forbidden", "unauthorized", "unauthorised", "does not exist", "not found", "invalid", "rate limit",
+               "exceeded", "timed out", "timeout", "blocked", "not subscribed", "error")
+
+def failed_observation(text: str) -> bool:
+    """Does an observation report a failed call: a JSON / Python object with a non-empty `error`, or a `message` /
+    text with an HTTP 4xx-5xx status or failure words ('forbidden', 'does not exist', 'rate limit', 'error', ...)?"""
+    import ast, re
+    t = (text or "").strip()
+    obj = None
+    for parse in (json.loads, ast.literal_eval):
+        try: obj = parse(t); break
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError): continue
+    if isinstance(obj, dict):
+        if obj.get("error") not in (None, "", [], {}): return True
+        t = str(obj.get("message", "")) if "message" in obj and len(obj) <= 2 else ""
+    low = t.lower()
+    return bool(re.match(r"^\s*[45]\d\d\b", t)) or any(w in low for w in _FAIL_WORDS)
+
+# %% ../nbs/17_trajectories.ipynb
+def trajectory_stats(trajs: Sequence[Trajectory]) -> dict:
+    """How hard a corpus of trajectories is: dialogues; candidate functions, planner steps, calls and user restarts per
+    dialogue (means); failed calls (`failed_observation`), the next call going to the same function after a failure,
+    dialogues that give up, distinct planner turns and distinct planner word bigrams (percent); words per planner
+    turn."""
+    import numpy as np
+    mean = lambda xs: round(float(np.mean(xs)), 2) if len(xs) else None
+    share = lambda a, b: round(100 * a / b, 1) if b else None
+    cands, steps, calls, fails, after, again, gave, restarts, plans = [], [], [], 0, 0, 0, 0, [], []
+    for t in trajs:
+        cands.append(len(t.tools)); turns = list(t.turns)
+        steps.append(sum(u.role == "planner" for u in turns)); calls.append(sum(u.role == "caller" for u in turns))
+        restarts.append(max(0, sum(u.role == "user" for u in turns) - 1))
+        gave += any(u.role == "planner" and planner_decision(u.content) == "give up" for u in turns)
+        plans += [u.content for u in turns if u.role == "planner"]
+        last = None                                       # (tool of the last call, did it fail)
+        for i, u in enumerate(turns):
+            if u.role != "caller": continue
+            name = u.content.split("\n", 1)[0].removeprefix("Action:").strip()
+            if last is not None and last[1]: after += 1; again += name == last[0]
+            obs = turns[i + 1].content if i + 1 < len(turns) and turns[i + 1].role == "observation" else ""
+            failed = failed_observation(obs); fails += failed; last = (name, failed)
+    words = [p.split() for p in plans]
+    bigrams = [tuple(w[j:j + 2]) for w in words for j in range(len(w) - 1)]
+    return {"dialogues": len(trajs), "candidate functions": mean(cands), "planner steps": mean(steps),
+            "calls": mean(calls), "failed calls %": share(fails, sum(calls)),
+            "same function after a failure %": share(again, after), "dialogues giving up %": share(gave, len(trajs)),
+            "restarts per dialogue": mean(restarts), "distinct planner turns %": share(len(set(plans)), len(plans)),
+            "words per planner turn": mean([len(w) for w in words]),
+            "distinct planner bigrams %": share(len(set(bigrams)), len(bigrams))}
+
+
+# %% ../nbs/17_trajectories.ipynb
+def trajectory_stats_table(corpora: dict) :
+    "`trajectory_stats` of each named corpus, one row each (the side-by-side table of a built corpus and ToolBench's)."
+    import pandas as pd
+    return pd.DataFrame([{"corpus": name, **trajectory_stats(ts)} for name, ts in corpora.items()])
 
 # %% ../nbs/17_trajectories.ipynb
 _TO_UMI = {

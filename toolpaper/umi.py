@@ -28,7 +28,8 @@ from toolpaper.metrics import (
 )
 from .models import context_of, load_tokenizer
 from .tools import ToolEnv
-from .trajectories import TrajConfig, build_corpus, corpus_table, released_role_templates
+from .trajectories import (TrajConfig, build_corpus, corpus_table, released_role_templates,
+                                    trajectory_stats_table)
 
 # %% auto 0
 __all__ = ['UMI_COLS', 'UMI_NAMES', 'PAPER_UMI', 'PAPER_UMI_OOD', 'GROUPS', 'PAPER_UMI_T2', 'UMI_HEADLINE', 'UMI_SUITE',
@@ -169,6 +170,8 @@ class UmiRun:
     # method × mode: step-level metrics on the released ToolBench out-of-domain dialogues
     ood: pd.DataFrame = field(default_factory=pd.DataFrame)
     notes: list = field(default_factory=list)
+    # how hard the trajectories are (toolpaper.trajectories.trajectory_stats): the main runs' corpus beside ToolBench's
+    difficulty: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 # %% ../nbs/19_umi.ipynb
 def _umi_corpus(tools, train_instances, test_instances, cfg: UmiExpConfig) -> dict:
@@ -238,8 +241,9 @@ def _umi_base_row(dialogues: list, n: int, cfg: UmiExpConfig, work) -> dict:
 
 # %% ../nbs/19_umi.ipynb
 def _umi_realtime(ag, m: str, test: list, tools, cfg: UmiExpConfig, inst_by_id: dict, row: dict):
-    """Real-time stage (main size): the pass rate with its interval goes into `row`; (rows per test group, the
-    evaluation record)."""
+    """Real-time stage (main size): the pass rate with its interval goes into `row` — strict (a planner reply with no
+    `Next:` decision ends the run) and compat (`pass rate (compat)`: such a run goes on as the authors' inference does,
+    asked only when some strict run ended that way); (rows per test group, strict, and the evaluation record)."""
     clients = {id(c): c for c in (getattr(ag, a, None) for a in ("planner", "caller", "summarizer", "model")) if c}
     use = lambda k: sum(getattr(getattr(c, "usage", None), k, 0) for c in clients.values())
     before = {k: use(k) for k in ("requests", "seconds", "cache_hits")}
@@ -252,6 +256,12 @@ def _umi_realtime(ag, m: str, test: list, tools, cfg: UmiExpConfig, inst_by_id: 
     row["pass rate"] = pct(rt["pass_rate"], 2)
     lohi = mean_ci([float(x) for x in rt["passed"]], seed=cfg.seed)
     row["pass rate lo"], row["pass rate hi"] = (pct(lohi[0], 2), pct(lohi[1], 2)) if lohi else (None, None)
+    rtc = realtime_eval(ag, test, ToolEnv(list(tools), seed=cfg.seed), undecided="authors")[0] if rt["no_decision"] \
+        else rt
+    lohi = mean_ci([float(x) for x in rtc["passed"]], seed=cfg.seed)
+    row["pass rate (compat)"] = pct(rtc["pass_rate"], 2)
+    row["pass rate (compat) lo"], row["pass rate (compat) hi"] = (pct(lohi[0], 2), pct(lohi[1], 2)) if lohi else \
+        (None, None)
     groups = []
     for grp in GROUPS + ("all",):
         ok = [float(p) for p, t in zip(rt["passed"], test) if grp == "all" or umi_group(t, inst_by_id) == grp]
@@ -337,6 +347,8 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
     timings["corpus_s"] = time.perf_counter() - t0
     results, cost, trained_all, groups, ood_rows, notes = [], [], {}, [], [], []
     inst_by_id = {x.id: x for x in test_instances}
+    difficulty = trajectory_stats_table({"built (main size: training + held-out)": corpus["subsets"][main_n] + test,
+                                         **({"ToolBench out-of-domain (released)": list(ood)} if ood else {})})
     if ood and cfg.ood_n != 0:           # drawn among the dialogues the model can read (the engine refuses the rest)
         ood, why = umi_fitting(ood, cfg.model, sum(cfg.max_new_tokens))
         if why: notes.append(why)
@@ -377,7 +389,7 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
     return UmiRun(asdict(cfg), res, pd.DataFrame(cost), trained_all, corpus_table(corpus["subsets"][main_n] + test),
                   corpus["sizes"], main_n, len(corpus["train_all"]), len(test), corpus["skipped"],
                   sum(len(umi_gold_steps(t)) for t in test), timings, pd.DataFrame(groups),
-                  pd.DataFrame(ood_rows), notes)
+                  pd.DataFrame(ood_rows), notes, difficulty)
 
 # %% ../nbs/19_umi.ipynb
 def umi_table1(run: UmiRun) -> pd.DataFrame:
@@ -386,7 +398,8 @@ def umi_table1(run: UmiRun) -> pd.DataFrame:
     main = run.results[run.results["train trajectories"] == run.main_n]
     ours = pd.DataFrame([{"method": UMI_NAMES[r.method], "mode": mode,
                           **{f"{c}{e}": r.get(f"{c} ({mode}){e}") for c in UMI_COLS for e in ("", " lo", " hi")},
-                          **{f"pass rate{e}": r.get(f"pass rate{e}") for e in ("", " lo", " hi")}}
+                          **{f"pass rate{e}": r.get(f"pass rate{' (compat)' if mode == 'compat' else ''}{e}")
+                             for e in ("", " lo", " hi")}}
                          for mode in ("compat", "strict") for _, r in main.iterrows()])
     ours = with_ci(ours, UMI_COLS + ["pass rate"])
     quoted = pd.DataFrame(
