@@ -30,10 +30,10 @@ from toolpaper.sampling import (
 # %% auto 0
 __all__ = ['PAPER_TRAIN_MIX', 'PAPER_VALID_MIX', 'PAPER_DEER', 'TABLE1_COLS', 'TABLE3_SETS', 'TABLE4_COLS', 'ABLATION_AXES',
            'PAPER_ABLATION', 'DEER_HEADLINE', 'DEER_SUITE', 'stratified', 'pool_text', 'gold_prefix', 'deer_generate',
-           'compact_chain', 'demonstrations', 'DeerExpConfig', 'mixture_of', 'DeerRun', 'decision_only',
-           'run_deer_experiment', 'table1', 'table3', 'table4', 'plot_strategies', 'plot_span_losses', 'DeerAblation',
-           'DeerAblationConfig', 'run_deer_ablation', 'ablation_table', 'plot_ablation', 'DeerOptions', 'DeerPredictor',
-           'read_deer_gold', 'deer_quotes']
+           'compact_chain', 'demonstrations', 'DeerExpConfig', 'mixture_of', 'DeerRun', 'decision_only', 'is_nosearch',
+           'retention_answers', 'run_deer_experiment', 'table1', 'table3', 'table4', 'plot_strategies',
+           'plot_span_losses', 'DeerAblation', 'DeerAblationConfig', 'run_deer_ablation', 'ablation_table',
+           'plot_ablation', 'DeerOptions', 'DeerPredictor', 'read_deer_gold', 'deer_quotes']
 
 # %% ../nbs/15_deer.ipynb
 PAPER_TRAIN_MIX = {"NoSearch": 1807 / 9585, "NoCall": 3114 / 9585, "Call": 4664 / 9585}
@@ -376,16 +376,41 @@ def decision_only(text: str) -> bool:
     return t.startswith("#Begin#") and t.endswith("#End#")
 
 # %% ../nbs/15_deer.ipynb
+def is_nosearch(text: str) -> bool:
+    "Did a round-one decision choose NoSearch: a chain from '#Begin#' to '#End#' that never reaches '#SearchAPI#'?"
+    t = text or ""
+    return "#Begin#" in t and "#End#" in t and "#SearchAPI#" not in t
+
+
+# %% ../nbs/15_deer.ipynb
+def retention_answers(gen, samples: Sequence[DecisionSample], max_new_tokens: int = 96, answer_tokens: int = 64,
+                      style: str = "released", progress: bool = False) -> list[dict]:
+    """Per sample {'decision': round one, 'nosearch': did it decide NoSearch, 'answer': the round-two text after a
+    NoSearch decision (continuing after the model's own chain, up to `answer_tokens`), else the round-one text}."""
+    prompts = [deer_prompt(s, chain="", style=style).messages for s in samples]
+    first = gen.generate(prompts, max_tokens=max_new_tokens, stop=DEER_STOPS, include_stop=True, progress=progress)
+    todo = [i for i, o in enumerate(first) if is_nosearch(o)]
+    lead = " " if style == "released" else ""          # the released prompt ends at 'Assistant:' (as in round two)
+    second = gen.generate([prompts[i] for i in todo], max_tokens=answer_tokens,
+                          prefixes=[lead + first[i].strip() for i in todo], progress=progress) if todo else []
+    out = [{"decision": o.strip(), "nosearch": False, "answer": o.strip()} for o in first]
+    for i, a in zip(todo, second): out[i].update(nosearch=True, answer=a.strip())
+    return out
+
+# %% ../nbs/15_deer.ipynb
 def _deer_retention(gen, name: str, ret_q: list, refs: list, cfg: DeerExpConfig, work: Path, progress: bool = False):
-    "Table 4 stage: a fine-tuned model's answers to the retention queries against the base model's; its row."
-    hyps = gen.generate([[{"role": "user", "content": s.query}] for s in ret_q], max_tokens=cfg.answer_tokens,
-                        progress=progress)
-    _save_deer_outputs(work, name, "retention", ret_q, hyps)
+    """Table 4 stage: a fine-tuned model's answers to the retention queries (`retention_answers`: the answer after a
+    NoSearch decision) against the base model's plain-chat answers; its row."""
+    ra = retention_answers(gen, ret_q, cfg.max_new_tokens, cfg.answer_tokens, cfg.prompt_style, progress)
+    hyps = [r["answer"] for r in ra]
+    _save_deer_outputs(work, name, "retention", ret_q,
+                       [r["decision"] + (" " + r["answer"] if r["nosearch"] else "") for r in ra])
     r, rci = retention_scores(hyps, refs), retention_ci(hyps, refs, seed=cfg.seed)
     per = rouge_pairs(hyps, refs)
     save_scored(work, f"{name}@retention", "values",
                 [{"id": s.id, "values": {k: v[i] for k, v in per.items()}} for i, s in enumerate(ret_q)])
-    row = {"model": name, "n": len(ret_q), "decision phrase only": sum(map(decision_only, hyps))}
+    row = {"model": name, "n": len(ret_q), "NoSearch decisions": sum(r["nosearch"] for r in ra),
+           "decision phrase only": sum(r["nosearch"] and not r["answer"] or decision_only(r["answer"]) for r in ra)}
     for c, k in zip(TABLE4_COLS, ("bleu", "rouge_1", "rouge_2", "rouge_l")):
         row[c] = pct(r[k]); row[f"{c} lo"], row[f"{c} hi"] = ci_pct(rci, k, 1)
     return row
