@@ -57,6 +57,9 @@ class LlamaCpp:
         outs = []
         for r in reqs:
             toks = []
+            # generate(reset=True) still keeps the KV cache of a prompt prefix it has seen: a timed run after a
+            # prefill-only call would skip its prefill. reset() empties it, so every request prefills in full.
+            self.llm.reset()
             for t in self.llm.generate(r.ids, temp=0.0, top_k=1, reset=True):
                 if t in self.eos or len(toks) >= r.max_new_tokens: break
                 toks.append(t)

@@ -59,3 +59,27 @@ def test_benchmark_pages_name_their_commit(tmp_path):
     assert "[Old page](old.md) — commit `abababababab` with uncommitted changes" in index
     assert "[Legacy page](legacy.md) — commit not recorded" in index
     assert commit_line(None) == "Commit not recorded."
+
+
+def test_llama_cpp_prefills_every_request_in_full():
+    "Each request starts from an empty llama.cpp cache: a prefill-only call must not shorten the timed run after it."
+    from types import SimpleNamespace
+    from generation_speed import LlamaCpp
+
+    class FakeLlama:
+        def __init__(self): self.cached, self.prefilled = [], []
+        def token_eos(self): return 0
+        def reset(self): self.cached = []
+        def generate(self, ids, temp=0.0, top_k=1, reset=True):
+            keep = 0                                  # llama-cpp-python reuses the longest cached prefix
+            while keep < min(len(ids), len(self.cached)) and ids[keep] == self.cached[keep]: keep += 1
+            self.prefilled.append(len(ids) - keep); self.cached = list(ids)
+            yield from [5, 6, 7, 0]
+
+    eng = object.__new__(LlamaCpp)
+    eng.llm, eng.eos = FakeLlama(), {0}
+    eng.tok = SimpleNamespace(decode=lambda toks, skip_special_tokens=True: " ".join(map(str, toks)))
+    eng.stats = SimpleNamespace(generated_tokens=0)
+    req = SimpleNamespace(ids=[1, 2, 3, 4], max_new_tokens=8)
+    eng.generate([SimpleNamespace(ids=req.ids, max_new_tokens=1)]); [out] = eng.generate([req])
+    assert eng.llm.prefilled == [4, 4] and out.tokens == [5, 6, 7]
