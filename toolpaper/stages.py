@@ -170,7 +170,9 @@ class StageCache:
         self.used.add(log_p)
 
         def build():
-            if _stage_key(out) == key and _read_log(log_p, warn=False) is not None and not self.settings.fresh: return
+            # the folder's key, the log and the weights themselves (a clone has the first two, never the weights)
+            if _stage_key(out) == key and weights_bytes(out) > 0 and _read_log(log_p, warn=False) is not None \
+                    and not self.settings.fresh: return
             from toolpaper.train import finetune
             for dep in (model, adapter): self.materialize(dep)
             # a run of this key cut off earlier resumes from its last checkpoint (kept every CHECKPOINT_MINUTES)
