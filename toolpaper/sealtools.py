@@ -261,6 +261,7 @@ class SealExpConfig(Profiled):
             prompt_style="toolpaper",            # the packaged sample has no released prompts
             dpr=dict(epochs=0),
             settings=("base:bm25", "base:dense", "base:gold", "ft:bm25", "ft:dense", "ftgold:gold"),
+            nested_all=("ft:dense",),
             train=dict(max_steps=2, batch_size=2),
         ),
         # the claims' sizes: 320 training prompts (10x the earlier 32), 100 test instances per split (200 pooled), the
