@@ -4,7 +4,7 @@
 
 # %% ../nbs/17_trajectories.ipynb 3
 from __future__ import annotations
-import functools, json, random
+import functools, json, random, re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -14,6 +14,7 @@ from .prompts import PromptExample
 from .data import read_umi_role_file, split_path
 from .io import atomic_write_text, read_json
 from .schema import planner_decision
+from .parse import load_literal
 
 # %% auto 0
 __all__ = ['SPAN_LABELS', 'ROLES_ALL', 'TrajConfig', 'TrajectoryError', 'build_trajectory', 'build_corpus', 'split_by_instance',
@@ -205,23 +206,21 @@ def corpus_table(trajs: Sequence[Trajectory]):
     )
 
 # %% ../nbs/17_trajectories.ipynb
+_HTTP_ERROR = re.compile(r"^\s*[45]\d\d\b")
 _FAIL_WORDS = ("forbidden", "unauthorized", "unauthorised", "does not exist", "not found", "invalid", "rate limit",
                "exceeded", "timed out", "timeout", "blocked", "not subscribed", "error")
 
 def failed_observation(text: str) -> bool:
     """Does an observation report a failed call: a JSON / Python object with a non-empty `error`, or a `message` /
     text with an HTTP 4xx-5xx status or failure words ('forbidden', 'does not exist', 'rate limit', 'error', ...)?"""
-    import ast, re
     t = (text or "").strip()
-    obj = None
-    for parse in (json.loads, ast.literal_eval):
-        try: obj = parse(t); break
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError): continue
+    try: obj = load_literal(t)
+    except ValueError: obj = None
     if isinstance(obj, dict):
         if obj.get("error") not in (None, "", [], {}): return True
         t = str(obj.get("message", "")) if "message" in obj and len(obj) <= 2 else ""
     low = t.lower()
-    return bool(re.match(r"^\s*[45]\d\d\b", t)) or any(w in low for w in _FAIL_WORDS)
+    return bool(_HTTP_ERROR.match(t)) or any(w in low for w in _FAIL_WORDS)
 
 # %% ../nbs/17_trajectories.ipynb
 def trajectory_stats(trajs: Sequence[Trajectory]) -> dict:
