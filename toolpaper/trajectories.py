@@ -18,7 +18,7 @@ from .parse import load_literal
 
 # %% auto 0
 __all__ = ['SPAN_LABELS', 'ROLES_ALL', 'TrajConfig', 'TrajectoryError', 'build_trajectory', 'build_corpus', 'split_by_instance',
-           'corpus_table', 'failed_observation', 'trajectory_stats', 'trajectory_stats_table', 'to_umi_records',
+           'failed_observation', 'corpus_table', 'trajectory_stats', 'trajectory_stats_table', 'to_umi_records',
            'save_trajectories', 'tool_doc', 'history_text', 'backbone_messages', 'planner_messages', 'caller_messages',
            'summarizer_messages', 'role_examples', 'umi_tool_dict', 'umi_history', 'render_umi_history',
            'UmiRoleTemplate', 'released_role_templates', 'released_planner_text', 'split_thought', 'umi_role_records',
@@ -181,31 +181,6 @@ def split_by_instance(
     return [t for t in trajs if t.group_id not in test], [t for t in trajs if t.group_id in test]
 
 # %% ../nbs/17_trajectories.ipynb
-def corpus_table(trajs: Sequence[Trajectory]):
-    "Trajectories, steps and calls per kind ('released' for trajectories without one)."
-    import pandas as pd
-    rows = [
-        {
-            "kind": t.kind or "released",
-            "planner steps": sum(x.role == "planner" for x in t.turns),
-            "calls": sum(x.role == "caller" for x in t.turns),
-            "errors": sum(x.role == "observation" and x.content.startswith('{"error"') for x in t.turns),
-        }
-        for t in trajs
-    ]
-    df = pd.DataFrame(rows)
-    return (
-        df.groupby("kind")
-        .agg(
-            trajectories=("calls", "size"),
-            steps=("planner steps", "sum"),
-            calls=("calls", "sum"),
-            error_observations=("errors", "sum"),
-        )
-        .reset_index()
-    )
-
-# %% ../nbs/17_trajectories.ipynb
 _HTTP_ERROR = re.compile(r"^\s*[45]\d\d\b")
 _FAIL_WORDS = ("forbidden", "unauthorized", "unauthorised", "does not exist", "not found", "invalid", "rate limit",
                "exceeded", "timed out", "timeout", "blocked", "not subscribed", "error")
@@ -221,6 +196,31 @@ def failed_observation(text: str) -> bool:
         t = str(obj.get("message", "")) if "message" in obj and len(obj) <= 2 else ""
     low = t.lower()
     return bool(_HTTP_ERROR.match(t)) or any(w in low for w in _FAIL_WORDS)
+
+# %% ../nbs/17_trajectories.ipynb
+def corpus_table(trajs: Sequence[Trajectory]):
+    "Trajectories, steps and calls per kind ('released' for trajectories without one)."
+    import pandas as pd
+    rows = [
+        {
+            "kind": t.kind or "released",
+            "planner steps": sum(x.role == "planner" for x in t.turns),
+            "calls": sum(x.role == "caller" for x in t.turns),
+            "errors": sum(x.role == "observation" and failed_observation(x.content) for x in t.turns),
+        }
+        for t in trajs
+    ]
+    df = pd.DataFrame(rows)
+    return (
+        df.groupby("kind")
+        .agg(
+            trajectories=("calls", "size"),
+            steps=("planner steps", "sum"),
+            calls=("calls", "sum"),
+            error_observations=("errors", "sum"),
+        )
+        .reset_index()
+    )
 
 # %% ../nbs/17_trajectories.ipynb
 def trajectory_stats(trajs: Sequence[Trajectory]) -> dict:
