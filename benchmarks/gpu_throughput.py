@@ -13,8 +13,10 @@ shape of tool-call fine-tuning: long prompts, short answers). A tokenizer folder
 Run on a CUDA machine: python benchmarks/gpu_throughput.py --tokenizer DIR [--commit SHA] [--save DIR] --out
 reports/benchmarks   (--save keeps the random bf16 model, e.g. for `toolpaper bench --model DIR`)
 `--tiny` runs the same code on a 2-layer model (a check of the script on CPU; its numbers mean nothing).
-`--variants` picks the rows (e.g. `plain,trainer,layers,liger`: compiled decoder layers, Liger's Triton kernels, which need
-the `liger-kernel` package). Target (issue 15): >= 40% model-FLOPs utilisation in bf16 training.
+`--variants` picks the rows: `plain`, `trainer` (as `finetune` runs it on CUDA: GPU path, decoder layers compiled),
+`eager` (GPU path, layers not compiled), `cpu` (the CPU path), `compile` (whole model compiled instead), `liger`
+(Liger's Triton kernels instead of compiling; needs the `liger-kernel` package). `--accum N`: N batches per optimizer
+step. Target (issue 15): >= 40% model-FLOPs utilisation in bf16 training.
 """
 import argparse, json, platform, sys, time, traceback
 from pathlib import Path
@@ -25,9 +27,10 @@ sys.path.insert(0, str(ROOT))
 CPU_PATH = "toolpaper trainer, CPU path (attention mask, exact lengths)"
 COMPILED = "toolpaper trainer + torch.compile (dynamic shapes)"
 LAYERS = "toolpaper trainer + compiled decoder layers (dynamic shapes)"
+EAGER = "toolpaper trainer, GPU path, layers not compiled"
 LIGER = "toolpaper trainer + Liger kernels (RMSNorm, SwiGLU, RoPE)"
-VARIANTS = {"plain": "plain pad-to-max loop", "trainer": "toolpaper trainer", "cpu": CPU_PATH, "compile": COMPILED,
-            "layers": LAYERS, "liger": LIGER}   # liger patches transformers' Llama module-wide: keep it last
+VARIANTS = {"plain": "plain pad-to-max loop", "trainer": "toolpaper trainer", "eager": EAGER, "cpu": CPU_PATH,
+            "compile": COMPILED, "layers": LAYERS, "liger": LIGER}   # liger patches Llama module-wide: keep it last
 
 
 class _Skipped(Exception): "Generation was not asked for."
@@ -93,9 +96,10 @@ def _prof_table(prof) -> str:
     return prof.key_averages().table(sort_by=key, row_limit=18, max_name_column_width=60)
 
 
-def plain_loop(model, exs, batch: int, warm: int, steps: int, max_len: int, pad_id: int, profile: bool = False) -> dict:
+def plain_loop(model, exs, batch: int, warm: int, steps: int, max_len: int, pad_id: int, profile: bool = False,
+               accum: int = 1) -> dict:
     """The reference: batches in random order padded to --max-len, full logits, autocast bf16 over fp32 weights, fused
-    AdamW (what a hand-written loop does)."""
+    AdamW (what a hand-written loop does); `accum` batches per optimizer step."""
     dev = next(model.parameters()).device
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=dev.type == "cuda")
     order = torch.randperm(len(exs), generator=torch.Generator().manual_seed(0)).tolist()
@@ -103,19 +107,21 @@ def plain_loop(model, exs, batch: int, warm: int, steps: int, max_len: int, pad_
     model.train()
     for s in range(warm + steps):
         if profile and s == warm: prof = _profiler(); prof.__enter__()
-        part = [exs[order[(s * batch + i) % len(exs)]] for i in range(batch)]
-        ids = torch.full((batch, max_len), pad_id); lab = torch.full((batch, max_len), -100)
-        att = torch.zeros(batch, max_len, dtype=torch.long)
-        for i, e in enumerate(part):
-            L = len(e["input_ids"])
-            ids[i, :L], lab[i, :L], att[i, :L] = torch.tensor(e["input_ids"]), torch.tensor(e["labels"]), 1
         if s == warm: sync(); t0 = time.perf_counter()
-        with torch.autocast(dev.type, dtype=torch.bfloat16):
-            loss = model(input_ids=ids.to(dev), attention_mask=att.to(dev), labels=lab.to(dev)).loss
-        loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
+        for k in range(accum):
+            part = [exs[order[((s * accum + k) * batch + i) % len(exs)]] for i in range(batch)]
+            ids = torch.full((batch, max_len), pad_id); lab = torch.full((batch, max_len), -100)
+            att = torch.zeros(batch, max_len, dtype=torch.long)
+            for i, e in enumerate(part):
+                L = len(e["input_ids"])
+                ids[i, :L], lab[i, :L], att[i, :L] = torch.tensor(e["input_ids"]), torch.tensor(e["labels"]), 1
+            with torch.autocast(dev.type, dtype=torch.bfloat16):
+                loss = model(input_ids=ids.to(dev), attention_mask=att.to(dev), labels=lab.to(dev)).loss
+            (loss / accum).backward()
+            if s >= warm: real += sum(len(e["input_ids"]) for e in part)
+        opt.step(); opt.zero_grad(set_to_none=True)
         losses.append(float(loss.detach()))
         ends.append(time.perf_counter())
-        if s >= warm: real += sum(len(e["input_ids"]) for e in part)
     sync()
     secs = time.perf_counter() - t0
     if prof is not None:
@@ -140,14 +146,14 @@ def apply_kernels(model, kind: str | None):
 
 
 def toolkit_trainer(model, exs, batch: int, warm: int, steps: int, pad_id: int, out_dir: str,
-                    profile: bool = False, gpu_path: bool = True, kernels: str | None = None) -> dict:
+                    profile: bool = False, gpu_path: bool = True, kernels: str | None = None, accum: int = 1) -> dict:
     """toolpaper's trainer: `SpanTrainer` + `SpanCollator` + `training_args` of an `SFTConfig` (full fine-tuning, bf16);
     `gpu_path=False` runs it as on the CPU (attention mask kept, exact batch lengths); `kernels`: `apply_kernels`."""
     from transformers import TrainerCallback
     from toolpaper.config import SFTConfig
     from toolpaper.train import SpanCollator, SpanTrainer, training_args
     cfg = SFTConfig(out_dir, max_steps=warm + steps, batch_size=batch, logging_steps=1, lr=1e-5, lora=False,
-                    bf16=True, group_by_length=True)
+                    bf16=True, group_by_length=True, grad_accum=accum)
     seen: list[int] = []
     base = SpanCollator(pad_id, 64 if gpu_path else None)
 
@@ -167,13 +173,14 @@ def toolkit_trainer(model, exs, batch: int, warm: int, steps: int, pad_id: int, 
 
     model = apply_kernels(model, kernels)     # warm-up steps take any compilation
     tr = SpanTrainer(model=model, args=training_args(cfg), train_dataset=exs, data_collator=collate,
-                     span_labels=["answer"], callbacks=[Clock()], gpu_path=gpu_path)
+                     span_labels=["answer"], callbacks=[Clock()], gpu_path=gpu_path,
+                     compile_layers=gpu_path and kernels is None)   # the default on CUDA
     tr.train()
     if prof is not None:
         prof.__exit__(None, None, None)
         return {"profile": _prof_table(prof)}
     secs = marks[warm + steps] - marks[warm]
-    real = sum(seen[warm:warm + steps])       # the batches of the timed steps (the loader may have fetched one more)
+    real = sum(seen[warm * accum:(warm + steps) * accum])   # the timed steps' batches (the loader may fetch one more)
     losses = [h["loss"] for h in tr.state.log_history if "loss" in h]
     return {"seconds": secs, "real_tokens": real, "tokens_per_s": real / secs, "losses": losses,
             "step_seconds": [marks[i + 1] - marks[i] for i in range(warm, warm + steps)],
@@ -206,7 +213,7 @@ def generation(model, tok, n: int, prompt_len: int, new: int, vocab: int) -> dic
 
 
 def _kernels(name: str) -> str | None:
-    return {COMPILED: "compile", LAYERS: "layers", LIGER: "liger"}.get(name)
+    return {COMPILED: "compile", LAYERS: "layers", LIGER: "liger", EAGER: "eager"}.get(name)
 
 
 def train_row(name: str, exs, a, vocab: int, pad: int, res: dict) -> dict:
@@ -219,10 +226,10 @@ def train_row(name: str, exs, a, vocab: int, pad: int, res: dict) -> dict:
         res["matmul_parameters"] = matmul_params(model)
         if dev == "cuda": torch.cuda.reset_peak_memory_stats()
         if name.startswith("plain"):
-            r = plain_loop(model, exs, a.batch, a.warm, a.steps, a.max_len, pad)
+            r = plain_loop(model, exs, a.batch, a.warm, a.steps, a.max_len, pad, accum=a.accum)
         else:
             r = toolkit_trainer(model, exs, a.batch, a.warm, a.steps, pad, tempfile.mkdtemp(),
-                                gpu_path=name != CPU_PATH, kernels=_kernels(name))
+                                gpu_path=name != CPU_PATH, kernels=_kernels(name), accum=a.accum)
         flops = 6 * res["matmul_parameters"] * r["tokens_per_s"]
         r["model_tflops"] = flops / 1e12
         r["mfu_measured_peak"] = flops / (res["peak_tflops_measured"] * 1e12)
@@ -254,6 +261,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokenizer", required=True, help="folder of a Llama-family tokenizer")
     ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--accum", type=int, default=1, help="batches per optimizer step (every row)")
     ap.add_argument("--warm", type=int, default=2)
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--min-len", type=int, default=256)
@@ -275,21 +283,22 @@ def main():
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     res = {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
            "device": torch.cuda.get_device_name(0) if dev == "cuda" else platform.processor() or "cpu",
-           "tiny": a.tiny, "batch": a.batch, "timed_steps": a.steps, "lengths": [a.min_len, a.max_len]}
+           "tiny": a.tiny, "batch": a.batch, "accum": a.accum, "timed_steps": a.steps,
+           "lengths": [a.min_len, a.max_len]}
     tok = AutoTokenizer.from_pretrained(a.tokenizer)
     vocab = len(tok)
     res["peak_tflops_measured"] = bf16_peak(dev, 1024 if a.tiny else 8192) / 1e12
     card = next((v for k, v in CARD_BF16_TFLOPS.items() if k in res["device"]), None)
     res["peak_tflops_card"] = card
     print(json.dumps(res), flush=True)
-    exs = examples(max(64, a.batch * (a.warm + a.steps)), a.min_len, a.max_len, vocab)
+    exs = examples(max(64, a.batch * a.accum * (a.warm + a.steps)), a.min_len, a.max_len, vocab)
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     runs, res["profiles"] = {}, {}
     names = [VARIANTS[k.strip()] for k in a.variants.split(",") if k.strip()]
     for name in names:
         runs[name] = train_row(name, exs, a, vocab, pad, res)
         print(name, {k: v for k, v in runs[name].items() if k != "trace"}, flush=True)
-        if a.profile and name in (VARIANTS["trainer"], VARIANTS["liger"], VARIANTS["layers"]):
+        if a.profile and name in (VARIANTS["trainer"], VARIANTS["liger"]):
             res["profiles"][name] = profile_row(name, exs, a, vocab, pad)
             print(f"== profile: {name}\n{res['profiles'][name]}", flush=True)
     res["training"] = runs
@@ -319,7 +328,8 @@ def write(out: Path, res: dict, commit: str | None):
         f"Model: Llama layout, {res.get('parameters', 0) / 1e9:.2f}B parameters "
         f"({res.get('matmul_parameters', 0) / 1e9:.2f}B in matrix products), random weights (seed 0); torch "
         f"{res['torch']}, transformers {res['transformers']}. Training: full fine-tuning, batch "
-        f"{res['batch']}, {res['timed_steps']} timed steps after warm-up, random "
+        f"{res['batch']}" + (f" x {res['accum']} accumulated per optimizer step" if res.get("accum", 1) > 1 else "")
+        + f", {res['timed_steps']} timed steps after warm-up, random "
         f"token sequences of {res['lengths'][0]}-{res['lengths'][1]} tokens (uniform; the last fifth is the answer), "
         "autocast bf16 over fp32 master weights in both. Model FLOPs per real token: 6 x the matrix-product parameters "
         "(attention's quadratic term not counted). Peaks: bf16 8192^3 product measured here "

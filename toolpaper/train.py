@@ -20,7 +20,7 @@ from .precision import train_bf16
 
 # %% auto 0
 __all__ = ['tokenize_example', 'SpanCollator', 'SpanTrainer', 'lower_outputs', 'top_layers_only', 'training_args',
-           'build_dataset', 'lora_config', 'TimedCheckpoints', 'finetune', 'eval_loss']
+           'build_dataset', 'lora_config', 'TimedCheckpoints', 'finetune', 'compile_decoder_layers', 'eval_loss']
 
 # %% ../nbs/10_train.ipynb
 def tokenize_example(tok, ex: PromptExample, span_labels: Sequence[str], max_length: int = 1024) -> dict:
@@ -88,12 +88,22 @@ class SpanTrainer(Trainer):
     loss of each labelled span added up (on the device) for the logs. `gpu_path` (default: on a CUDA device) leaves out
     the attention mask of the right-padded batch — with causal attention a real token never sees the padding after
     it, so the loss is the same — which lets attention run its causal kernel without a mask, reads nothing from the
-    device during the step, and prefers flash attention; on the CPU the committed numerics stay as they were."""
-    def __init__(self, *args, span_labels: Sequence[str] = (), gpu_path: bool | None = None, **kw):
+    device during the step, and prefers flash attention; on the CPU the committed numerics stay as they were.
+    `compile_layers` (default: with the GPU path) compiles the decoder layers for the length of `train`
+    (`compile_decoder_layers`)."""
+    def __init__(self, *args, span_labels: Sequence[str] = (), gpu_path: bool | None = None,
+                 compile_layers: bool | None = None, **kw):
         super().__init__(*args, **kw)
         self.span_labels = list(span_labels)
         self.gpu_path = self.args.device.type == "cuda" if gpu_path is None else gpu_path
+        self.compile_layers = self.gpu_path if compile_layers is None else compile_layers
         self._span_sum, self._span_n = {}, {}
+
+    def train(self, *args, **kw):
+        undo = compile_decoder_layers(self.model) if self.compile_layers else None
+        try: return super().train(*args, **kw)
+        finally:
+            if undo: undo()
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         spans, labels = inputs.pop("span_ids"), inputs.pop("labels")
@@ -350,6 +360,16 @@ def finetune(model_name: str, examples: Sequence[PromptExample], cfg: SFTConfig,
     on_disk = {**info, "config": {**info["config"], "output_dir": "."}}
     atomic_write_text(Path(cfg.output_dir) / "toolpaper_train.json", json.dumps(on_disk, indent=1, default=str))
     return info
+
+# %% ../nbs/10_train.ipynb
+def compile_decoder_layers(model, backend: str = "inductor", dynamic: bool = True):
+    """Compile each decoder layer of `model` in place (`nn.Module.compile`; stand-ins of `top_layers_only` excepted);
+    returns a function that restores the plain layers."""
+    layers = [l for l in causal_lm(model).model.layers if not isinstance(l, _Skip)]
+    for layer in layers: layer.compile(backend=backend, dynamic=dynamic)
+    def undo():
+        for layer in layers: layer._compiled_call_impl = None
+    return undo
 
 # %% ../nbs/10_train.ipynb
 def eval_loss(model, tok, examples: Sequence[PromptExample], max_length: int = 1024) -> float:
