@@ -18,19 +18,26 @@ from .parse import load_literal
 
 # %% auto 0
 __all__ = ['SPAN_LABELS', 'ROLES_ALL', 'TrajConfig', 'TrajectoryError', 'build_trajectory', 'build_corpus', 'split_by_instance',
-           'failed_observation', 'corpus_table', 'trajectory_stats', 'trajectory_stats_table', 'to_umi_records',
-           'save_trajectories', 'tool_doc', 'history_text', 'backbone_messages', 'planner_messages', 'caller_messages',
-           'summarizer_messages', 'role_examples', 'umi_tool_dict', 'umi_history', 'render_umi_history',
-           'UmiRoleTemplate', 'released_role_templates', 'released_planner_text', 'split_thought', 'umi_role_records',
-           'released_role_input', 'umi_role_spans', 'write_umi_role_file', 'file_role_examples']
+           'failed_observation', 'corpus_table', 'trajectory_stats', 'trajectory_stats_table', 'reasoned_plan',
+           'reasoned_trajectory', 'to_umi_records', 'save_trajectories', 'tool_doc', 'history_text',
+           'backbone_messages', 'planner_messages', 'caller_messages', 'summarizer_messages', 'role_examples',
+           'umi_tool_dict', 'umi_history', 'render_umi_history', 'UmiRoleTemplate', 'released_role_templates',
+           'released_planner_text', 'split_thought', 'umi_role_records', 'released_role_input', 'umi_role_spans',
+           'write_umi_role_file', 'file_role_examples']
 
 # %% ../nbs/17_trajectories.ipynb
 @dataclass
 class TrajConfig:
-    give_up_frac: float = 0.1        # share of trajectories whose needed tool is missing
+    give_up_frac: float = 0.1        # share of trajectories that give up (a needed tool missing, or failing)
     recovery_frac: float = 0.15      # share with one failed call followed by a corrected one
-    distractors: int = 2             # extra tools in each tool list
+    distractors: float = 2           # extra tools in each tool list (a fraction: that share of lists gets one more)
     seed: int = 0
+    # "template": one planner sentence per step; "reasoned": planner turns that read the request and the last
+    # observation in varied words (`reasoned_plan`), and the failure kinds below
+    style: str = "template"
+    detour_frac: float = 0.0         # share whose call meets a service error: another call first, then a retry
+    restart_frac: float = 0.0        # share with a failed call, the user's "try again" turn, then the corrected call
+    failing_give_up: float = 0.0     # share of the give-ups whose needed tool fails twice (instead of missing)
 
 # %% ../nbs/17_trajectories.ipynb
 def _desc(t: Tool) -> str:
@@ -42,6 +49,11 @@ class TrajectoryError(ValueError):
     "An instance whose gold calls do not pass the tool schemas (it cannot make a clean trajectory)."
 
 # %% ../nbs/17_trajectories.ipynb
+def _broken_input(t: Tool, args: dict) -> dict:
+    "`args` broken the way a careless caller breaks them: the first required argument left out, else one unknown added."
+    req = [p.name for p in t.parameters if p.required and p.name in args]
+    return {k: v for k, v in args.items() if k != req[0]} if req else {**args, "extra_option": "yes"}
+
 def _step_turns(s: int, t: Tool, args: dict, uses: list[int], broken: bool, env: ToolEnv, obs) -> list[Turn]:
     """The turns of step `s` (0-based) calling tool `t` with `args`: the plan (naming the steps it takes results from),
     with `broken` first a call that fails and its correction, then the call and its observation `obs`."""
@@ -53,8 +65,7 @@ def _step_turns(s: int, t: Tool, args: dict, uses: list[int], broken: bool, env:
         )
     )
     if broken:
-        req = [p.name for p in t.parameters if p.required and p.name in args]
-        bad = {k: v for k, v in args.items() if k != req[0]} if req else {**args, "extra_option": "yes"}
+        bad = _broken_input(t, args)
         out.append(
             Turn(role="caller", content=f"Action: {t.name}\nAction Input: {json.dumps(bad, ensure_ascii=False)}")
         )
@@ -74,13 +85,43 @@ def _step_turns(s: int, t: Tool, args: dict, uses: list[int], broken: bool, env:
     return out
 
 # %% ../nbs/17_trajectories.ipynb
-def _summary_turn(calls: list, turns: list[Turn]) -> Turn:
-    "The summarizer's turn: what each call gave, read from the last observations."
-    parts = []
-    for c, o in zip(calls, [t for t in turns if t.role == "observation"][-len(calls):]):
-        vals = json.loads(o.content)
-        parts.append(f"{c.api} gave " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in vals.items()))
+def _summary_of(calls: list, contents: list[dict]) -> Turn:
+    "The summarizer's turn: what each call gave (`contents`: the response of each call, in the order of `calls`)."
+    parts = [f"{c.api} gave " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in vals.items())
+             for c, vals in zip(calls, contents)]
     return Turn(role="summarizer", content="Here is what I found: " + "; ".join(parts) + ".")
+
+def _summary_turn(calls: list, turns: list[Turn]) -> Turn:
+    "The summarizer's turn read from the last observations (one per call, in call order)."
+    obs = [t for t in turns if t.role == "observation"][-len(calls):]
+    return _summary_of(calls, [json.loads(o.content) for o in obs])
+
+# %% ../nbs/17_trajectories.ipynb
+def _gold_run(inst: Instance, env: ToolEnv, calls: list) -> tuple:
+    """(execution, uses) of an instance's gold calls in dependency order (`calls`): released values such as "25" for
+    an int become 25 and references take observed values; `uses[s]`: the earlier steps whose results step s reads."""
+    ex = execute_calls(env, inst.calls)
+    if not ex.ok:
+        raise TrajectoryError(
+            f"{inst.id}: the gold call {ex.apis[ex.failed]} fails the tool's own schema: "
+            f"{ex.observations[ex.failed].error}"
+        )
+    step_of, uses = {}, []
+    for s, c in enumerate(calls):
+        refs = {m.group(0) for v in c.arguments.values() if isinstance(v, str) for m in REF_RE.finditer(v)}
+        uses.append(sorted({step_of[r] for r in refs if r in step_of}))
+        for rid in c.responses: step_of[rid] = s
+    return ex, uses
+
+# %% ../nbs/17_trajectories.ipynb
+def _listing(inst: Instance, tools: dict, kind: str, rng: random.Random, distractors: Sequence[Tool]) -> tuple:
+    """(calls in dependency order, the shuffled tool list, the needed tool left out of it for a 'give_up' or None)."""
+    calls = [inst.calls[i] for i in topo_order(inst.calls)]
+    needed = list(dict.fromkeys(c.api for c in calls))
+    missing = rng.choice(needed) if kind == "give_up" else None
+    listed = [tools[n] for n in needed if n != missing] + list(distractors)
+    rng.shuffle(listed)
+    return calls, listed, missing
 
 # %% ../nbs/17_trajectories.ipynb
 def build_trajectory(
@@ -90,17 +131,15 @@ def build_trajectory(
     kind: str = "normal",
     rng: random.Random | None = None,
     distractors: Sequence[Tool] = (),
+    style: str = "template",
 ) -> Trajectory:
     """A trajectory for one instance: 'normal' makes the gold calls in dependency order and concludes, 'give_up'
     gives up for want of a suitable tool, 'recovery' makes one call with a broken input, reads the error and corrects
-    it."""
+    it. `style='reasoned'` writes the planner as `reasoned_trajectory` does (and knows more kinds)."""
     rng = rng or random.Random(0)
-    order = topo_order(inst.calls)
-    calls = [inst.calls[i] for i in order]
-    needed = list(dict.fromkeys(c.api for c in calls))
-    missing = rng.choice(needed) if kind == "give_up" else None
-    listed = [tools[n] for n in needed if n != missing] + list(distractors)
-    rng.shuffle(listed)
+    if style == "reasoned": return reasoned_trajectory(inst, tools, env, kind, rng, distractors)
+    if style != "template": raise ValueError(f"unknown trajectory style {style!r}: 'template' or 'reasoned'")
+    calls, listed, missing = _listing(inst, tools, kind, rng, distractors)
     turns = [Turn(role="user", content=inst.query)]
     if missing:
         turns.append(
@@ -114,32 +153,29 @@ def build_trajectory(
         return Trajectory(
             id=f"{inst.id}:give_up", instruction=inst.query, tools=listed, turns=turns, instance=inst.id, kind="give_up"
         )
-    # released values such as "25" for an int become 25; references take observed values
-    ex = execute_calls(env, inst.calls)
-    if not ex.ok:
-        raise TrajectoryError(
-            f"{inst.id}: the gold call {ex.apis[ex.failed]} fails the tool's own schema: "
-            f"{ex.observations[ex.failed].error}"
-        )
+    ex, uses = _gold_run(inst, env, calls)
     broken_at = rng.randrange(len(calls)) if kind == "recovery" else None
-    step_of = {}
     for s, c in enumerate(calls):
-        uses = sorted(
-            {
-                step_of[m.group(0)]
-                for v in c.arguments.values()
-                if isinstance(v, str)
-                for m in REF_RE.finditer(v)
-                if m.group(0) in step_of
-            }
-        )
-        turns += _step_turns(s, tools[c.api], ex.arguments[s], uses, s == broken_at, env, ex.observations[s])
-        for rid in c.responses: step_of[rid] = s
+        turns += _step_turns(s, tools[c.api], ex.arguments[s], uses[s], s == broken_at, env, ex.observations[s])
     turns.append(Turn(role="planner", content="I have all the results the request needs. Next: conclusion."))
     turns.append(_summary_turn(calls, turns))
     return Trajectory(
         id=f"{inst.id}:{kind}", instruction=inst.query, tools=listed, turns=turns, instance=inst.id, kind=kind
     )
+
+# %% ../nbs/17_trajectories.ipynb
+def _corpus_kinds(cfg: TrajConfig, idx: list[int], n_g: int, n_r: int) -> dict[int, str]:
+    """Instance position -> kind (absent: normal): give-ups, then recoveries, detours and restarts, over the shuffled
+    positions `idx`; the first `failing_give_up` share of the give-ups fail instead of missing their tool."""
+    if cfg.style != "reasoned" and (cfg.detour_frac or cfg.restart_frac or cfg.failing_give_up):
+        raise ValueError("detour_frac, restart_frac and failing_give_up need TrajConfig(style='reasoned')")
+    n = len(idx)
+    kind = {i: "give_up" for i in idx[:n_g]} | {i: "recovery" for i in idx[n_g:n_g + n_r]}
+    at = n_g + n_r
+    for name, frac in (("detour", cfg.detour_frac), ("restart", cfg.restart_frac)):
+        k = int(round(frac * n)); kind |= {i: name for i in idx[at:at + k]}; at += k
+    if at > n: raise ValueError(f"the kinds' shares add up to more than the {n} instances")
+    return kind | {i: "give_up_failed" for i in idx[:int(round(cfg.failing_give_up * n_g))]}
 
 # %% ../nbs/17_trajectories.ipynb
 def build_corpus(
@@ -149,8 +185,8 @@ def build_corpus(
     env: ToolEnv | None = None,
     skipped: list | None = None,
 ) -> list[Trajectory]:
-    """One trajectory per instance, kinds in the configured proportions; instances whose gold calls break their schema
-    are left out (reasons appended to `skipped`)."""
+    """One trajectory per instance, kinds in the configured proportions (`TrajConfig`), in its `style`; instances whose
+    gold calls break their schema are left out (reasons appended to `skipped`)."""
     cfg = cfg if cfg is not None else TrajConfig()
     by = {t.name: t for t in tools}
     env = env or ToolEnv(list(tools), seed=cfg.seed)
@@ -158,14 +194,15 @@ def build_corpus(
     n = len(instances)
     idx = list(range(n)); rng.shuffle(idx)
     n_g, n_r = int(round(cfg.give_up_frac * n)), int(round(cfg.recovery_frac * n))
-    kind = {i: "give_up" for i in idx[:n_g]} | {i: "recovery" for i in idx[n_g:n_g + n_r]}
+    kind = _corpus_kinds(cfg, idx, n_g, n_r)
     out = []
     for i, inst in enumerate(instances):
         r = random.Random(f"{cfg.seed}:{inst.id}")
         used = {c.api for c in inst.calls}
         pool = [t for t in tools if t.name not in used]
-        dis = r.sample(pool, min(cfg.distractors, len(pool)))
-        try: out.append(build_trajectory(inst, by, env, kind.get(i, "normal"), r, dis))
+        k = int(cfg.distractors) + (r.random() < cfg.distractors % 1 if cfg.distractors % 1 else 0)
+        dis = r.sample(pool, min(k, len(pool)))
+        try: out.append(build_trajectory(inst, by, env, kind.get(i, "normal"), r, dis, cfg.style))
         except TrajectoryError as e:
             if skipped is not None: skipped.append(str(e))
     return out
@@ -260,6 +297,167 @@ def trajectory_stats_table(corpora: dict) :
     "`trajectory_stats` of each named corpus, one row each (the side-by-side table of a built corpus and ToolBench's)."
     import pandas as pd
     return pd.DataFrame([{"corpus": name, **trajectory_stats(ts)} for name, ts in corpora.items()])
+
+# %% ../nbs/17_trajectories.ipynb
+_OPEN = ('The user asks: "{q}".', 'The request reads: "{q}".', 'I have a request to handle: "{q}".',
+         'Here is what the user wants: "{q}".', 'The task is: "{q}".')
+_READ = ("The call to {prev} returned {obs}.", "{prev} answered with {obs}.", "From {prev} I now have {obs}.",
+         "I got {obs} back from {prev}.", "The result of {prev} is in: {obs}.")
+_PLAN = ("Next I need to {desc}, so I will call {tool} with {args}.",
+         "To {desc}, the right function among the candidates is {tool}; I will pass {args}.",
+         "My thought is to call {tool} with {args}, since it can {desc}.",
+         "{tool} can {desc}; calling it with {args} covers the next part of the request.",
+         "The next part of the request is to {desc}. I will use {tool} with {args}.")
+_USES = ("This call takes {what}.", "It needs {what}, which I already have.", "Its input reuses {what}.")
+_LEFT = ("After this, {n} more call{s} remain.", "That leaves {n} more step{s} before I can answer.",
+         "{n} more call{s} will follow.")
+_DONE = ("All {n} calls have returned; the last one gave {obs}. I can now answer the user.",
+         "The last call returned {obs}, which completes what the request asked for.",
+         "I have every result the request needs ({obs} came last), so I will write the answer.")
+_FIX = ("The call to {tool} failed: {err}. I will call {tool} again with the input corrected: {args}.",
+        "{tool} rejected the input ({err}), so I will fix it and call {tool} again with {args}.",
+        'That failed with "{err}". Correcting the input, I will retry {tool} with {args}.')
+_AFTER_RESTART = ("The earlier attempt failed because {tool} got a wrong input ({err}). This time I will call {tool} "
+                  "with {args}.",
+                  "Last time {tool} refused the input ({err}). I will try a different input: {args}.")
+_DOWN = ("{tool} did not answer ({err}). Rather than wait, I will first {desc} with {other} ({args}) and come back to "
+         "{tool} after.",
+         "The call to {tool} failed ({err}). While it is down, I will call {other} with {args} to {desc}.")
+_AGAIN = ("The call to {tool} failed ({err}). I will try {tool} once more with {args}.",
+          "{tool} did not answer ({err}); it may be a passing fault, so I will call it again with {args}.")
+_RETRY = ("Now I will try {tool} again with {args}; it did not answer before.",
+          "Back to {tool}, which failed earlier: I will call it again with {args}.")
+_GIVE_MISSING = ("The request needs a tool to {desc}, but none of the candidate functions can do that, so I cannot "
+                 "complete it.",
+                 "None of the available functions can {desc}, which the request depends on; I have to stop here.",
+                 'Part of the request ("{q}") needs to {desc}, and no listed function does that, so I cannot finish '
+                 "the task.")
+_GIVE_FAILED = ("{tool} failed again ({err}). Without it I cannot {desc}, so I cannot complete the request.",
+                "The second call to {tool} also failed ({err}); the request depends on it, so I have to give up.")
+_RESTART = ("This is not the first time you try this task: the previous attempt failed at {tool} ({err}). Try "
+            "something different this time.")
+_SERVICE = ("503 Service Unavailable: the server did not answer", "429 Too Many Requests: rate limit exceeded",
+            "504 Gateway Timeout: the request timed out")
+
+# %% ../nbs/17_trajectories.ipynb
+def _words(text: str, n: int) -> str:
+    w = text.split()
+    return " ".join(w[:n]) + (" ..." if len(w) > n else "")
+
+def _vals(d: dict, k: int = 3, width: int = 40) -> str:
+    "Up to `k` fields of a response as 'field value' (values cut at `width` characters)."
+    parts = [f"{key.replace('_', ' ')} {str(v)[:width]}" for key, v in list(d.items())[:k]]
+    return ", ".join(parts) if parts else "an empty result"
+
+def _args_text(a: dict, k: int = 4, width: int = 40) -> str:
+    parts = [f"{key} = {json.dumps(v, ensure_ascii=False)[:width]}" for key, v in list(a.items())[:k]]
+    return ", ".join(parts) or "no arguments"
+
+# %% ../nbs/17_trajectories.ipynb
+def reasoned_plan(rng: random.Random, t: Tool, args: dict, query: str, prev: tuple | None = None,
+                  uses: Sequence[str] = (), left: int = 0) -> str:
+    """A planner turn before a call in the reasoned style: it quotes the request (first call) or reads the last
+    observation (`prev`: (function, response)), names the function `t` and its input, the earlier results it reuses
+    (`uses`) and how many calls remain (`left`), each part in one of several phrasings drawn with `rng`."""
+    parts = [rng.choice(_OPEN).format(q=_words(query, rng.randint(10, 24))) if prev is None else
+             rng.choice(_READ).format(prev=prev[0], obs=_vals(prev[1]))]
+    parts.append(rng.choice(_PLAN).format(desc=_desc(t), tool=t.name, args=_args_text(args)))
+    if uses: parts.append(rng.choice(_USES).format(what=" and ".join(uses)))
+    if left: parts.append(rng.choice(_LEFT).format(n=left, s="" if left == 1 else "s"))
+    return " ".join(parts) + " Next: caller."
+
+# %% ../nbs/17_trajectories.ipynb
+def _free_step(s: int, n: int, uses: list) -> int | None:
+    "The first step after `s` that needs nothing of step `s`, directly or through other steps (None: every one does)."
+    needs = {s}
+    for k in range(s + 1, n):
+        if needs & set(uses[k]): needs.add(k)
+    return next((k for k in range(s + 1, n) if k not in needs), None)
+
+def _events(kind: str, n: int, uses: list, rng: random.Random) -> list[tuple[int, str]]:
+    """The (step, event) sequence of a reasoned trajectory with `n` calls: 'call'; 'bad' (a broken input) then 'fix' or
+    'restart'; 'down' (a service error), then 'detour' (`_free_step`) and 'retry', or 'again' (the same call at once,
+    when every later call needs the failed one); a 'give_up_failed' run fails again at 'retry_fail' / 'again_fail'."""
+    ev = [(s, "call") for s in range(n)]
+    if kind == "normal": return ev
+    s = rng.randrange(n)
+    before, after = ev[:s], ev[s + 1:]
+    if kind == "recovery": return before + [(s, "bad"), (s, "fix")] + after
+    if kind == "restart": return before + [(s, "bad"), (s, "restart")] + after
+    if kind not in ("detour", "give_up_failed"):
+        raise ValueError(f"unknown trajectory kind {kind!r}: normal, recovery, restart, detour, give_up, give_up_failed")
+    fails, free = kind == "give_up_failed", _free_step(s, n, uses)
+    if free is None: return before + [(s, "down"), (s, "again_fail" if fails else "again")] + ([] if fails else after)
+    if fails: return before + [(s, "down"), (free, "detour"), (s, "retry_fail")]
+    return before + [(s, "down"), (free, "detour"), (s, "retry")] + [e for e in after if e[0] != free]
+
+# %% ../nbs/17_trajectories.ipynb
+def _reasoned_plan_for(ev: str, s: int, ctx: dict, rng: random.Random) -> str:
+    "The planner's words before event `ev` of step `s` (`ctx`: calls, tools, arguments, uses, errors, results so far)."
+    calls, err, got = ctx["calls"], ctx["err"], ctx["got"]
+    t, a = ctx["tools"][calls[s].api], _args_text(ctx["args"][s])
+    if ev in ("call", "bad", "down"):
+        used = [f"the result of {calls[u].api}" for u in ctx["uses"][s]]
+        return reasoned_plan(rng, t, ctx["args"][s], ctx["query"], ctx["prev"], used, len(calls) - len(got) - 1)
+    if ev == "fix": text = rng.choice(_FIX).format(tool=t.name, err=err[s], args=a)
+    elif ev == "restart": text = rng.choice(_AFTER_RESTART).format(tool=t.name, err=err[s], args=a)
+    elif ev in ("again", "again_fail"): text = rng.choice(_AGAIN).format(tool=t.name, err=err[s], args=a)
+    elif ev in ("retry", "retry_fail"): text = rng.choice(_RETRY).format(tool=t.name, args=a)
+    else:
+        f = ctx["down"]
+        text = rng.choice(_DOWN).format(tool=calls[f].api, err=err[f], desc=_desc(t), other=t.name, args=a)
+    return text + " Next: caller."
+
+# %% ../nbs/17_trajectories.ipynb
+def _reasoned_turns(events: list, ctx: dict, env: ToolEnv, ex, rng: random.Random) -> list[Turn]:
+    """The planner, caller and observation turns of `events` (and the user's turn before a 'restart'); fills
+    `ctx['got']` (step -> response), `ctx['err']` (step -> last error) and `ctx['prev']`."""
+    out: list[Turn] = []
+    for s, ev in events:
+        t = ctx["tools"][ctx["calls"][s].api]
+        if ev == "restart": out.append(Turn(role="user", content=_RESTART.format(tool=t.name, err=ctx["err"][s])))
+        out.append(Turn(role="planner", content=_reasoned_plan_for(ev, s, ctx, rng)))
+        args = _broken_input(t, ctx["args"][s]) if ev == "bad" else ctx["args"][s]
+        action = f"Action: {t.name}\nAction Input: {json.dumps(args, ensure_ascii=False)}"
+        out.append(Turn(role="caller", content=action))
+        if ev == "bad":
+            obs = env.call(t.name, args); ctx["err"][s] = obs.error; text = obs.text
+        elif ev in ("down", "again_fail", "retry_fail"):
+            ctx["err"][s] = rng.choice(_SERVICE); ctx["down"] = s
+            text = json.dumps({"error": ctx["err"][s], "response": ""})
+        else:
+            obs = ex.observations[s]; ctx["got"][s] = obs.content; ctx["prev"] = (t.name, obs.content); text = obs.text
+        out.append(Turn(role="observation", content=text))
+    return out
+
+# %% ../nbs/17_trajectories.ipynb
+def reasoned_trajectory(inst: Instance, tools: dict[str, Tool], env: ToolEnv, kind: str = "normal",
+                        rng: random.Random | None = None, distractors: Sequence[Tool] = ()) -> Trajectory:
+    """A trajectory in the reasoned style: the gold calls of `inst` with planner turns from `reasoned_plan` and the
+    failures of `kind` ('normal', 'recovery', 'restart', 'detour', 'give_up', 'give_up_failed')."""
+    rng = rng or random.Random(0)
+    calls, listed, missing = _listing(inst, tools, kind, rng, distractors)
+    turns = [Turn(role="user", content=inst.query)]
+    done = lambda: Trajectory(id=f"{inst.id}:{kind}", instruction=inst.query, tools=listed, turns=turns,
+                              instance=inst.id, kind=kind)
+    if missing:
+        text = rng.choice(_GIVE_MISSING).format(desc=_desc(tools[missing]), q=_words(inst.query, 12))
+        turns.append(Turn(role="planner", content=text + " Next: give up."))
+        return done()
+    ex, uses = _gold_run(inst, env, calls)
+    ctx = dict(calls=calls, tools=tools, args=ex.arguments, uses=uses, query=inst.query, err={}, got={}, prev=None)
+    events = _events(kind, len(calls), uses, rng)
+    turns += _reasoned_turns(events, ctx, env, ex, rng)
+    last = events[-1][0]
+    if kind == "give_up_failed":
+        t = tools[calls[last].api]
+        text = rng.choice(_GIVE_FAILED).format(tool=t.name, err=ctx["err"][last], desc=_desc(t))
+        turns.append(Turn(role="planner", content=text + " Next: give up."))
+        return done()
+    text = rng.choice(_DONE).format(n=len(calls), obs=_vals(ctx["got"][last]))
+    turns.append(Turn(role="planner", content=text + " Next: conclusion."))
+    turns.append(_summary_of(calls, [ctx["got"][s] for s in range(len(calls))]))
+    return done()
 
 # %% ../nbs/17_trajectories.ipynb
 _TO_UMI = {

@@ -56,7 +56,12 @@ class UmiExpConfig(Profiled):
     max_new_tokens: tuple = (48, 48, 64)        # planner, caller, summarizer
     give_up_frac: float = 0.1
     recovery_frac: float = 0.15
-    distractors: int = 2
+    distractors: float = 2
+    # the trajectories' style and extra failure kinds (toolpaper.trajectories.TrajConfig): "template" or "reasoned"
+    traj_style: str = "template"
+    detour_frac: float = 0.0
+    restart_frac: float = 0.0
+    failing_give_up: float = 0.0
     gen_batch_size: int = 8
     # also train alpha-UMi w/o reuse (stage 2 on other instructions) where enough trajectories are left
     wo_reuse: bool = True
@@ -178,7 +183,9 @@ def _umi_corpus(tools, train_instances, test_instances, cfg: UmiExpConfig) -> di
     """Data stage: trajectories built from the instances, the held-out test dialogues, the training sizes (the main
     one and the scaling ones) and nested training subsets (smaller ones are prefixes of larger ones)."""
     tcfg = TrajConfig(
-        give_up_frac=cfg.give_up_frac, recovery_frac=cfg.recovery_frac, distractors=cfg.distractors, seed=cfg.seed
+        give_up_frac=cfg.give_up_frac, recovery_frac=cfg.recovery_frac, distractors=cfg.distractors, seed=cfg.seed,
+        style=cfg.traj_style, detour_frac=cfg.detour_frac, restart_frac=cfg.restart_frac,
+        failing_give_up=cfg.failing_give_up,
     )
     skipped: list = []
     train_all = build_corpus(list(train_instances), list(tools), tcfg, skipped=skipped)
