@@ -32,8 +32,9 @@ __all__ = ['PAPER_TRAIN_MIX', 'PAPER_VALID_MIX', 'PAPER_DEER', 'TABLE1_COLS', 'T
            'PAPER_ABLATION', 'DEER_HEADLINE', 'DEER_SUITE', 'stratified', 'pool_text', 'gold_prefix', 'deer_generate',
            'compact_chain', 'demonstrations', 'DeerExpConfig', 'mixture_of', 'DeerRun', 'decision_only', 'is_nosearch',
            'retention_answers', 'run_deer_experiment', 'table1', 'table3', 'table4', 'plot_strategies',
-           'plot_span_losses', 'DeerAblation', 'DeerAblationConfig', 'run_deer_ablation', 'ablation_table',
-           'plot_ablation', 'DeerOptions', 'DeerPredictor', 'read_deer_gold', 'deer_quotes']
+           'plot_span_losses', 'CallPilotConfig', 'CallPilot', 'run_call_pilot', 'pilot_table', 'DeerAblation',
+           'DeerAblationConfig', 'run_deer_ablation', 'ablation_table', 'plot_ablation', 'DeerOptions', 'DeerPredictor',
+           'read_deer_gold', 'deer_quotes']
 
 # %% ../nbs/15_deer.ipynb
 PAPER_TRAIN_MIX = {"NoSearch": 1807 / 9585, "NoCall": 3114 / 9585, "Call": 4664 / 9585}
@@ -573,6 +574,73 @@ def plot_span_losses(run: DeerRun):
     for ax, span in zip(axes, ["decision", "call"]): ax.set_title(f"{span} span loss"); ax.set_xlabel("step")
     axes[0].legend(fontsize=8); fig.tight_layout()
     return fig
+
+# %% ../nbs/15_deer.ipynb
+@dataclass
+class CallPilotConfig(Profiled):
+    "The P_Call pilot: the strategy whose adapter is piloted and the (training samples, epochs) points it trains at."
+    strategy: str = "intra"
+    points: tuple = ((600, 1), (1200, 1), (600, 2))
+    PROFILES: ClassVar[dict] = {
+        "smoke": dict(strategy="random", points=((8, 1), (6, 1))),
+        "cpu": dict(),
+        "paper": dict(points=()),          # the paper's recipe already uses all samples and 3 epochs
+    }
+
+# %% ../nbs/15_deer.ipynb
+@dataclass
+class CallPilot:
+    "What `run_call_pilot` returns: the strategy piloted, one row per point and mode (metrics with intervals), timings."
+    strategy: str
+    points: pd.DataFrame
+    timings: dict
+
+# %% ../nbs/15_deer.ipynb
+def run_call_pilot(tools: list[Tool], released_valid: list[DecisionSample], released_test: list[DecisionSample],
+                   cfg: DeerExpConfig, pilot: CallPilotConfig, work_dir: str | Path,
+                   progress: bool = False) -> CallPilot:
+    """Train `pilot.strategy`'s adapter at each (samples, epochs) point of `pilot` — samples drawn with the experiment's
+    branch shares from the same decision data, the rest of the recipe `cfg`'s — and score each on the valid set; the
+    point equal to the experiment's recipe is named as the experiment names its adapter (in the experiment's work
+    folder, read from its stage cache)."""
+    work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    clusters = cluster_tools(tools, m=cfg.clusters, seed=cfg.seed)
+    d = build_decision_data(tools, released_valid, released_test, clusters=clusters, k=cfg.k,
+                            call_ratio=cfg.call_ratio, strategy=pilot.strategy, mixture=mixture_of((2, 1, 2)),
+                            seed=cfg.seed)
+    evalset = _valid_set(d.heldout_nosearch, released_valid, cfg)
+    rows, timings = [], {}
+    for n, epochs in pilot.points:
+        if n > len(d.train): raise ValueError(f"pilot point ({n}, {epochs}): only {len(d.train)} training samples")
+        train = stratified(d.train, n, cfg.train_mix or PAPER_TRAIN_MIX, cfg.seed)
+        same = (n, epochs) == (cfg.train_n, cfg.train.epochs)
+        name = pilot.strategy if same else f"{pilot.strategy} {n} samples {epochs} epochs"
+        out = work / f"adapter_{_slug(name)}"
+        ex = [deer_prompt(s, style=cfg.prompt_style, score_pool=cfg.score_pool) for s in train]
+        info = stages.finetune(cfg.model, ex, cfg.train.for_run(out, seed=cfg.seed, epochs=epochs),
+                               span_labels=["decision", "call"])
+        t1 = time.perf_counter()
+        gen = stages.client(cfg.model, out, cfg.gen_batch_size)
+        outs = deer_generate(gen, evalset, max_new_tokens=cfg.max_new_tokens, progress=progress,
+                             style=cfg.prompt_style)
+        stages.release(gen)
+        _save_deer_outputs(work, f"pilot {name}", "valid", evalset, outs)
+        for mode in ("compat", "strict"):
+            rows.append({"samples": n, "epochs": epochs, "experiment's recipe": same,
+                         **_metric_row(outs, evalset, name, "valid", mode, average=True),
+                         "train Call": sum(s.branch == "Call" for s in train), "train_s": info["train_seconds"]})
+        timings[f"{name}_train_s"], timings[f"{name}_eval_s"] = info["train_seconds"], time.perf_counter() - t1
+    timings["total_s"] = time.perf_counter() - t0
+    return CallPilot(pilot.strategy, pd.DataFrame(rows), timings)
+
+# %% ../nbs/15_deer.ipynb
+def pilot_table(pilot: CallPilot, mode: str = "compat") -> pd.DataFrame:
+    "One row per pilot point: P_Call, P_NoCall, P_DC and the average of the six metrics, with 95% intervals."
+    df = pilot.points[pilot.points["mode"] == mode]
+    keep = ["samples", "epochs", "experiment's recipe", "n", "train Call"]
+    for c in ("P_Call", "P_NoCall", "P_DC", "Average"): keep += [c, f"{c} lo", f"{c} hi"]
+    return df[[c for c in keep if c in df.columns]].reset_index(drop=True)
 
 # %% ../nbs/15_deer.ipynb
 ABLATION_AXES = {   # axis: (paper figure, panel, x label)

@@ -202,6 +202,11 @@ EXPERIMENTS: dict[str, Experiment] = {
             "alpha-UMi Appendix D: program-aided math agent on GSM8K (Table 4)",
         ),
         Experiment(
+            "deer_call_pilot",
+            "12_deer_call_pilot.ipynb",
+            "DEER P_Call pilot: training samples and epochs of a strategy adapter",
+        ),
+        Experiment(
             "seal_generated",
             "11_seal_generated.ipynb",
             "Fine-tuning on generated data (Seal-Tools: self-instruct data teaches tool calling)",

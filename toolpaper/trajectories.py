@@ -385,7 +385,7 @@ def _events(kind: str, n: int, uses: list, rng: random.Random) -> list[tuple[int
     if kind == "recovery": return before + [(s, "bad"), (s, "fix")] + after
     if kind == "restart": return before + [(s, "bad"), (s, "restart")] + after
     if kind not in ("detour", "give_up_failed"):
-        raise ValueError(f"unknown trajectory kind {kind!r}: normal, recovery, restart, detour, give_up, give_up_failed")
+        raise ValueError(f"unknown trajectory kind {kind!r}: normal, recovery, restart, detour, give_up(_failed)")
     fails, free = kind == "give_up_failed", _free_step(s, n, uses)
     if free is None: return before + [(s, "down"), (s, "again_fail" if fails else "again")] + ([] if fails else after)
     if fails: return before + [(s, "down"), (free, "detour"), (s, "retry_fail")]
