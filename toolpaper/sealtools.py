@@ -410,18 +410,23 @@ def _pooled_items(outs_by: dict, tests: dict, mode: str) -> list[dict]:
     return pool({sp: seal_scores(outs_by[sp], insts, mode)["items"] for sp, insts in tests.items()})
 
 # %% ../nbs/14_sealtools.ipynb
+def _seal_ask(setting: str, client, insts: list, tools: list, rets: dict, cfg: SealExpConfig, template, released,
+              progress: bool = False) -> tuple[list[str], list[bool], list]:
+    "One setting's answers to `insts`: (texts, cut by the token limit?, candidate names of each prompt)."
+    cand = _setting_parts(setting)[1]
+    ex, names = seal_prompts(insts, tools, cand, cfg.prompt_style, rets.get(cand), cfg.k, cfg.seed, template, released)
+    done = client.complete([e.messages for e in ex], max_tokens=cfg.max_new_tokens, progress=progress)
+    return [c.text for c in done], [c.finish_reason == "length" for c in done], names
+
 def _seal_answer_setting(setting: str, client, tests: dict, tools: list, rets: dict, cfg: SealExpConfig, template,
                          released: dict, work: Path, progress: bool = False) -> tuple[dict, dict, list, dict]:
     """Generate-and-score stage of one setting: ({split: outputs}, {split: candidate names}, score frames per split and
     over all test instances, {split: [answer cut by the token limit?]}); the outputs are saved beside the stage cache,
     the per-item scores (both splits pooled) in `scored.json` for the claims ledger."""
-    cand = _setting_parts(setting)[1]
     outs_by, names_by, frames, cut_by = {}, {}, [], {}
     for split, insts in tests.items():
-        ex, names = seal_prompts(insts, tools, cand, cfg.prompt_style, rets.get(cand), cfg.k, cfg.seed, template,
-                                 released.get(split))
-        done = client.complete([e.messages for e in ex], max_tokens=cfg.max_new_tokens, progress=progress)
-        outs, cut_by[split] = [c.text for c in done], [c.finish_reason == "length" for c in done]
+        outs, cut_by[split], names = _seal_ask(setting, client, insts, tools, rets, cfg, template,
+                                               released.get(split), progress)
         outs_by[split], names_by[split] = outs, names
         df = score_setting(outs, insts, setting); df.insert(1, "split", split); frames.append(df)
         atomic_write_text(
@@ -441,16 +446,14 @@ def _seal_nested_all(setting: str, client, full: dict, tests: dict, outs_by: dic
     """Every nested item of the full test splits `full` in one setting: the subsample's answers (`outs_by`) and the
     other nested items' (asked now, same prompts and limit); {mode: per-item scores, split-prefixed}, also saved in
     `scored.json` as '<setting>@nested_all'. Each split's answers go to `outputs_<setting>_nested_all_<split>.jsonl`."""
-    cand, parts = _setting_parts(setting)[1], {}
+    parts = {}
     for split, insts in full.items():
         have = {x.id: o for x, o in zip(tests[split], outs_by[split])}
         nested = [x for x in insts if x.nested]
         extra = [x for x in nested if x.id not in have]
-        ex, _ = seal_prompts(extra, tools, cand, cfg.prompt_style, rets.get(cand), cfg.k, cfg.seed, template,
-                             released.get(split))
-        done = client.complete([e.messages for e in ex], max_tokens=cfg.max_new_tokens, progress=progress)
-        have.update({x.id: c.text for x, c in zip(extra, done)})
-        cut = {x.id: c.finish_reason == "length" for x, c in zip(extra, done)}
+        texts, cuts, _ = _seal_ask(setting, client, extra, tools, rets, cfg, template, released.get(split), progress)
+        have.update({x.id: t for x, t in zip(extra, texts)})
+        cut = {x.id: c for x, c in zip(extra, cuts)}
         atomic_write_text(work / f"outputs_{setting.replace(':', '_')}_nested_all_{split}.jsonl", "".join(
             json.dumps({"id": x.id, "output": have[x.id], "subsample": x.id not in cut, "cut": cut.get(x.id)},
                        ensure_ascii=False) + "\n" for x in nested))
