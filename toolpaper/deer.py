@@ -60,6 +60,12 @@ def gold_prefix(s: DecisionSample) -> str | None:
     return deer_round_two_prefix(s.chain or render_chain(s))
 
 # %% ../nbs/15_deer.ipynb
+def _round_one(gen, samples, system: str, demos, max_new_tokens: int, style: str, progress: bool) -> tuple[list, list]:
+    "(the DEER prompts of `samples`, round one: each reply decoded up to its first marker, the marker kept)."
+    prompts = [deer_prompt(s, chain="", system=system, demos=demos, style=style).messages for s in samples]
+    return prompts, gen.generate(prompts, max_tokens=max_new_tokens, stop=DEER_STOPS, include_stop=True,
+                                 progress=progress)
+
 def deer_generate(
     gen,
     samples: Sequence[DecisionSample],
@@ -73,8 +79,7 @@ def deer_generate(
     gold chain search, round two continues after the gold pool (`style`: the released or toolpaper prefix). In the
     released style the loop ends where the authors' inference ends it: a round one without `#Begin#` is the whole
     transcript (no second round supplies the marker from the gold chain)."""
-    prompts = [deer_prompt(s, chain="", system=system, demos=demos, style=style).messages for s in samples]
-    first = gen.generate(prompts, max_tokens=max_new_tokens, stop=DEER_STOPS, include_stop=True, progress=progress)
+    prompts, first = _round_one(gen, samples, system, demos, max_new_tokens, style, progress)
     out = list(first)
     if style == "released":
         again = [(i, gold_prefix(samples[i])) for i, o in enumerate(first) if "#SearchAPI#" in o and "#Begin#" in o]
@@ -388,8 +393,7 @@ def retention_answers(gen, samples: Sequence[DecisionSample], max_new_tokens: in
                       style: str = "released", progress: bool = False) -> list[dict]:
     """Per sample {'decision': round one, 'nosearch': did it decide NoSearch, 'answer': the round-two text after a
     NoSearch decision (continuing after the model's own chain, up to `answer_tokens`), else the round-one text}."""
-    prompts = [deer_prompt(s, chain="", style=style).messages for s in samples]
-    first = gen.generate(prompts, max_tokens=max_new_tokens, stop=DEER_STOPS, include_stop=True, progress=progress)
+    prompts, first = _round_one(gen, samples, DEER_SYSTEM, (), max_new_tokens, style, progress)
     todo = [i for i, o in enumerate(first) if is_nosearch(o)]
     lead = " " if style == "released" else ""          # the released prompt ends at 'Assistant:' (as in round two)
     second = gen.generate([prompts[i] for i in todo], max_tokens=answer_tokens,
