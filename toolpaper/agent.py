@@ -344,13 +344,26 @@ class GLPFTConfig:
     max_length: int = 1024
     max_steps: int = -1
     seed: int = 0
+    # warm-up shares (a cosine schedule after a warm-up; 0: linear decay) and stage 2's weight decay; the authors'
+    # scripts: 0.4 in stage 1, 0.2 for planner and caller, 0.4 for the summarizer, weight decay 0.01 in stage 2
+    warmup1: float = 0.0
+    warmup2: float = 0.0
+    warmup_summarizer: float | None = None      # None: warmup2
+    weight_decay2: float = 0.0
+    # Multi-LLM one-stage: "stage1" trains each role like stage 1 (lr1, epochs1); "matched" for epochs1 plus the role's
+    # stage-2 epochs, as many passes over training data as the GLPFT role model makes in its two stages
+    one_stage: str = "stage1"
 
-    def stage(self, output_dir: str | Path, lr: float, epochs: float) -> SFTConfig:
-        "The `SFTConfig` of one stage's run: its folder, learning rate and epochs, and the shared settings."
+    def stage(self, output_dir: str | Path, lr: float, epochs: float, warmup: float = 0.0,
+              weight_decay: float = 0.0) -> SFTConfig:
+        """The `SFTConfig` of one stage's run: its folder, learning rate, epochs, warm-up share and weight decay, and
+        the shared settings."""
         return SFTConfig(
             str(output_dir),
             epochs=epochs,
             lr=lr,
+            warmup_ratio=warmup,
+            weight_decay=weight_decay,
             max_steps=self.max_steps,
             batch_size=self.batch_size,
             grad_accum=self.grad_accum,
@@ -360,6 +373,19 @@ class GLPFTConfig:
             seed=self.seed,
             logging_steps=1,
         )
+
+    def role_stage2(self, role: str) -> dict:
+        "`stage` arguments of a role's stage-2 run (GLPFT): lr2, the role's epochs and warm-up, weight_decay2."
+        ep = {"planner": self.epochs_planner, "caller": self.epochs_caller, "summarizer": self.epochs_summarizer}[role]
+        warm = self.warmup_summarizer if role == "summarizer" and self.warmup_summarizer is not None else self.warmup2
+        return dict(lr=self.lr2, epochs=ep, warmup=warm, weight_decay=self.weight_decay2)
+
+    def role_one_stage(self, role: str) -> dict:
+        "`stage` arguments of a role's Multi-LLM one-stage run (see `one_stage`)."
+        if self.one_stage not in ("stage1", "matched"):
+            raise ValueError(f"GLPFTConfig.one_stage: {self.one_stage!r}; choose 'stage1' or 'matched'")
+        extra = self.role_stage2(role)["epochs"] if self.one_stage == "matched" else 0
+        return dict(lr=self.lr1, epochs=self.epochs1 + extra, warmup=self.warmup1)
 
 # %% ../nbs/18_agent.ipynb
 def _dir_bytes(p: Path) -> int:
@@ -381,9 +407,9 @@ def train_methods(model: str, trajs: Sequence[Trajectory], out: str | Path, cfg:
             raise ValueError("stage2 shares instructions with the stage-1 trajectories")
     out = Path(out); data = {r: role_examples(trajs, r) for r in ("backbone",) + ROLES}
     runs: dict[str, dict] = {}
-    def ft(name, examples, lr, epochs, start=None):
+    def ft(name, examples, start=None, **plan):
         if name not in runs:
-            sft = cfg.stage(out / name, lr=lr, epochs=epochs)
+            sft = cfg.stage(out / name, **plan)
             # full fine-tuning continues from the saved folder
             base, adapter = (model, start) if cfg.lora else (start or model, None)
             runs[name] = finetune(base, examples, sft, adapter=adapter, span_labels=SPAN_LABELS)
@@ -391,25 +417,24 @@ def train_methods(model: str, trajs: Sequence[Trajectory], out: str | Path, cfg:
         return str(out / name)
     res = {}
     if {"single", "alpha_umi", "alpha_umi_wo_reuse"} & set(methods):
-        bb = ft("backbone", data["backbone"], cfg.lr1, cfg.epochs1)
+        bb = ft("backbone", data["backbone"], lr=cfg.lr1, epochs=cfg.epochs1, warmup=cfg.warmup1)
     if "single" in methods:
-        s = ft("single", data["backbone"], cfg.lr2, cfg.epochs_planner, start=bb)
+        s = ft("single", data["backbone"], start=bb, **cfg.role_stage2("planner"))
         res["single"] = {"models": {r: s for r in ROLES}, "stages": ["backbone", "single"]}
     if "multi_one_stage" in methods:
-        res["multi_one_stage"] = {"models": {r: ft(f"one_stage_{r}", data[r], cfg.lr1, cfg.epochs1) for r in ROLES},
+        res["multi_one_stage"] = {"models": {r: ft(f"one_stage_{r}", data[r], **cfg.role_one_stage(r)) for r in ROLES},
                                   "stages": [f"one_stage_{r}" for r in ROLES]}
     if "multitask" in methods:
-        mt = ft("multitask", data["planner"] + data["caller"] + data["summarizer"], cfg.lr1, cfg.epochs1)
+        mt = ft("multitask", data["planner"] + data["caller"] + data["summarizer"], lr=cfg.lr1, epochs=cfg.epochs1,
+                warmup=cfg.warmup1)
         res["multitask"] = {"models": {r: mt for r in ROLES}, "stages": ["multitask"]}
     if "alpha_umi" in methods:
-        ep = {"planner": cfg.epochs_planner, "caller": cfg.epochs_caller, "summarizer": cfg.epochs_summarizer}
-        res["alpha_umi"] = {"models": {r: ft(f"glpft_{r}", data[r], cfg.lr2, ep[r], start=bb) for r in ROLES},
+        res["alpha_umi"] = {"models": {r: ft(f"glpft_{r}", data[r], start=bb, **cfg.role_stage2(r)) for r in ROLES},
                             "stages": ["backbone"] + [f"glpft_{r}" for r in ROLES]}
     if "alpha_umi_wo_reuse" in methods:
-        ep = {"planner": cfg.epochs_planner, "caller": cfg.epochs_caller, "summarizer": cfg.epochs_summarizer}
         data2 = {r: role_examples(stage2, r) for r in ROLES}
         res["alpha_umi_wo_reuse"] = {
-            "models": {r: ft(f"glpft_wo_reuse_{r}", data2[r], cfg.lr2, ep[r], start=bb) for r in ROLES},
+            "models": {r: ft(f"glpft_wo_reuse_{r}", data2[r], start=bb, **cfg.role_stage2(r)) for r in ROLES},
             "stages": ["backbone"] + [f"glpft_wo_reuse_{r}" for r in ROLES],
         }
     for m, v in res.items():

@@ -96,7 +96,9 @@ class UmiExpConfig(Profiled):
             train_n=None,
             test_n=None,
             scaling=None,
-            glpft=GLPFTConfig(lora=False, batch_size=8, grad_accum=6, max_length=4096),
+            # the authors' scripts' schedule; one-stage makes as many passes as GLPFT's role models
+            glpft=GLPFTConfig(lora=False, batch_size=8, grad_accum=6, max_length=4096, warmup1=0.4, warmup2=0.2,
+                              warmup_summarizer=0.4, weight_decay2=0.01, one_stage="matched"),
             max_new_tokens=(256, 256, 512),
             gen_batch_size=32,
             scaling_methods=("single", "multi_one_stage", "multitask", "alpha_umi", "alpha_umi_wo_reuse"),
