@@ -83,3 +83,19 @@ def test_llama_cpp_prefills_every_request_in_full():
     req = SimpleNamespace(ids=[1, 2, 3, 4], max_new_tokens=8)
     eng.generate([SimpleNamespace(ids=req.ids, max_new_tokens=1)]); [out] = eng.generate([req])
     assert eng.llm.prefilled == [4, 4] and out.tokens == [5, 6, 7]
+
+
+def test_precision_verdict_runs_end_to_end(tmp_path):
+    """The verdict benchmark on the tiny model and the sample: every precision answers the same items, each metric's
+    difference to fp32 has its interval (or none), and the page names the pick."""
+    from precision_verdict import main
+    res = main(["--tiny", "--precisions", "fp32,int8", "--work", str(tmp_path / "runs"), "--out", str(tmp_path)])
+    assert [r["precision"] for r in res["rows"]] == ["fp32", "int8"]
+    assert res["resolved"]["int8"] == {"seal": "int8", "deer": "int8"}
+    fp32 = res["rows"][0]["metrics"]
+    assert set(fp32) == {"seal format_acc", "seal tool.f1", "seal param.f1", "deer p_nocall", "deer p_call",
+                         "deer p_dc"}
+    assert all(v == (0.0, 0.0, 0.0) for v in fp32.values() if v[0] is not None)      # fp32 against itself
+    assert res["verdict"]["pick"] in res["verdict"]["eligible"]
+    md = (tmp_path / "precision_verdict_tiny.md").read_text()
+    assert f"**Verdict: {res['verdict']['pick']}.**" in md and "Measured at commit" in md

@@ -10,8 +10,9 @@ from .io import atomic_write_text, cache_root
 from .io import fingerprint
 
 # %% auto 0
-__all__ = ['UNITS', 'PRODUCT', 'TRAIN_BF16_GAIN', 'GEN_PRECISIONS', 'cpu_flags', 'cpu_name', 'measure_product', 'machine_key',
-           'machine_profile', 'cpu_bf16_fast', 'train_bf16', 'gen_precision']
+__all__ = ['UNITS', 'PRODUCT', 'TRAIN_BF16_GAIN', 'GEN_PRECISIONS', 'VERDICT_TOLERANCE', 'cpu_flags', 'cpu_name',
+           'measure_product', 'machine_key', 'machine_profile', 'cpu_bf16_fast', 'train_bf16', 'gen_precision',
+           'precision_verdict', 'verdict_path', 'save_verdict', 'read_verdict']
 
 # %% ../nbs/10_precision.ipynb
 UNITS = {"bf16": ("avx512_bf16", "amx_bf16"), "int8": ("avx512_vnni", "avx_vnni", "amx_int8")}
@@ -113,9 +114,11 @@ def train_bf16(profile: dict | None = None, env=None) -> bool:
 # %% ../nbs/10_precision.ipynb
 GEN_PRECISIONS = ("auto", "fp32", "bf16", "int8")
 
-def gen_precision(requested: str = "auto", device: str = "cpu", profile: dict | None = None, env=None) -> str:
+def gen_precision(requested: str = "auto", device: str = "cpu", profile: dict | None = None, env=None,
+                  verdict: dict | None = None) -> str:
     """The precision generation runs in: `requested` unless it is 'auto'; for 'auto', `TOOLPAPER_PRECISION` if set,
-    else bf16 on a GPU that supports it or on a CPU where `cpu_bf16_fast`, else fp32."""
+    else bf16 on a GPU that supports it; on a CPU, the pick of this machine's precision verdict (`read_verdict`, or
+    `verdict` when given) if there is one, else bf16 where `cpu_bf16_fast`, else fp32."""
     if requested not in GEN_PRECISIONS:
         raise ValueError(f"precision {requested!r}: expected one of {', '.join(GEN_PRECISIONS)}")
     if requested != "auto": return requested
@@ -124,4 +127,50 @@ def gen_precision(requested: str = "auto", device: str = "cpu", profile: dict | 
     if str(device) != "cpu":
         import torch
         return "bf16" if str(device).startswith("cuda") and torch.cuda.is_bf16_supported() else "fp32"
+    v = read_verdict() if verdict is None else verdict
+    if v and v.get("pick") in GEN_PRECISIONS[1:]: return v["pick"]
     return "bf16" if cpu_bf16_fast(profile) else "fp32"
+
+# %% ../nbs/10_precision.ipynb
+VERDICT_TOLERANCE = 2.0
+
+def precision_verdict(rows: list[dict], tolerance: float = VERDICT_TOLERANCE, reference: str = "fp32") -> dict:
+    """The precision `auto` should generate in: `rows` are {'precision', 'seconds' (per item), 'metrics': {name:
+    (difference to `reference` in points, low, high)}}; eligible: `reference` and every precision whose intervals
+    all lie within ±`tolerance` (a metric without an interval rules it out); the pick is the fastest eligible.
+    {'pick', 'eligible', 'tolerance', 'why'}."""
+    by = {r["precision"]: r for r in rows}
+    if reference not in by: raise ValueError(f"no {reference} row: the verdict compares every precision with it")
+    outside = {}
+    for p, r in by.items():
+        if p == reference: continue
+        bad = [f"{m} (no interval)" if lo is None or hi is None else f"{m} [{lo:+.1f}, {hi:+.1f}]"
+               for m, (_, lo, hi) in r["metrics"].items()
+               if lo is None or hi is None or lo < -tolerance or hi > tolerance]
+        if bad: outside[p] = bad
+    eligible = sorted((p for p in by if p not in outside), key=lambda p: by[p]["seconds"])
+    pick = eligible[0]
+    why = [f"{p}: {by[p]['seconds']:.2f} s per item, every metric within ±{tolerance:g} points of {reference}"
+           for p in eligible if p != reference]
+    why += [f"{p}: outside ±{tolerance:g} points on {', '.join(b)}" for p, b in outside.items()]
+    return {"pick": pick, "eligible": eligible, "tolerance": tolerance,
+            "why": f"{pick}, the fastest eligible precision. " + "; ".join(why)}
+
+# %% ../nbs/10_precision.ipynb
+def verdict_path(key: dict | None = None) -> Path:
+    "Where this machine's (`machine_key`) precision verdict is kept, beside its measured profile."
+    return cache_root() / "precision" / f"verdict-{fingerprint(key or machine_key())}.json"
+
+def save_verdict(verdict: dict, evidence: dict | None = None) -> Path:
+    "Keep `verdict` (`precision_verdict`) for this machine, with the rows it came from; `auto` follows it here."
+    path = verdict_path()
+    rec = {**verdict, "machine": machine_key(), "evidence": evidence or {},
+           "decided_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+    atomic_write_text(path, json.dumps(rec, indent=1, default=str) + "\n")
+    return path
+
+def read_verdict() -> dict | None:
+    "This machine's kept verdict, or None (none kept, or unreadable)."
+    path = verdict_path()
+    try: return json.loads(path.read_text()) if path.exists() else None
+    except (json.JSONDecodeError, OSError): return None

@@ -1,0 +1,137 @@
+"""Benchmark: the precision verdict on fine-tuned models. The same Seal-Tools and DEER test items are answered by a
+fine-tuned model in each precision (fp32, bf16, int8), through `toolpaper bench`'s suites; each task metric's
+difference to fp32 comes with its paired 95% bootstrap interval (`toolpaper.claims.contrast`, the same items in every
+precision), beside each precision's seconds per item. `toolpaper.precision.precision_verdict` picks the fastest
+precision whose intervals all lie within +-2 points of fp32; `--save-verdict` keeps the pick for this machine, and the
+engine's `auto` follows it from then on.
+
+Models: `--seal-model` a fine-tuned Seal-Tools model (default: the seal_tools experiment's, `reports/seal_tools/work/
+adapter`, once trained there), `--deer-adapter` a DEER LoRA adapter over `--deer-base` (default: the deer experiment's
+main adapter). Items: `--n` per task (the first of a seeded draw). Prints, and with --out writes,
+`precision_verdict.md` / `.json`.
+Run: python benchmarks/precision_verdict.py --n 100 --out reports/benchmarks [--save-verdict]
+`--tiny` runs the same code on the tiny random Llama and the packaged sample (a check of the script; numbers mean
+nothing).
+"""
+import argparse, os, platform, sys, tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from _index import write_page  # noqa: E402
+
+# task -> (split, suite options, the metrics the verdict reads)
+TASKS = {"seal": ("test_in_domain", {"candidates": "gold"}, ("format_acc", "tool.f1", "param.f1")),
+         "deer": ("test", {}, ("p_nocall", "p_call", "p_dc"))}
+
+
+def answer(task: str, model: str, adapter, precision: str, n: int, data_dir, work: Path, max_tokens,
+           prompt: str = "released") -> dict:
+    """One task in one precision, prompts in layout `prompt` (the experiments' is the authors'): {'items': {mode:
+    per-item scores}, 'seconds_per_item', 'precision' (as resolved), 'n'}."""
+    from toolpaper.bench import BenchConfig, bench_items, read_predictions, run_bench
+    from toolpaper.client import LocalClient
+    from toolpaper.metrics import score
+    split, opts, _ = TASKS[task]
+    cfg = BenchConfig(task, split, limit=n, data_dir=data_dir, n_boot=0, max_tokens=max_tokens, prompt=prompt,
+                      **opts)
+    client = LocalClient(model, adapter, batch_size=8, precision=precision)
+    out = work / f"{task}-{precision}"
+    res = run_bench(cfg, client, out)
+    recs, items = read_predictions(out / "predictions.jsonl")[0], bench_items(cfg)
+    done = res["predicted_this_session"]
+    return {"items": {m: score(task, recs, items, m, n_boot=0).items for m in ("compat", "strict")},
+            "seconds_per_item": res["seconds_this_session"] / done if done else None, "precision": client.precision,
+            "n": len(items)}
+
+
+def contrasts(runs: dict, mode: str = "compat", n_boot: int = 2000) -> list[dict]:
+    """Verdict rows: per precision, each task metric's difference to fp32 in points with its paired interval, and the
+    seconds per item over both tasks."""
+    from toolpaper.claims import contrast
+    rows = []
+    for p, by_task in runs.items():
+        metrics = {}
+        for task, r in by_task.items():
+            for m in TASKS[task][2]:
+                c = contrast(task, [(1, r["items"][mode]), (-1, runs["fp32"][task]["items"][mode])], m, mode,
+                             n_boot=n_boot)
+                pts = lambda v: None if v is None else round(100 * v, 2)
+                metrics[f"{task} {m}"] = (pts(c["value"]), pts(c["low"]), pts(c["high"]))
+        secs = [r["seconds_per_item"] for r in by_task.values()]
+        rows.append({"precision": p, "seconds": sum(secs) / len(secs) if None not in secs else float("inf"),
+                     "seconds by task": {t: r["seconds_per_item"] for t, r in by_task.items()}, "metrics": metrics})
+    return rows
+
+
+def page(res: dict) -> str:
+    v, rows = res["verdict"], res["rows"]
+    names = list(rows[0]["metrics"])
+    cell = lambda t: "–" if t[0] is None else f"{t[0]:+.1f} [{t[1]:+.1f}, {t[2]:+.1f}]"
+    lines = [
+        "# Precision verdict on fine-tuned models",
+        "",
+        f"Scale: {res['n']} (Seal-Tools `test_in_domain`, gold candidates) and DEER `test` items per precision, the "
+        f"same items in each; Seal-Tools model `{res['models']['seal']}`, DEER adapter `{res['models']['deer']}`; "
+        f"{res['machine']['cpu']}, {res['machine']['threads']} threads, torch {res['machine']['torch']}, load "
+        f"{res['load']} at the start. Differences to fp32 in points (compat counting) with paired 95% bootstrap "
+        f"intervals; a precision is eligible when every interval lies within ±{v['tolerance']:g} points.",
+        "",
+        "| precision | s / item (Seal-Tools) | s / item (DEER) | " + " | ".join(names) + " | eligible |",
+        "|:--|--:|--:|" + "--:|" * len(names) + ":--|",
+    ]
+    for r in rows:
+        s = r["seconds by task"]
+        fmt = lambda x: "–" if x is None else f"{x:.2f}"
+        lines.append(f"| {r['precision']} | {fmt(s.get('seal'))} | {fmt(s.get('deer'))} | "
+                     + " | ".join(cell(r["metrics"][m]) for m in names)
+                     + f" | {'yes' if r['precision'] in v['eligible'] else 'no'} |")
+    lines += ["", f"**Verdict: {v['pick']}.** {v['why']}"]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seal-model", default=str(ROOT / "reports/seal_tools/work/adapter"))
+    ap.add_argument("--deer-base", default="smollm2-135m-instruct")
+    ap.add_argument("--deer-adapter", default=str(ROOT / "reports/deer/work/adapter_mixture_2-1-2"))
+    ap.add_argument("--n", type=int, default=100)
+    ap.add_argument("--precisions", default="fp32,bf16,int8")
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--work", default=None, help="folder of the runs' predictions (default: a new temporary one)")
+    ap.add_argument("--tiny", action="store_true")
+    ap.add_argument("--save-verdict", action="store_true", help="keep the pick for this machine (`auto` follows it)")
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args(argv)
+    from toolpaper.precision import machine_key, precision_verdict, save_verdict
+    precs = [p.strip() for p in a.precisions.split(",") if p.strip()]
+    if "fp32" not in precs: precs.insert(0, "fp32")
+    models = ({"seal": ("tiny-random-llama", None), "deer": ("tiny-random-llama", None)} if a.tiny else
+              {"seal": (a.seal_model, None), "deer": (a.deer_base, a.deer_adapter)})
+    data_dir, n = ("sample", min(a.n, 3)) if a.tiny else (a.data_dir, a.n)
+    for task, (m, ad) in models.items():
+        for path in (m, ad):
+            if path and os.sep in path and not Path(path).exists():
+                sys.exit(f"{task}: {path} does not exist; train the experiment first or pass --{task}-model/adapter")
+    work = Path(a.work or tempfile.mkdtemp(prefix="precision_verdict_"))
+    load = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
+    # the experiments' answer limits (Seal-Tools 384, DEER 96 new tokens) and prompt layout; the sample has no
+    # released Seal-Tools layout
+    limits, prompt = ({"seal": 8, "deer": 8}, "toolpaper") if a.tiny else ({"seal": 384, "deer": 96}, "released")
+    runs = {p: {t: answer(t, m, ad, p, n, data_dir, work, limits[t], prompt) for t, (m, ad) in models.items()}
+            for p in precs}
+    rows = contrasts(runs, n_boot=200 if a.tiny else 2000)
+    verdict = precision_verdict(rows)
+    res = {"verdict": verdict, "rows": rows, "n": n, "tiny": a.tiny, "load": load, "machine": machine_key(),
+           "python": platform.python_version(),
+           "models": {t: f"{m}" + (f" + {Path(ad).name}" if ad else "") for t, (m, ad) in models.items()},
+           "resolved": {p: {t: r["precision"] for t, r in by.items()} for p, by in runs.items()}}
+    md = page(res)
+    print(md)
+    if a.save_verdict and not a.tiny: print("kept:", save_verdict(verdict, {"rows": rows, "n": n}))
+    if a.out: write_page(Path(a.out), "precision_verdict" + ("_tiny" if a.tiny else ""), res, md)
+    return res
+
+
+if __name__ == "__main__":
+    main()
