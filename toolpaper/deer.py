@@ -66,6 +66,7 @@ def _round_one(gen, samples, system: str, demos, max_new_tokens: int, style: str
     return prompts, gen.generate(prompts, max_tokens=max_new_tokens, stop=DEER_STOPS, include_stop=True,
                                  progress=progress)
 
+# %% ../nbs/15_deer.ipynb
 def deer_generate(
     gen,
     samples: Sequence[DecisionSample],

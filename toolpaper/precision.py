@@ -161,6 +161,7 @@ def verdict_path(key: dict | None = None) -> Path:
     "Where this machine's (`machine_key`) precision verdict is kept, beside its measured profile."
     return cache_root() / "precision" / f"verdict-{fingerprint(key or machine_key())}.json"
 
+# %% ../nbs/10_precision.ipynb
 def save_verdict(verdict: dict, evidence: dict | None = None) -> Path:
     "Keep `verdict` (`precision_verdict`) for this machine, with the rows it came from; `auto` follows it here."
     path = verdict_path()
@@ -169,6 +170,7 @@ def save_verdict(verdict: dict, evidence: dict | None = None) -> Path:
     atomic_write_text(path, json.dumps(rec, indent=1, default=str) + "\n")
     return path
 
+# %% ../nbs/10_precision.ipynb
 def read_verdict() -> dict | None:
     "This machine's kept verdict, or None (none kept, or unreadable)."
     path = verdict_path()

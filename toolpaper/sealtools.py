@@ -418,6 +418,7 @@ def _seal_ask(setting: str, client, insts: list, tools: list, rets: dict, cfg: S
     done = client.complete([e.messages for e in ex], max_tokens=cfg.max_new_tokens, progress=progress)
     return [c.text for c in done], [c.finish_reason == "length" for c in done], names
 
+# %% ../nbs/14_sealtools.ipynb
 def _seal_answer_setting(setting: str, client, tests: dict, tools: list, rets: dict, cfg: SealExpConfig, template,
                          released: dict, work: Path, progress: bool = False) -> tuple[dict, dict, list, dict]:
     """Generate-and-score stage of one setting: ({split: outputs}, {split: candidate names}, score frames per split and

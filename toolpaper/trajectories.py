@@ -54,6 +54,7 @@ def _broken_input(t: Tool, args: dict) -> dict:
     req = [p.name for p in t.parameters if p.required and p.name in args]
     return {k: v for k, v in args.items() if k != req[0]} if req else {**args, "extra_option": "yes"}
 
+# %% ../nbs/17_trajectories.ipynb
 def _step_turns(s: int, t: Tool, args: dict, uses: list[int], broken: bool, env: ToolEnv, obs) -> list[Turn]:
     """The turns of step `s` (0-based) calling tool `t` with `args`: the plan (naming the steps it takes results from),
     with `broken` first a call that fails and its correction, then the call and its observation `obs`."""
@@ -91,6 +92,7 @@ def _summary_of(calls: list, contents: list[dict]) -> Turn:
              for c, vals in zip(calls, contents)]
     return Turn(role="summarizer", content="Here is what I found: " + "; ".join(parts) + ".")
 
+# %% ../nbs/17_trajectories.ipynb
 def _summary_turn(calls: list, turns: list[Turn]) -> Turn:
     "The summarizer's turn read from the last observations (one per call, in call order)."
     obs = [t for t in turns if t.role == "observation"][-len(calls):]
@@ -344,11 +346,13 @@ def _words(text: str, n: int) -> str:
     w = text.split()
     return " ".join(w[:n]) + (" ..." if len(w) > n else "")
 
+# %% ../nbs/17_trajectories.ipynb
 def _vals(d: dict, k: int = 3, width: int = 40) -> str:
     "Up to `k` fields of a response as 'field value' (values cut at `width` characters)."
     parts = [f"{key.replace('_', ' ')} {str(v)[:width]}" for key, v in list(d.items())[:k]]
     return ", ".join(parts) if parts else "an empty result"
 
+# %% ../nbs/17_trajectories.ipynb
 def _args_text(a: dict, k: int = 4, width: int = 40) -> str:
     parts = [f"{key} = {json.dumps(v, ensure_ascii=False)[:width]}" for key, v in list(a.items())[:k]]
     return ", ".join(parts) or "no arguments"
@@ -374,6 +378,7 @@ def _free_step(s: int, n: int, uses: list) -> int | None:
         if needs & set(uses[k]): needs.add(k)
     return next((k for k in range(s + 1, n) if k not in needs), None)
 
+# %% ../nbs/17_trajectories.ipynb
 def _events(kind: str, n: int, uses: list, rng: random.Random) -> list[tuple[int, str]]:
     """The (step, event) sequence of a reasoned trajectory with `n` calls: 'call'; 'bad' (a broken input) then 'fix' or
     'restart'; 'down' (a service error), then 'detour' (`_free_step`) and 'retry', or 'again' (the same call at once,
