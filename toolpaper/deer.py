@@ -316,15 +316,17 @@ def _valid_set(heldout_nosearch, released_valid, cfg: DeerExpConfig) -> list[Dec
     return stratified(pool, cfg.valid_n, PAPER_VALID_MIX, cfg.seed)
 
 # %% ../nbs/15_deer.ipynb
-def _deer_datas(tools: list[Tool], released_valid: list, released_test: list, cfg: DeerExpConfig) -> dict:
-    "Data stage: the decision data of every sampling variant ({variant: DecisionData}; the first is the main one)."
+def _deer_datas(tools: list[Tool], released_valid: list, released_test: list, cfg: DeerExpConfig,
+                variants: dict | None = None) -> dict:
+    """Data stage: the decision data of every sampling variant ({variant: DecisionData}; the first is the main one);
+    `variants` ({name: (strategy, mixture or None)}) replaces the experiment's own."""
     clusters = cluster_tools(tools, m=cfg.clusters, seed=cfg.seed)
     return {
         name: build_decision_data(
             tools, released_valid, released_test, clusters=clusters, k=cfg.k, call_ratio=cfg.call_ratio,
             strategy=strat, mixture=mix or mixture_of((2, 1, 2)), seed=cfg.seed,
         )
-        for name, (strat, mix) in _variants(cfg).items()
+        for name, (strat, mix) in (variants or _variants(cfg)).items()
     }
 
 # %% ../nbs/15_deer.ipynb
@@ -422,11 +424,11 @@ def _deer_retention(gen, name: str, ret_q: list, refs: list, cfg: DeerExpConfig,
     return row
 
 # %% ../nbs/15_deer.ipynb
-def _deer_variant_train(name: str, d, cfg: DeerExpConfig, work: Path, mix: dict | None = None
-                        ) -> tuple[dict, dict, Path]:
-    """Train stage of one sampling variant (branch shares `mix`, default the experiment's): (training log, its
-    training-set counts row, the adapter folder)."""
-    train = stratified(d.train, cfg.train_n, mix or cfg.train_mix or PAPER_TRAIN_MIX, cfg.seed)
+def _deer_variant_train(name: str, d, cfg: DeerExpConfig, work: Path, mix: dict | None = None,
+                        n: int | None = None, epochs: int | None = None) -> tuple[dict, dict, Path]:
+    """Train stage of one sampling variant (branch shares `mix`, default the experiment's; `n` training samples and
+    `epochs`, default the experiment's): (training log, its training-set counts row, the adapter folder)."""
+    train = stratified(d.train, n or cfg.train_n, mix or cfg.train_mix or PAPER_TRAIN_MIX, cfg.seed)
     c = Counter(s.branch for s in train)
     count = {
         "model": name, "train samples": len(train), **{b: c.get(b, 0) for b in ("NoSearch", "NoCall", "Call")},
@@ -434,7 +436,8 @@ def _deer_variant_train(name: str, d, cfg: DeerExpConfig, work: Path, mix: dict 
     }
     out = work / f"adapter_{_slug(name)}"
     ex = [deer_prompt(s, style=cfg.prompt_style, score_pool=cfg.score_pool) for s in train]
-    info = stages.finetune(cfg.model, ex, cfg.train.for_run(out, seed=cfg.seed), span_labels=["decision", "call"])
+    run = cfg.train.for_run(out, seed=cfg.seed, **({} if epochs is None else {"epochs": epochs}))
+    info = stages.finetune(cfg.model, ex, run, span_labels=["decision", "call"])
     return info, count, out
 
 # %% ../nbs/15_deer.ipynb
@@ -610,21 +613,15 @@ def run_call_pilot(tools: list[Tool], released_valid: list[DecisionSample], rele
     folder, read from its stage cache)."""
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    clusters = cluster_tools(tools, m=cfg.clusters, seed=cfg.seed)
-    d = build_decision_data(tools, released_valid, released_test, clusters=clusters, k=cfg.k,
-                            call_ratio=cfg.call_ratio, strategy=pilot.strategy, mixture=mixture_of((2, 1, 2)),
-                            seed=cfg.seed)
+    d = _deer_datas(tools, released_valid, released_test, cfg, {pilot.strategy: (pilot.strategy, None)})
+    d = d[pilot.strategy]
     evalset = _valid_set(d.heldout_nosearch, released_valid, cfg)
     rows, timings = [], {}
     for n, epochs in pilot.points:
         if n > len(d.train): raise ValueError(f"pilot point ({n}, {epochs}): only {len(d.train)} training samples")
-        train = stratified(d.train, n, cfg.train_mix or PAPER_TRAIN_MIX, cfg.seed)
         same = (n, epochs) == (cfg.train_n, cfg.train.epochs)
         name = pilot.strategy if same else f"{pilot.strategy} {n} samples {epochs} epochs"
-        out = work / f"adapter_{_slug(name)}"
-        ex = [deer_prompt(s, style=cfg.prompt_style, score_pool=cfg.score_pool) for s in train]
-        info = stages.finetune(cfg.model, ex, cfg.train.for_run(out, seed=cfg.seed, epochs=epochs),
-                               span_labels=["decision", "call"])
+        info, count, out = _deer_variant_train(name, d, cfg, work, n=n, epochs=epochs)
         t1 = time.perf_counter()
         gen = stages.client(cfg.model, out, cfg.gen_batch_size)
         outs = deer_generate(gen, evalset, max_new_tokens=cfg.max_new_tokens, progress=progress,
@@ -634,7 +631,7 @@ def run_call_pilot(tools: list[Tool], released_valid: list[DecisionSample], rele
         for mode in ("compat", "strict"):
             rows.append({"samples": n, "epochs": epochs, "experiment's recipe": same,
                          **_metric_row(outs, evalset, name, "valid", mode, average=True),
-                         "train Call": sum(s.branch == "Call" for s in train), "train_s": info["train_seconds"]})
+                         "train Call": count["Call"], "train_s": info["train_seconds"]})
         timings[f"{name}_train_s"], timings[f"{name}_eval_s"] = info["train_seconds"], time.perf_counter() - t1
     timings["total_s"] = time.perf_counter() - t0
     return CallPilot(pilot.strategy, pd.DataFrame(rows), timings)
