@@ -191,8 +191,8 @@ def umi_workload(model, n_tasks: int = 6):
         c = LocalClient(model, engine=kind, batch_size=8, precision="fp32")
         log = []
         inner = c.engine.generate
-        def logged(reqs, progress=False, inner=inner, log=log):
-            outs = inner(reqs, progress)
+        def logged(reqs, progress=False, inner=inner, log=log, **kw):
+            outs = inner(reqs, progress, **kw)
             log.extend((list(r.ids), list(o.tokens)) for r, o in zip(reqs, outs))
             return outs
         c.engine.generate = logged

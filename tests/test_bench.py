@@ -262,9 +262,9 @@ def test_native_prompt_renders_tools_through_the_chat_template(tmp_path):
     c = LocalClient("tiny-random-llama", loaded=(model, tok))
     seen = []
     inner = c.engine.generate
-    c.engine.generate = lambda reqs, progress=False: (
+    c.engine.generate = lambda reqs, progress=False, **kw: (
         seen.extend(tok.decode(r.ids) for r in reqs),
-        inner(reqs, progress),
+        inner(reqs, progress, **kw),
     )[1]
     res = run_bench(
         BenchConfig("seal", prompt="native", candidates="gold", limit=2, max_tokens=4, data_dir="sample"),

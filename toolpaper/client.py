@@ -6,7 +6,7 @@
 from __future__ import annotations
 import hashlib, json, os, random, threading, time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence, Union
@@ -183,6 +183,14 @@ class Client:
     def _complete(self, items: list[tuple[Prompt, str, Params]], progress: bool = False) -> list:
         raise NotImplementedError
 
+    def complete_each(self, items: list[tuple[Prompt, str, Params]], progress: bool = False, on_done=None) -> list:
+        """`_complete`, calling `on_done(j, completion)` as item `j` is answered: a backend that answers one request
+        at a time (the local engine, a server) calls it as each ends, any other after its batch."""
+        res = self._complete(items, progress)
+        if on_done is not None:
+            for j, c in enumerate(res): on_done(j, c)
+        return res
+
     def clear_cache(self) -> None:
         "Free cached engine state (a local engine's prefix cache); a wrapping client passes it to the client inside."
         inner = getattr(self, "inner", None)
@@ -255,7 +263,9 @@ class LocalClient(Client):
     def encode(self, prompt: Prompt, prefix: str = "") -> list[int]:
         return prompt_ids(self.tok, prompt, prefix, self.model)
 
-    def _complete(self, items, progress=False):
+    def _complete(self, items, progress=False): return self.complete_each(items, progress)
+
+    def complete_each(self, items, progress=False, on_done=None):
         t0 = time.perf_counter()
         reqs = []
         for p, pre, par in items:
@@ -263,20 +273,16 @@ class LocalClient(Client):
             salt = f"{self.seed}:{par.draw}:" if par.draw else f"{self.seed}:"     # draw 0: the seed of earlier runs
             seed = int(hashlib.sha256(f"{salt}{text}".encode()).hexdigest()[:8], 16)
             reqs.append(Request(self.encode(p, pre), par.max_tokens, par.stop, par.temperature, seed, par.schema))
-        outs = self.engine.generate(reqs, progress=progress)
-        now, res = int(time.time()), []
-        for (_, _, par), o in zip(items, outs):
-            res.append(
-                Completion(
-                    cut_at_stop(o.text, par.stop, par.include_stop),
-                    self.model,
-                    o.prompt_tokens,
-                    len(o.tokens),
-                    finish_reason=o.finish_reason,
-                    created=now,
-                    reused_tokens=o.reused_tokens,
-                )
-            )
+        done: dict[int, Completion] = {}
+        def finish(j: int, o) -> None:
+            stop, keep = items[j][2].stop, items[j][2].include_stop
+            done[j] = Completion(cut_at_stop(o.text, stop, keep), self.model, o.prompt_tokens, len(o.tokens),
+                                 finish_reason=o.finish_reason, created=int(time.time()), reused_tokens=o.reused_tokens)
+            if on_done is not None: on_done(j, done[j])
+        outs = self.engine.generate(reqs, progress=progress, on_done=finish)
+        for j, o in enumerate(outs):
+            if j not in done: finish(j, o)
+        res = [done[j] for j in range(len(outs))]
         self.usage.add(
             requests=len(items),
             prompt_tokens=sum(c.prompt_tokens for c in res),
@@ -494,13 +500,23 @@ class OpenAIClient(Client):
             f"{attempt + 1} attempt(s): {type(last).__name__}: {str(last)[:200]}"
         )
 
-    def _complete(self, items, progress=False):
+    def _complete(self, items, progress=False): return self.complete_each(items, progress)
+
+    def complete_each(self, items, progress=False, on_done=None):
         from tqdm.auto import tqdm
         for p, _, _ in items: self._check(p)
-        if self.concurrency == 1: return [self._one(*it) for it in tqdm(items, disable=not progress, desc=self.model)]
+        out: list = [None] * len(items)
+        def finish(j, c):
+            out[j] = c
+            if on_done is not None: on_done(j, c)
+        if self.concurrency == 1:
+            for j, it in enumerate(tqdm(items, disable=not progress, desc=self.model)): finish(j, self._one(*it))
+            return out
         with ThreadPoolExecutor(self.concurrency) as ex:
-            futs = [ex.submit(self._one, *it) for it in items]
-            return [f.result() for f in tqdm(futs, disable=not progress, desc=self.model)]
+            futs = {ex.submit(self._one, *it): j for j, it in enumerate(items)}
+            for f in tqdm(as_completed(futs), total=len(futs), disable=not progress, desc=self.model):
+                finish(futs[f], f.result())
+        return out
 
 # %% ../nbs/12_client.ipynb
 def _record_problem(e: dict) -> str | None:
@@ -595,11 +611,9 @@ class RecordReplay(Client):
             k, idx = next(iter(todo.items()))
             raise CacheMiss(f"{len(todo)} request(s) not in {self.path}, e.g. request {idx[0]} (key {k[:12]})")
         if todo:
-            first = [idx[0] for idx in todo.values()]
-            t0 = time.perf_counter()
-            res = self.inner._complete([items[i] for i in first], progress)
-            self.usage.add(seconds=time.perf_counter() - t0)        # the wrapped model's time (file answers: none)
-            for (k, idx), i, c in zip(todo.items(), first, res):
+            asked = list(todo.items())
+            def keep(j: int, c) -> None:                   # each answer is written as soon as it exists
+                (k, idx), i = asked[j], asked[j][1][0]
                 if isinstance(c, Completion):
                     p, pre, par = items[i]
                     rec = {
@@ -623,7 +637,13 @@ class RecordReplay(Client):
                                    reused_tokens=c.reused_tokens)
                 # repeats within the batch are answered by the one request
                 self.usage.add(cache_hits=len(idx) - 1)
-                for j in idx: out[j] = c
+                for r in idx: out[r] = c
+            t0 = time.perf_counter()
+            self.inner.complete_each([items[idx[0]] for _, idx in asked], progress, on_done=keep)
+            self.usage.add(seconds=time.perf_counter() - t0)        # the wrapped model's time (file answers: none)
+            missing = sum(out[idx[0]] is None for _, idx in asked)
+            if missing:
+                raise RuntimeError(f"{type(self.inner).__name__} returned without answering {missing} request(s)")
         return out
 
 # %% ../nbs/12_client.ipynb
@@ -634,10 +654,12 @@ class LazyClient(Client):
         self.factory, self.model, self.inner = factory, model, None
         self._lock = threading.Lock()
 
-    def _complete(self, items, progress=False):
+    def _complete(self, items, progress=False): return self.complete_each(items, progress)
+
+    def complete_each(self, items, progress=False, on_done=None):
         with self._lock:
             if self.inner is None: self.inner = self.factory()
-        res = self.inner._complete(items, progress)
+        res = self.inner.complete_each(items, progress, on_done)
         self.usage = self.inner.usage
         return res
 

@@ -218,6 +218,7 @@ class Engine:
         # [layers, 2 (k, v), slots, kv heads, capacity, head dim]
         self.kv = None
         self.cancel = None          # a threading.Event: when set, generate stops between steps with a RuntimeError
+        self._on_done = None        # generate's `on_done` while it runs
         self.q8 = self._quantize() if precision == "int8" else None
         self.grammar, self._grammars = grammar or DEFAULT_GRAMMAR, None   # schema constraints: built when first asked
         self._torch = torch
@@ -381,6 +382,7 @@ def _retire(self, live: list[dict], b: int, reason: str, tokens: list[int], out:
     fed = np.concatenate([s["ids"], np.asarray(s["new"][:-1], dtype=np.int64)])
     self.prefix.add(fed, self.kv[:, :, b, :, :len(fed)].clone())
     out[s["i"]] = Output(tokens, self.tok.decode(tokens, skip_special_tokens=True), reason, len(s["ids"]), s["reused"])
+    if self._on_done is not None: self._on_done(s["i"], out[s["i"]])
     last = len(live) - 1
     if b != last:
         self.kv[:, :, b, :, :live[last]["pos"]] = self.kv[:, :, last, :, :live[last]["pos"]]
@@ -439,9 +441,10 @@ def _decode_round(self, live: list[dict], reqs: Sequence[Request]) -> None:
 Engine._admit, Engine._retire, Engine._settle, Engine._decode_round = _admit, _retire, _settle, _decode_round
 
 # %% ../nbs/11_engine.ipynb
-def generate(self, reqs: Sequence[Request], progress: bool = False) -> list[Output]:
+def generate(self, reqs: Sequence[Request], progress: bool = False, on_done=None) -> list[Output]:
     """Complete every request (until an end-of-sequence token, a stop string or its token limit); outputs in input
-    order."""
+    order. `on_done(i, output)` is called as request `i` finishes, in finishing order (a caller can keep each answer
+    before the rest are done)."""
     torch = self._torch
     from tqdm.auto import tqdm
     reqs = list(reqs)
@@ -460,6 +463,7 @@ def generate(self, reqs: Sequence[Request], progress: bool = False) -> list[Outp
     out: list[Output | None] = [None] * len(reqs)
     live: list[dict] = []
     bar = tqdm(total=len(reqs), disable=not progress, desc="generate")
+    self._on_done = on_done
     try:
         while queue or live:
             if self.cancel is not None and self.cancel.is_set(): raise RuntimeError("generation cancelled")
@@ -467,7 +471,7 @@ def generate(self, reqs: Sequence[Request], progress: bool = False) -> list[Outp
             self._settle(live, reqs, out, bar)
             if live: self._decode_round(live, reqs)
     finally:
-        self.kv = None
+        self.kv, self._on_done = None, None
         bar.close()
     return out
 
@@ -479,7 +483,8 @@ class HFEngine:
     def __init__(self, model, tok, batch_size: int = 8):
         self.model, self.tok, self.batch_size, self.stats = model, tok, batch_size, EngineStats()
 
-    def generate(self, reqs: Sequence[Request], progress: bool = False) -> list[Output]:
+    def generate(self, reqs: Sequence[Request], progress: bool = False, on_done=None) -> list[Output]:
+        "Complete every request, a batch at a time; `on_done(i, output)` as each batch's requests finish."
         import torch
         from tqdm.auto import tqdm
         reqs = list(reqs)
@@ -522,6 +527,7 @@ class HFEngine:
                     text = self.tok.decode(toks, skip_special_tokens=True)
                     reason = "stop" if stop and stop_index(text, stop) else "eos" if eos_at is not None else "length"
                     out[i] = Output(toks, text, reason, len(reqs[i].ids))
+                    if on_done is not None: on_done(i, out[i])
                     self.stats.requests += 1; self.stats.prompt_tokens += len(reqs[i].ids)
                     self.stats.prefilled_tokens += len(reqs[i].ids); self.stats.generated_tokens += len(toks)
                 bar.update(len(part))
