@@ -17,7 +17,7 @@ from .prompts import DEER_STOPS, DEER_SYSTEM, deer_prompt
 from .suites import Options, Suite, option, register
 from .stages import staged
 from . import data as D, stages
-from .claims import save_scored
+from .claims import contrast, save_scored
 from .io import atomic_write_text
 from toolpaper.metrics import (
     bootstrap_ci, ci_pct, deer_boot, deer_scores, pct, retention_ci, retention_scores, rouge_pairs, with_ci
@@ -32,9 +32,9 @@ __all__ = ['PAPER_TRAIN_MIX', 'PAPER_VALID_MIX', 'PAPER_DEER', 'TABLE1_COLS', 'T
            'PAPER_ABLATION', 'DEER_HEADLINE', 'DEER_SUITE', 'stratified', 'pool_text', 'gold_prefix', 'deer_generate',
            'compact_chain', 'demonstrations', 'DeerExpConfig', 'mixture_of', 'DeerRun', 'decision_only', 'is_nosearch',
            'retention_answers', 'run_deer_experiment', 'table1', 'table3', 'table4', 'plot_strategies',
-           'plot_span_losses', 'CallPilotConfig', 'CallPilot', 'run_call_pilot', 'pilot_table', 'DeerAblation',
-           'DeerAblationConfig', 'run_deer_ablation', 'ablation_table', 'plot_ablation', 'DeerOptions', 'DeerPredictor',
-           'read_deer_gold', 'deer_quotes']
+           'plot_span_losses', 'CallPilotConfig', 'CallPilot', 'run_call_pilot', 'pilot_table', 'pilot_recipe',
+           'DeerAblation', 'DeerAblationConfig', 'run_deer_ablation', 'ablation_table', 'plot_ablation', 'DeerOptions',
+           'DeerPredictor', 'read_deer_gold', 'deer_quotes']
 
 # %% ../nbs/15_deer.ipynb
 PAPER_TRAIN_MIX = {"NoSearch": 1807 / 9585, "NoCall": 3114 / 9585, "Call": 4664 / 9585}
@@ -598,10 +598,12 @@ class CallPilotConfig(Profiled):
 # %% ../nbs/15_deer.ipynb
 @dataclass
 class CallPilot:
-    "What `run_call_pilot` returns: the strategy piloted, one row per point and mode (metrics with intervals), timings."
+    """What `run_call_pilot` returns: the strategy piloted, one row per point and mode (metrics with intervals),
+    timings, and each point's per-item scores ({(samples, epochs): {mode: items}}, for paired comparisons)."""
     strategy: str
     points: pd.DataFrame
     timings: dict
+    items: dict = field(default_factory=dict)
 
 # %% ../nbs/15_deer.ipynb
 def run_call_pilot(tools: list[Tool], released_valid: list[DecisionSample], released_test: list[DecisionSample],
@@ -616,7 +618,7 @@ def run_call_pilot(tools: list[Tool], released_valid: list[DecisionSample], rele
     d = _deer_datas(tools, released_valid, released_test, cfg, {pilot.strategy: (pilot.strategy, None)})
     d = d[pilot.strategy]
     evalset = _valid_set(d.heldout_nosearch, released_valid, cfg)
-    rows, timings = [], {}
+    rows, timings, items = [], {}, {}
     for n, epochs in pilot.points:
         if n > len(d.train): raise ValueError(f"pilot point ({n}, {epochs}): only {len(d.train)} training samples")
         same = (n, epochs) == (cfg.train_n, cfg.train.epochs)
@@ -628,13 +630,14 @@ def run_call_pilot(tools: list[Tool], released_valid: list[DecisionSample], rele
                              style=cfg.prompt_style)
         stages.release(gen)
         _save_deer_outputs(work, f"pilot {name}", "valid", evalset, outs)
+        items[(n, epochs)] = {m: deer_scores(outs, evalset, m)["items"] for m in ("compat", "strict")}
         for mode in ("compat", "strict"):
             rows.append({"samples": n, "epochs": epochs, "experiment's recipe": same,
                          **_metric_row(outs, evalset, name, "valid", mode, average=True),
                          "train Call": count["Call"], "train_s": info["train_seconds"]})
         timings[f"{name}_train_s"], timings[f"{name}_eval_s"] = info["train_seconds"], time.perf_counter() - t1
     timings["total_s"] = time.perf_counter() - t0
-    return CallPilot(pilot.strategy, pd.DataFrame(rows), timings)
+    return CallPilot(pilot.strategy, pd.DataFrame(rows), timings, items)
 
 # %% ../nbs/15_deer.ipynb
 def pilot_table(pilot: CallPilot, mode: str = "compat") -> pd.DataFrame:
@@ -643,6 +646,37 @@ def pilot_table(pilot: CallPilot, mode: str = "compat") -> pd.DataFrame:
     keep = ["samples", "epochs", "experiment's recipe", "n", "train Call"]
     for c in ("P_Call", "P_NoCall", "P_DC", "Average"): keep += [c, f"{c} lo", f"{c} hi"]
     return df[[c for c in keep if c in df.columns]].reset_index(drop=True)
+
+# %% ../nbs/15_deer.ipynb
+def pilot_recipe(pilot: CallPilot, mode: str = "compat", budget: int | None = None, n_boot: int = 2000) -> dict:
+    """The (samples, epochs) the strategy adapters train with, from `pilot`: {'samples', 'epochs', 'why', 'table'
+    (each point against the experiment's recipe: P_Call and P_NoCall differences with paired intervals)}."""
+    rec = pilot.points[pilot.points["experiment's recipe"]]
+    if rec.empty: raise ValueError("the pilot has no point at the experiment's recipe to compare with")
+    base = (int(rec["samples"].iloc[0]), int(rec["epochs"].iloc[0]))
+    rows = []
+    for pt, by in pilot.items.items():
+        if pt == base: continue
+        row = {"samples": pt[0], "epochs": pt[1], "cost": pt[0] * pt[1] / (base[0] * base[1])}
+        for m in ("p_call", "p_nocall"):
+            c = contrast("deer", [(1, by[mode]), (-1, pilot.items[base][mode])], m, mode, n_boot=n_boot)
+            pts = lambda v: None if v is None else round(100 * v, 1)
+            row.update({m: pts(c["value"]), f"{m} lo": pts(c["low"]), f"{m} hi": pts(c["high"])})
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    ok = [r for r in rows if r["p_call lo"] is not None and r["p_call lo"] > 0
+          and (r["p_nocall hi"] is None or r["p_nocall hi"] >= 0)
+          and (budget is None or r["samples"] * r["epochs"] <= budget)]
+    if not ok:
+        return {"samples": base[0], "epochs": base[1], "table": table,
+                "why": f"no point raised P_Call above the recipe's ({base[0]} samples, {base[1]} epoch(s)) with an "
+                       "interval above zero without lowering P_NoCall"
+                       + ("" if budget is None else f" within {budget} sample-epochs")}
+    best = max(ok, key=lambda r: (r["p_call"], -r["cost"]))
+    return {"samples": best["samples"], "epochs": best["epochs"], "table": table,
+            "why": f"{best['samples']} samples, {best['epochs']} epoch(s) raised P_Call by {best['p_call']:+.1f} "
+                   f"points [{best['p_call lo']:+.1f}, {best['p_call hi']:+.1f}] over the recipe's ({base[0]}, "
+                   f"{base[1]}) without lowering P_NoCall, the most of the points whose interval lies above zero"}
 
 # %% ../nbs/15_deer.ipynb
 ABLATION_AXES = {   # axis: (paper figure, panel, x label)
