@@ -16,7 +16,8 @@ from .precision import gen_precision, train_bf16
 
 # %% auto 0
 __all__ = ['STAGE_VERSION', 'GENERATION_VERSION', 'git_commit', 'GenSettings', 'weights_bytes', 'checkpoint_minutes',
-           'StageCache', 'current', 'finetune', 'client', 'release', 'tuned_client', 'staged', 'verify']
+           'peer_stage', 'copy_weights', 'StageCache', 'current', 'finetune', 'client', 'release', 'tuned_client',
+           'staged', 'verify']
 
 # %% ../nbs/12_stages.ipynb
 STAGE_VERSION = 1          # training stages: bump when toolpaper.train changes what a run learns
@@ -120,6 +121,34 @@ def checkpoint_minutes(env=None) -> float:
     return v
 
 # %% ../nbs/12_stages.ipynb
+def peer_stage(root, key: str, out) -> tuple[Path, Path] | None:
+    """(log, weights folder) of training stage `key` in a sibling experiment of the stage cache at `root`
+    (`<reports>/<experiment>/work/stages`), with its weights at hand; None when there is none (or `root` is not laid
+    out so)."""
+    root, out = Path(root), Path(out)
+    if len(root.parents) < 3 or root.parent.name != "work": return None
+    for log in sorted(root.parents[2].glob(f"*/work/stages/train/*-{key}.json")):
+        if log.parent.resolve() == (root / "train").resolve(): continue
+        rel = ((_read_log(log, warn=False) or {}).get("config") or {}).get("output_dir")
+        if not isinstance(rel, str): continue
+        folder = (log.parent / rel).resolve()
+        if folder != out.resolve() and _stage_key(folder) == key and weights_bytes(folder) > 0: return log, folder
+    return None
+
+# %% ../nbs/12_stages.ipynb
+def copy_weights(src, dst) -> None:
+    """The files of trained folder `src` (not its checkpoints) copied into `dst` — copies, not links: training into
+    `dst` later must never write into `src`'s files. Each file lands whole (temporary name, then rename)."""
+    import shutil
+    src, dst = Path(src), Path(dst)
+    for f in src.rglob("*"):
+        rel = f.relative_to(src)
+        if not f.is_file() or rel.parts[0].startswith("checkpoint-") or f.name == "stage_pending.json": continue
+        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+        tmp = (dst / rel).with_name(f".{f.name}.tmp")
+        shutil.copy2(f, tmp); os.replace(tmp, dst / rel)
+
+# %% ../nbs/12_stages.ipynb
 class StageCache:
     """The cached training, generation and retrieval stages of one experiment under `work/stages/`; a context manager
     that makes itself the current cache (`current()`), so `finetune` and `client` go through it."""
@@ -168,11 +197,21 @@ class StageCache:
                           span_labels)
         log_p = self.root / "train" / f"{out.name}-{key}.json"
         self.used.add(log_p)
+        peer = None if self.settings.fresh else peer_stage(self.root, key, out)
+        if peer is not None and _read_log(log_p, warn=False) is None:          # another experiment trained it
+            rec = _read_log(peer[0], warn=False)
+            rec["config"] = {**rec.get("config", {}), "output_dir": os.path.relpath(out, log_p.parent)}
+            rec["borrowed_from"] = os.path.relpath(peer[0], log_p.parent)
+            atomic_write_text(log_p, json.dumps(rec, indent=1, sort_keys=True, default=str) + "\n")
 
         def build():
             # the folder's key, the log and the weights themselves (a clone has the first two, never the weights)
             if _stage_key(out) == key and weights_bytes(out) > 0 and _read_log(log_p, warn=False) is not None \
                     and not self.settings.fresh: return
+            src = None if self.settings.fresh else peer_stage(self.root, key, out)
+            if src is not None:                                     # another experiment's weights of this key
+                copy_weights(src[1], out); atomic_write_text(out / "stage.json", json.dumps({"key": key}) + "\n")
+                return
             from toolpaper.train import finetune
             for dep in (model, adapter): self.materialize(dep)
             # a run of this key cut off earlier resumes from its last checkpoint (kept every CHECKPOINT_MINUTES)
