@@ -158,27 +158,36 @@ def lookup_draft(seq: Sequence[int], k: int, ngram: int = 3, min_ngram: int = 2)
 
 # %% ../nbs/11_engine.ipynb
 class _Q8Attn:
-    "The int8 projections of one attention block, with its q/k norms when it has them."
+    """The int8 projections of one attention block — queries, keys and values in one product (`qkv`, split by
+    `sizes`) — with its q/k norms when it has them."""
     def __init__(self, q8: dict, attn):
-        self.q_proj, self.k_proj, self.v_proj, self.o_proj = q8["q_proj"], q8["k_proj"], q8["v_proj"], q8["o_proj"]
+        self.qkv, self.sizes, self.o_proj = q8["qkv"], q8["qkv_sizes"], q8["o_proj"]
         for a in ("q_norm", "k_norm"):
             if hasattr(attn, a): setattr(self, a, getattr(attn, a))
 
 # %% ../nbs/11_engine.ipynb
-def _int8_linear(lin):
-    """A dynamically quantised (int8 weights, per output channel) copy of a linear layer; a LoRA layer is folded in
-    first."""
+def _int8_linear(*lins):
+    """A dynamically quantised (int8 weights, per output channel) copy of a linear layer, or of several that read the
+    same input as one product (their outputs side by side); a LoRA layer is folded in first. Scales are per output
+    channel and the input is quantised once either way, so the fused product gives the separate ones' numbers exactly,
+    in one call."""
     import torch
     from torch.ao.nn.quantized.dynamic import Linear as QLinear
     from torch.ao.quantization import per_channel_dynamic_qconfig
-    if hasattr(lin, "get_delta_weight"):
-        base = lin.get_base_layer()
-        w = base.weight + sum(lin.get_delta_weight(a) for a in lin.active_adapters if a in lin.lora_A)
-        b = base.bias
-    else: w, b = lin.weight, lin.bias
-    f = torch.nn.Linear(w.shape[1], w.shape[0], bias=b is not None)
-    f.weight.data = w.detach().float().cpu().clone()
-    if b is not None: f.bias.data = b.detach().float().cpu().clone()
+    ws, bs = [], []
+    for lin in lins:
+        if hasattr(lin, "get_delta_weight"):
+            base = lin.get_base_layer()
+            ws.append(base.weight + sum(lin.get_delta_weight(a) for a in lin.active_adapters if a in lin.lora_A))
+            bs.append(base.bias)
+        else: ws.append(lin.weight); bs.append(lin.bias)
+    w = torch.cat([x.detach().float().cpu() for x in ws])
+    has_b = any(x is not None for x in bs)
+    b = torch.cat([x.detach().float().cpu() if x is not None else torch.zeros(y.shape[0]) for x, y in zip(bs, ws)]) \
+        if has_b else None
+    f = torch.nn.Linear(w.shape[1], w.shape[0], bias=has_b)
+    f.weight.data = w.clone()
+    if b is not None: f.bias.data = b
     f.qconfig = per_channel_dynamic_qconfig
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -234,11 +243,14 @@ class Engine:
         for layer in self.inner.layers:
             a, m = layer.self_attn, layer.mlp
             q8.append(
-                {k: _int8_linear(getattr(a, k)) for k in ("q_proj", "k_proj", "v_proj", "o_proj")}
-                | {k: _int8_linear(getattr(m, k)) for k in ("gate_proj", "up_proj", "down_proj")}
+                {"qkv": _int8_linear(a.q_proj, a.k_proj, a.v_proj), "o_proj": _int8_linear(a.o_proj),
+                 "qkv_sizes": [x.out_features for x in (a.q_proj, a.k_proj, a.v_proj)],
+                 "gate_up": _int8_linear(m.gate_proj, m.up_proj), "inter": m.gate_proj.out_features,
+                 "down_proj": _int8_linear(m.down_proj)}
                 | {"act": m.act_fn}
             )
         self.q8_head = _int8_linear(self.lm.lm_head)
+        self.q8_attn = [_Q8Attn(q, layer.self_attn) for q, layer in zip(q8, self.inner.layers)]   # built once
         return q8
 
 # %% ../nbs/11_engine.ipynb
@@ -246,9 +258,10 @@ def _qkv(self, attn, h, cos, sin):
     "Queries [B, H, T, D], keys and values [B, Hkv, T, D] of hidden states `h` [B, T, hidden], rotated."
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
     B, T, _ = h.shape
-    q = attn.q_proj(h).view(B, T, -1, self.D)
-    k = attn.k_proj(h).view(B, T, -1, self.D)
-    v = attn.v_proj(h).view(B, T, -1, self.D).transpose(1, 2)
+    q, k, v = attn.qkv(h).split(attn.sizes, -1) if hasattr(attn, "qkv") else (attn.q_proj(h), attn.k_proj(h),
+                                                                               attn.v_proj(h))
+    q, k = q.reshape(B, T, -1, self.D), k.reshape(B, T, -1, self.D)
+    v = v.reshape(B, T, -1, self.D).transpose(1, 2)
     if hasattr(attn, "q_norm"): q, k = attn.q_norm(q), attn.k_norm(k)
     q, k = apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
     return q, k, v
@@ -257,7 +270,8 @@ def _qkv(self, attn, h, cos, sin):
 def _mlp(self, l, layer, h, quant: bool):
     if not quant: return layer.mlp(h)
     p = self.q8[l]
-    return p["down_proj"](p["act"](p["gate_proj"](h)) * p["up_proj"](h))
+    g, u = p["gate_up"](h).split(p["inter"], -1)
+    return p["down_proj"](p["act"](g) * u)
 
 # %% ../nbs/11_engine.ipynb
 def _head(self, x, quant: bool):
@@ -281,7 +295,7 @@ def _prefill(self, slot: int, ids, start: int):
             cos, sin = self.inner.rotary_emb(x, pos)
             mask = None if p0 == 0 else torch.arange(p0 + m, device=self.device)[None, :] <= pos[0][:, None]
             for l, layer in enumerate(self.inner.layers):
-                attn = layer.self_attn if not quant else _Q8Attn(self.q8[l], layer.self_attn)
+                attn = layer.self_attn if not quant else self.q8_attn[l]
                 q, k, v = self._qkv(attn, layer.input_layernorm(x), cos, sin)
                 self.kv[l, 0, slot, :, p0:p0 + m] = k[0]
                 self.kv[l, 1, slot, :, p0:p0 + m] = v[0]
@@ -311,7 +325,7 @@ def _step(self, toks, pos, lens):
         valid = torch.arange(T, device=self.device)[None, :] < lens[:, None]
         rows, cols = torch.arange(B, device=self.device)[:, None].expand(B, T)[valid], P[valid]
         for l, layer in enumerate(self.inner.layers):
-            attn = layer.self_attn if not quant else _Q8Attn(self.q8[l], layer.self_attn)
+            attn = layer.self_attn if not quant else self.q8_attn[l]
             q, k, v = self._qkv(attn, layer.input_layernorm(x), cos, sin)
             self.kv[l, 0, rows, :, cols] = k.transpose(1, 2)[valid]
             self.kv[l, 1, rows, :, cols] = v.transpose(1, 2)[valid]
