@@ -32,9 +32,10 @@ __all__ = ['METRIC_COLS', 'CI_KEYS', 'PAPER_SEAL', 'MODELS', 'CANDIDATES', 'SETT
            'SEAL_SUITE', 'subsample', 'candidates', 'released_gold_coverage', 'seal_examples', 'released_examples',
            'score_setting', 'paper_rows', 'SealExpConfig', 'SealRun', 'make_retrievers', 'train_examples',
            'gold_examples', 'setting_label', 'seal_prompts', 'run_seal_experiment', 'seal_table', 'cut_answers',
-           'nested_vs_multiple', 'error_taxonomy', 'param_by_kind', 'plot_param_by_kind', 'plot_taxonomy',
-           'candidate_groups', 'candidate_lists', 'GeneratedExpConfig', 'GeneratedRun', 'run_generated_experiment',
-           'native_calls', 'seal_answer_schema', 'SealOptions', 'SealPredictor', 'seal_quotes']
+           'looping_tail', 'nested_vs_multiple', 'error_taxonomy', 'param_by_kind', 'plot_param_by_kind',
+           'plot_taxonomy', 'candidate_groups', 'candidate_lists', 'GeneratedExpConfig', 'GeneratedRun',
+           'run_generated_experiment', 'native_calls', 'seal_answer_schema', 'SealOptions', 'SealPredictor',
+           'seal_quotes']
 
 # %% ../nbs/14_sealtools.ipynb
 def subsample(instances: Sequence[Instance], n: int | None, seed: int = 0, min_nested: int = 0) -> list[Instance]:
@@ -534,13 +535,25 @@ def seal_table(run: SealRun, subset: str = "all", settings: Sequence[str] | None
 
 # %% ../nbs/14_sealtools.ipynb
 def cut_answers(run: SealRun) -> pd.DataFrame:
-    "Per setting and split (and both splits): answers, those the token limit cut, and their share in percent."
+    """Per setting and split (and both splits): answers, those the token limit cut and their share in percent, the cut
+    answers that end in a loop (`looping_tail`: no limit would end them) and the share cut without a loop."""
     rows = []
     for s, by in run.cut.items():
-        for split, flags in [*by.items(), ("all test", [f for v in by.values() for f in v])]:
-            rows.append({"setting": s, "split": split, "n": len(flags), "cut": int(sum(flags)),
-                         "cut %": pct(sum(flags) / len(flags) if flags else None, 1)})
+        texts = run.outputs.get(s, {})
+        loops = {sp: [c and looping_tail(t) for c, t in zip(f, texts.get(sp, [""] * len(f)))] for sp, f in by.items()}
+        every = ("all test", [f for v in by.values() for f in v], [x for v in loops.values() for x in v])
+        for split, flags, lp in [*((sp, by[sp], loops[sp]) for sp in by), every]:
+            n, cut, loop = len(flags), int(sum(flags)), int(sum(lp))
+            rows.append({"setting": s, "split": split, "n": n, "cut": cut, "cut %": pct(cut / n if n else None, 1),
+                         "looping": loop, "cut, no loop %": pct((cut - loop) / n if n else None, 1)})
     return pd.DataFrame(rows)
+
+# %% ../nbs/14_sealtools.ipynb
+def looping_tail(text: str, window: int = 240, min_repeats: int = 3) -> bool:
+    "Do the last `window` characters of `text` repeat with a period of at most `window // min_repeats`?"
+    w = (text or "")[-window:]
+    if len(w) < window: return False
+    return any(w[p:] == w[:-p] for p in range(1, window // min_repeats + 1))
 
 # %% ../nbs/14_sealtools.ipynb
 PAPER_NESTED = {"tool.f1": (79.16, 81.40), "param.f1": (71.94, 66.83)}   # fine-tuned w/ DPR: multiple, unseen nested
