@@ -197,8 +197,10 @@ class StageCache:
                           span_labels)
         log_p = self.root / "train" / f"{out.name}-{key}.json"
         self.used.add(log_p)
-        peer = None if self.settings.fresh else peer_stage(self.root, key, out)
-        if peer is not None and _read_log(log_p, warn=False) is None:          # another experiment trained it
+        # another experiment trained this key: its log borrowed (looked for only while this one has none)
+        no_log = not self.settings.fresh and _read_log(log_p, warn=False) is None
+        peer = peer_stage(self.root, key, out) if no_log else None
+        if peer is not None:
             rec = _read_log(peer[0], warn=False)
             rec["config"] = {**rec.get("config", {}), "output_dir": os.path.relpath(out, log_p.parent)}
             rec["borrowed_from"] = os.path.relpath(peer[0], log_p.parent)
