@@ -64,6 +64,14 @@ def contrasts(runs: dict, mode: str = "compat", n_boot: int = 2000) -> list[dict
     return rows
 
 
+def _shown(path: str) -> str:
+    "A model or adapter as the page names it: relative to the repository when it lies inside, else as given."
+    p = Path(path)
+    if not p.is_absolute(): return path
+    try: return str(p.resolve().relative_to(ROOT))
+    except ValueError: return path
+
+
 def page(res: dict) -> str:
     v, rows = res["verdict"], res["rows"]
     names = list(rows[0]["metrics"])
@@ -86,6 +94,7 @@ def page(res: dict) -> str:
         lines.append(f"| {r['precision']} | {fmt(s.get('seal'))} | {fmt(s.get('deer'))} | "
                      + " | ".join(cell(r["metrics"][m]) for m in names)
                      + f" | {'yes' if r['precision'] in v['eligible'] else 'no'} |")
+    lines += [x for p, why in res.get("skipped", {}).items() for x in ("", f"{p}: {why}.")]
     lines += ["", f"**Verdict: {v['pick']}.** {v['why']}"]
     return "\n".join(lines)
 
@@ -100,12 +109,20 @@ def main(argv=None):
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--work", default=None, help="folder of the runs' predictions (default: a new temporary one)")
     ap.add_argument("--tiny", action="store_true")
+    ap.add_argument("--keep-slow", action="store_true", help="run bf16 even where this CPU emulates it")
     ap.add_argument("--save-verdict", action="store_true", help="keep the pick for this machine (`auto` follows it)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
-    from toolpaper.precision import machine_key, precision_verdict, save_verdict
+    from toolpaper.precision import cpu_bf16_fast, machine_key, precision_verdict, save_verdict
     precs = [p.strip() for p in a.precisions.split(",") if p.strip()]
     if "fp32" not in precs: precs.insert(0, "fp32")
+    skipped = {}
+    if "bf16" in precs and not a.tiny and not a.keep_slow and not cpu_bf16_fast():
+        # without native bf16 products bf16 runs emulated, slower than fp32: never the fastest eligible precision
+        precs.remove("bf16")
+        skipped["bf16"] = ("not run: this CPU has no fast bf16 products (`cpu_bf16_fast`: no avx512_bf16 / AMX units, "
+                           "or a measured bf16 product under the required gain over fp32), so bf16 runs emulated and "
+                           "slower than fp32 — it cannot be the fastest eligible precision here (`--keep-slow` runs it)")
     models = ({"seal": ("tiny-random-llama", None), "deer": ("tiny-random-llama", None)} if a.tiny else
               {"seal": (a.seal_model, None), "deer": (a.deer_base, a.deer_adapter)})
     data_dir, n = ("sample", min(a.n, 3)) if a.tiny else (a.data_dir, a.n)
@@ -122,9 +139,10 @@ def main(argv=None):
             for p in precs}
     rows = contrasts(runs, n_boot=200 if a.tiny else 2000)
     verdict = precision_verdict(rows)
-    res = {"verdict": verdict, "rows": rows, "n": n, "tiny": a.tiny, "load": load, "machine": machine_key(),
+    res = {"verdict": verdict, "rows": rows, "skipped": skipped, "n": n, "tiny": a.tiny, "load": load,
+           "machine": machine_key(),
            "python": platform.python_version(),
-           "models": {t: f"{m}" + (f" + {Path(ad).name}" if ad else "") for t, (m, ad) in models.items()},
+           "models": {t: _shown(m) + (f" + {_shown(ad)}" if ad else "") for t, (m, ad) in models.items()},
            "resolved": {p: {t: r["precision"] for t, r in by.items()} for p, by in runs.items()}}
     md = page(res)
     print(md)

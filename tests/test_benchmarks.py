@@ -85,6 +85,23 @@ def test_llama_cpp_prefills_every_request_in_full():
     assert eng.llm.prefilled == [4, 4] and out.tokens == [5, 6, 7]
 
 
+def test_precision_verdict_page_names_paths_from_the_repository_and_what_was_not_run():
+    """The page names models inside the repository by relative path (never this machine's absolute one) and says why a
+    precision was left out."""
+    import precision_verdict as pv
+    assert pv._shown(str(pv.ROOT / "reports/seal_tools/work/adapter")) == "reports/seal_tools/work/adapter"
+    assert pv._shown("/elsewhere/adapter") == "/elsewhere/adapter" and pv._shown("smollm2") == "smollm2"
+    row = lambda p: {"precision": p, "seconds by task": {"seal": 1.0, "deer": 0.5},
+                     "metrics": {"seal format_acc": (0.0, -1.0, 1.0)}}
+    res = {"verdict": {"pick": "fp32", "why": "fp32, the fastest eligible precision.", "eligible": ["fp32"],
+                       "tolerance": 2.0},
+           "rows": [row("fp32"), row("int8")], "skipped": {"bf16": "not run: emulated here"}, "n": 3,
+           "models": {"seal": "reports/seal_tools/work/adapter", "deer": "m + a"}, "load": 0.5,
+           "machine": {"cpu": "x", "threads": 2, "torch": "2"}}
+    md = pv.page(res)
+    assert "bf16: not run: emulated here." in md and "| int8 | 1.00 | 0.50 |" in md and "| no |" in md
+
+
 def test_precision_verdict_runs_end_to_end(tmp_path):
     """The verdict benchmark on the tiny model and the sample: every precision answers the same items, each metric's
     difference to fp32 has its interval (or none), and the page names the pick."""
