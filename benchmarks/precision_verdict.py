@@ -122,7 +122,8 @@ def main(argv=None):
         precs.remove("bf16")
         skipped["bf16"] = ("not run: this CPU has no fast bf16 products (`cpu_bf16_fast`: no avx512_bf16 / AMX units, "
                            "or a measured bf16 product under the required gain over fp32), so bf16 runs emulated and "
-                           "slower than fp32 — it cannot be the fastest eligible precision here (`--keep-slow` runs it)")
+                           "slower than fp32 — it cannot be the fastest eligible precision here "
+                           "(`--keep-slow` runs it)")
     models = ({"seal": ("tiny-random-llama", None), "deer": ("tiny-random-llama", None)} if a.tiny else
               {"seal": (a.seal_model, None), "deer": (a.deer_base, a.deer_adapter)})
     data_dir, n = ("sample", min(a.n, 3)) if a.tiny else (a.data_dir, a.n)
