@@ -534,9 +534,12 @@ class RecordReplay(Client):
     `grammar`: the library that enforces schemas (part of a constrained request's key: libraries decode differently).
     A greedy request the file lacks is answered by a greedy answer to the same request under another token limit that
     ended on its own (end of sequence or a stop) in fewer tokens than this limit: decoding under the new limit would
-    give the same text. It is written under the new key with `reused_from` naming the old one."""
+    give the same text. It is written under the new key with `reused_from` naming the old one. `peers`: other record
+    files of the same client (the same model, adapter and backend: their keys mean what this file's keys mean), only
+    read; a request this file lacks is answered from the first peer holding it, and that record is written here with
+    `borrowed_from` naming the peer."""
     def __init__(self, inner: Client | None, path, mode: str = "record", model: str | None = None,
-                 fresh: bool = False, extra: dict | None = None, grammar: str | None = None):
+                 fresh: bool = False, extra: dict | None = None, grammar: str | None = None, peers=()):
         super().__init__()
         self.grammar = grammar
         if mode not in ("record", "replay"): raise ValueError("mode must be 'record' or 'replay'")
@@ -553,6 +556,10 @@ class RecordReplay(Client):
         elif not self.path.exists() and mode == "replay": raise FileNotFoundError(f"{self.path}: no such record file")
         self.ended: dict[str, list[dict]] = {}        # greedy answers that ended before their limit, by request stem
         for e in self.entries.values(): self._note_ended(e)
+        self.peer_entries: dict[str, tuple[dict, Path]] = {}      # key -> (record, the peer file holding it)
+        for pp in map(Path, peers):
+            if not pp.is_file() or pp.resolve() == self.path.resolve(): continue
+            for _, e in jsonl_records(pp, _record_problem): self.peer_entries.setdefault(e["key"], (e, pp))
         models = sorted({e.get("request_model", e.get("model")) for e in self.entries.values()} - {None})
         self.model = model or (inner.model if inner else models[0] if len(models) == 1 else "?")
 
@@ -597,12 +604,22 @@ class RecordReplay(Client):
             self.entries[key] = rec
         return rec
 
+    def _borrowed(self, key: str) -> dict | None:
+        "A peer file's record of `key`, copied into this file (record mode) with `borrowed_from` naming the peer."
+        if key not in self.peer_entries: return None
+        e, src = self.peer_entries[key]
+        rec = {**e, "borrowed_from": os.path.relpath(src, self.path.parent)}
+        with self._lock:
+            if self.mode == "record": append_jsonl(self.path, [rec])
+            self.entries[key] = rec; self._note_ended(rec)
+        return rec
+
     def _complete(self, items, progress=False):
         keys = [request_key(self.model, p, self._params(par), pre) for p, pre, par in items]
         out: list = [None] * len(items)
         todo: dict[str, list[int]] = {}
         for i, k in enumerate(keys):
-            e = self.entries.get(k) or self._ended_earlier(k, items[i])
+            e = self.entries.get(k) or self._borrowed(k) or self._ended_earlier(k, items[i])
             if e is not None:
                 out[i] = self._hit(e); self.usage.add(cache_hits=1)
                 self.hit_commits[e.get("commit", "not recorded")] += 1

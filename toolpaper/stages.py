@@ -16,8 +16,8 @@ from .precision import gen_precision, train_bf16
 
 # %% auto 0
 __all__ = ['STAGE_VERSION', 'GENERATION_VERSION', 'git_commit', 'GenSettings', 'weights_bytes', 'checkpoint_minutes',
-           'peer_stage', 'copy_weights', 'StageCache', 'current', 'finetune', 'client', 'release', 'tuned_client',
-           'staged', 'verify']
+           'peer_stage', 'peer_requests', 'copy_weights', 'StageCache', 'current', 'finetune', 'client', 'release',
+           'tuned_client', 'staged', 'verify']
 
 # %% ../nbs/12_stages.ipynb
 STAGE_VERSION = 1          # training stages: bump when toolpaper.train changes what a run learns
@@ -121,10 +121,10 @@ def checkpoint_minutes(env=None) -> float:
     return v
 
 # %% ../nbs/12_stages.ipynb
-def peer_stage(root, key: str, out) -> tuple[Path, Path] | None:
+def peer_stage(root, key: str, out, weights: bool = True) -> tuple[Path, Path] | None:
     """(log, weights folder) of training stage `key` in a sibling experiment of the stage cache at `root`
-    (`<reports>/<experiment>/work/stages`), with its weights at hand; None when there is none (or `root` is not laid
-    out so)."""
+    (`<reports>/<experiment>/work/stages`), with its weights at hand (`weights=False`: the log alone, as a clone has
+    it); None when there is none (or `root` is not laid out so)."""
     root, out = Path(root), Path(out)
     if len(root.parents) < 3 or root.parent.name != "work": return None
     for log in sorted(root.parents[2].glob(f"*/work/stages/train/*-{key}.json")):
@@ -132,8 +132,18 @@ def peer_stage(root, key: str, out) -> tuple[Path, Path] | None:
         rel = ((_read_log(log, warn=False) or {}).get("config") or {}).get("output_dir")
         if not isinstance(rel, str): continue
         folder = (log.parent / rel).resolve()
-        if folder != out.resolve() and _stage_key(folder) == key and weights_bytes(folder) > 0: return log, folder
+        if folder == out.resolve(): continue
+        if not weights or (_stage_key(folder) == key and weights_bytes(folder) > 0): return log, folder
     return None
+
+# %% ../nbs/12_stages.ipynb
+def peer_requests(root, name: str) -> list[Path]:
+    """The request files named `name` in the sibling experiments of the stage cache at `root`
+    (`<reports>/*/work/stages/requests/<name>`, its own left out); none when `root` is not laid out so."""
+    root = Path(root)
+    if len(root.parents) < 3 or root.parent.name != "work": return []
+    own = (root / "requests" / name).resolve()
+    return [f for f in sorted(root.parents[2].glob(f"*/work/stages/requests/{name}")) if f.resolve() != own]
 
 # %% ../nbs/12_stages.ipynb
 def copy_weights(src, dst) -> None:
@@ -199,7 +209,7 @@ class StageCache:
         self.used.add(log_p)
         # another experiment trained this key: its log borrowed (looked for only while this one has none)
         no_log = not self.settings.fresh and _read_log(log_p, warn=False) is None
-        peer = peer_stage(self.root, key, out) if no_log else None
+        peer = peer_stage(self.root, key, out, weights=False) if no_log else None
         if peer is not None:
             rec = _read_log(peer[0], warn=False)
             rec["config"] = {**rec.get("config", {}), "output_dir": os.path.relpath(out, log_p.parent)}
@@ -263,7 +273,8 @@ class StageCache:
         path = self.root / "requests" / f"{Path(str(name)).name}-{fingerprint(ident)}.jsonl"
         self.used.add(path)
         c = RecordReplay(LazyClient(make, ident), path, "record", model=ident, fresh=st.fresh,
-                         extra={"commit": self.commit, "source": source}, grammar=grammar)
+                         extra={"commit": self.commit, "source": source}, grammar=grammar,
+                         peers=() if st.fresh else peer_requests(self.root, path.name))
         self.clients[ident] = c
         return c
 
