@@ -606,6 +606,13 @@ class CallPilot:
     items: dict = field(default_factory=dict)
 
 # %% ../nbs/15_deer.ipynb
+def _pilot_train_args(n: int, epochs, cfg: DeerExpConfig) -> dict:
+    """`_deer_variant_train`'s arguments for pilot point (`n`, `epochs`): none at the experiment's recipe, so that point
+    is the experiment's own training stage (its key holds the recipe's values as written: 1.0 epochs, not 1)."""
+    return {} if (n, epochs) == (cfg.train_n, cfg.train.epochs) else {"n": n, "epochs": epochs}
+
+# %% ../nbs/15_deer.ipynb
+@staged
 def run_call_pilot(tools: list[Tool], released_valid: list[DecisionSample], released_test: list[DecisionSample],
                    cfg: DeerExpConfig, pilot: CallPilotConfig, work_dir: str | Path,
                    progress: bool = False) -> CallPilot:
@@ -623,7 +630,7 @@ def run_call_pilot(tools: list[Tool], released_valid: list[DecisionSample], rele
         if n > len(d.train): raise ValueError(f"pilot point ({n}, {epochs}): only {len(d.train)} training samples")
         same = (n, epochs) == (cfg.train_n, cfg.train.epochs)
         name = pilot.strategy if same else f"{pilot.strategy} {n} samples {epochs} epochs"
-        info, count, out = _deer_variant_train(name, d, cfg, work, n=n, epochs=epochs)
+        info, count, out = _deer_variant_train(name, d, cfg, work, **_pilot_train_args(n, epochs, cfg))
         t1 = time.perf_counter()
         gen = stages.client(cfg.model, out, cfg.gen_batch_size)
         outs = deer_generate(gen, evalset, max_new_tokens=cfg.max_new_tokens, progress=progress,
