@@ -641,7 +641,8 @@ def run_call_pilot(tools: list[Tool], released_valid: list[DecisionSample], rele
         for mode in ("compat", "strict"):
             rows.append({"samples": n, "epochs": epochs, "experiment's recipe": same,
                          **_metric_row(outs, evalset, name, "valid", mode, average=True),
-                         "train Call": count["Call"], "train_s": info["train_seconds"]})
+                         "train Call": count["Call"], "train_s": info["train_seconds"],
+                         "trained on": info.get("device") or f"CPU, {info.get('precision', 'fp32')}"})
         timings[f"{name}_train_s"], timings[f"{name}_eval_s"] = info["train_seconds"], time.perf_counter() - t1
     timings["total_s"] = time.perf_counter() - t0
     return CallPilot(pilot.strategy, pd.DataFrame(rows), timings, items)
@@ -650,7 +651,7 @@ def run_call_pilot(tools: list[Tool], released_valid: list[DecisionSample], rele
 def pilot_table(pilot: CallPilot, mode: str = "compat") -> pd.DataFrame:
     "One row per pilot point: P_Call, P_NoCall, P_DC and the average of the six metrics, with 95% intervals."
     df = pilot.points[pilot.points["mode"] == mode]
-    keep = ["samples", "epochs", "experiment's recipe", "n", "train Call"]
+    keep = ["samples", "epochs", "experiment's recipe", "n", "train Call", "trained on"]
     for c in ("P_Call", "P_NoCall", "P_DC", "Average"): keep += [c, f"{c} lo", f"{c} hi"]
     return df[[c for c in keep if c in df.columns]].reset_index(drop=True)
 
