@@ -628,9 +628,10 @@ def run_call_pilot(tools: list[Tool], released_valid: list[DecisionSample], rele
     rows, timings, items = [], {}, {}
     for n, epochs in pilot.points:
         if n > len(d.train): raise ValueError(f"pilot point ({n}, {epochs}): only {len(d.train)} training samples")
-        same = (n, epochs) == (cfg.train_n, cfg.train.epochs)
+        kw = _pilot_train_args(n, epochs, cfg)
+        same = not kw                                       # the experiment's recipe: the experiment's own stage
         name = pilot.strategy if same else f"{pilot.strategy} {n} samples {epochs} epochs"
-        info, count, out = _deer_variant_train(name, d, cfg, work, **_pilot_train_args(n, epochs, cfg))
+        info, count, out = _deer_variant_train(name, d, cfg, work, **kw)
         t1 = time.perf_counter()
         gen = stages.client(cfg.model, out, cfg.gen_batch_size)
         outs = deer_generate(gen, evalset, max_new_tokens=cfg.max_new_tokens, progress=progress,

@@ -121,14 +121,22 @@ def checkpoint_minutes(env=None) -> float:
     return v
 
 # %% ../nbs/12_stages.ipynb
+def _sibling_stage_files(root, pattern: str) -> list[Path]:
+    """The files matching `pattern` (a glob one folder below a stages folder, e.g. `train/*-<key>.json`) in the sibling
+    experiments of the stage cache at `root` (`<reports>/*/work/stages/<pattern>`, its own left out); none when `root`
+    is not laid out so."""
+    root = Path(root)
+    if len(root.parents) < 3 or root.parent.name != "work": return []
+    own = root.resolve()
+    return [f for f in sorted(root.parents[2].glob(f"*/work/stages/{pattern}")) if f.parent.parent.resolve() != own]
+
+# %% ../nbs/12_stages.ipynb
 def peer_stage(root, key: str, out, weights: bool = True) -> tuple[Path, Path] | None:
     """(log, weights folder) of training stage `key` in a sibling experiment of the stage cache at `root`
     (`<reports>/<experiment>/work/stages`), with its weights at hand (`weights=False`: the log alone, as a clone has
     it); None when there is none (or `root` is not laid out so)."""
-    root, out = Path(root), Path(out)
-    if len(root.parents) < 3 or root.parent.name != "work": return None
-    for log in sorted(root.parents[2].glob(f"*/work/stages/train/*-{key}.json")):
-        if log.parent.resolve() == (root / "train").resolve(): continue
+    out = Path(out)
+    for log in _sibling_stage_files(root, f"train/*-{key}.json"):
         rel = ((_read_log(log, warn=False) or {}).get("config") or {}).get("output_dir")
         if not isinstance(rel, str): continue
         folder = (log.parent / rel).resolve()
@@ -140,10 +148,7 @@ def peer_stage(root, key: str, out, weights: bool = True) -> tuple[Path, Path] |
 def peer_requests(root, name: str) -> list[Path]:
     """The request files named `name` in the sibling experiments of the stage cache at `root`
     (`<reports>/*/work/stages/requests/<name>`, its own left out); none when `root` is not laid out so."""
-    root = Path(root)
-    if len(root.parents) < 3 or root.parent.name != "work": return []
-    own = (root / "requests" / name).resolve()
-    return [f for f in sorted(root.parents[2].glob(f"*/work/stages/requests/{name}")) if f.resolve() != own]
+    return _sibling_stage_files(root, f"requests/{name}")
 
 # %% ../nbs/12_stages.ipynb
 def copy_weights(src, dst) -> None:
