@@ -45,3 +45,18 @@ def test_settings_ini_lists_every_runtime_requirement():
         if not any(norm(d) in listed for d in dists.get(m, [m]))
     )
     assert not missing, f"imported but not in settings.ini requirements: {missing}"
+
+
+def test_every_notebook_is_valid_nbformat_with_cell_ids():
+    """Every notebook (library and experiments) validates as nbformat 4.5 with an id on each cell, so papermill and
+    nbformat run them without warnings or rewriting them."""
+    import json, nbformat
+    bad = []
+    for p in sorted((ROOT / "nbs").rglob("*.ipynb")):
+        raw = json.loads(p.read_text())              # as written: nbformat.read would add missing ids in memory
+        missing = [i for i, c in enumerate(raw["cells"]) if "id" not in c]
+        if missing: bad.append(f"{p.relative_to(ROOT)}: cells {missing} have no id")
+        else:
+            try: nbformat.validate(nbformat.from_dict(raw))
+            except nbformat.ValidationError as e: bad.append(f"{p.relative_to(ROOT)}: {e.message}")
+    assert not bad, "\n".join(bad)
