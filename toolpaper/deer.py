@@ -19,6 +19,7 @@ from .stages import staged
 from . import data as D, stages
 from .claims import contrast, save_scored
 from .io import atomic_write_text
+from .precision import train_bf16
 from toolpaper.metrics import (
     bootstrap_ci, ci_pct, deer_boot, deer_scores, pct, retention_ci, retention_scores, rouge_pairs, with_ci
 )
@@ -28,13 +29,14 @@ from toolpaper.sampling import (
 )
 
 # %% auto 0
-__all__ = ['PAPER_TRAIN_MIX', 'PAPER_VALID_MIX', 'PAPER_DEER', 'TABLE1_COLS', 'TABLE3_SETS', 'TABLE4_COLS', 'ABLATION_AXES',
-           'PAPER_ABLATION', 'DEER_HEADLINE', 'DEER_SUITE', 'stratified', 'pool_text', 'gold_prefix', 'deer_generate',
-           'compact_chain', 'demonstrations', 'DeerExpConfig', 'mixture_of', 'DeerRun', 'decision_only', 'is_nosearch',
-           'retention_answers', 'run_deer_experiment', 'table1', 'table3', 'table4', 'plot_strategies',
-           'plot_span_losses', 'CallPilotConfig', 'CallPilot', 'run_call_pilot', 'pilot_table', 'pilot_recipe',
-           'DeerAblation', 'DeerAblationConfig', 'run_deer_ablation', 'ablation_table', 'plot_ablation', 'DeerOptions',
-           'DeerPredictor', 'read_deer_gold', 'deer_quotes']
+__all__ = ['PAPER_TRAIN_MIX', 'PAPER_VALID_MIX', 'AUTHORS_DEER_TRAIN', 'AUTHORS_DEER_SAMPLES', 'PAPER_DEER', 'TABLE1_COLS',
+           'TABLE3_SETS', 'TABLE4_COLS', 'ABLATION_AXES', 'PAPER_ABLATION', 'DEER_HEADLINE', 'DEER_SUITE', 'stratified',
+           'pool_text', 'gold_prefix', 'deer_generate', 'compact_chain', 'demonstrations', 'DeerExpConfig',
+           'deer_recipe', 'mixture_of', 'DeerRun', 'decision_only', 'is_nosearch', 'retention_answers',
+           'run_deer_experiment', 'table1', 'table3', 'table4', 'plot_strategies', 'plot_span_losses',
+           'CallPilotConfig', 'CallPilot', 'run_call_pilot', 'pilot_table', 'pilot_recipe', 'DeerAblation',
+           'DeerAblationConfig', 'run_deer_ablation', 'ablation_table', 'plot_ablation', 'DeerOptions', 'DeerPredictor',
+           'read_deer_gold', 'deer_quotes']
 
 # %% ../nbs/15_deer.ipynb
 PAPER_TRAIN_MIX = {"NoSearch": 1807 / 9585, "NoCall": 3114 / 9585, "Call": 4664 / 9585}
@@ -143,6 +145,12 @@ def _deer_train() -> SFTConfig:
     return SFTConfig(lr=1e-3, batch_size=4, max_length=1024, group_by_length=False, logging_steps=1)
 
 # %% ../nbs/15_deer.ipynb
+AUTHORS_DEER_TRAIN = dict(epochs=10, lr=5e-4, batch_size=4, grad_accum=8, warmup_ratio=0.04, weight_decay=0.0,
+                          lora_r=8, lora_alpha=16, lora_dropout=0.05, lora_targets=["q_proj", "v_proj"],
+                          max_length=2048, group_by_length=False, bf16=False, gradient_checkpointing=True)
+AUTHORS_DEER_SAMPLES = 9585         # DEER Table 2 train: 1,807 NoSearch, 3,114 NoCall, 4,664 Call
+
+# %% ../nbs/15_deer.ipynb
 @dataclass
 class DeerExpConfig(Profiled):
     "The DEER experiment: data sizes, sampling variants, baselines, decoding, and the fine-tuning config `train`."
@@ -221,9 +229,31 @@ class DeerExpConfig(Profiled):
             max_new_tokens=256,
             answer_tokens=256,
             gen_batch_size=32,
-            train=dict(epochs=3, lr=2e-4, batch_size=8, max_length=2048),
+            train=AUTHORS_DEER_TRAIN,          # the authors' released run (see above)
         ),
     }
+
+# %% ../nbs/15_deer.ipynb
+def deer_recipe(cfg: DeerExpConfig, precision: str | None = None) -> pd.DataFrame:
+    """`cfg`'s fine-tuning recipe (per strategy adapter) beside the authors' released run (`AUTHORS_DEER_TRAIN`), one
+    row each; `precision` as the run's training logs state it (None: what `cfg.train.bf16` gives here, auto resolved
+    as training resolves it, `toolpaper.precision.train_bf16`)."""
+    def row(who: str, t: SFTConfig, n, prec: str) -> dict:
+        per_step = t.batch_size * t.grad_accum
+        targets = " / ".join(t.lora_targets) if isinstance(t.lora_targets, (list, tuple)) else t.lora_targets
+        steps = t.max_steps if t.max_steps > 0 else int(-(-n // per_step) * t.epochs) if isinstance(n, int) else "–"
+        return {"recipe": who, "samples": n if n is not None else "all", "epochs": t.epochs, "steps": steps,
+                "lr": t.lr, "samples per step": per_step,
+                "schedule": f"cosine after {t.warmup_ratio:.0%} warm-up" if t.warmup_ratio else "linear decay",
+                "weight decay": t.weight_decay,
+                "LoRA": f"r={t.lora_r}, alpha {t.lora_alpha or 2 * t.lora_r}, dropout {t.lora_dropout}, {targets}"
+                        if t.lora else "none (full fine-tuning)",
+                "max tokens": t.max_length, "precision": prec}
+    bf16 = cfg.train.bf16 if cfg.train.bf16 is not None else train_bf16()
+    own = precision or ("bf16" if bf16 else "fp32")
+    return pd.DataFrame([row("this run", cfg.train, cfg.train_n, own),
+                         row("authors (ToolDEER release, 8 V100s)", SFTConfig(**AUTHORS_DEER_TRAIN),
+                             AUTHORS_DEER_SAMPLES, "fp32")])
 
 # %% ../nbs/15_deer.ipynb
 PAPER_DEER = {
@@ -592,7 +622,7 @@ class CallPilotConfig(Profiled):
     PROFILES: ClassVar[dict] = {
         "smoke": dict(strategy="random", points=((8, 1), (6, 1))),
         "cpu": dict(),
-        "paper": dict(points=()),          # the paper's recipe already uses all samples and 3 epochs
+        "paper": dict(points=()),          # the paper profile already trains as the authors: all samples, 10 epochs
     }
 
 # %% ../nbs/15_deer.ipynb
@@ -748,7 +778,7 @@ class DeerAblationConfig(DeerExpConfig):
             valid_n=None,
             max_new_tokens=256,
             gen_batch_size=32,
-            train=dict(epochs=3, lr=2e-4, batch_size=8, max_length=2048),
+            train=AUTHORS_DEER_TRAIN,          # the authors' released run (see above)
             grid={
                 "nosearch": [0, 20, 40, 60, None],
                 "pool": [100, 300, 500, 700, None],
