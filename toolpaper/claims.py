@@ -17,7 +17,8 @@ from .suites import get_suite
 
 # %% auto 0
 __all__ = ['SCORED', 'VERDICTS', 'CLAIMS', 'BASE_CHECKS', 'save_scored', 'load_scored', 'pool', 'resample', 'contrast', 'verdict',
-           'Claim', 'select', 'evaluate', 'base_table', 'branch_table', 'ledger', 'ledger_sources', 'write_ledger']
+           'Claim', 'select', 'run_precision', 'evaluate', 'base_table', 'branch_table', 'ledger', 'ledger_sources',
+           'write_ledger']
 
 # %% ../nbs/91_claims.ipynb
 SCORED = "scored.json"
@@ -182,15 +183,33 @@ def _power(v: str, r: dict, claim: Claim) -> dict:
     return {"detectable": f"±{half:.1f}", "n for the paper's difference": need}
 
 # %% ../nbs/91_claims.ipynb
+def run_precision(work) -> str:
+    """The precision an experiment's last run trained and generated in, from `work/stages/summary.json`: one name when
+    every stage that states one agrees ('fp32'), else each kind's ('train fp32; generate bf16, fp32'); '–' when no stage
+    states one (no stage cache, or retrieval stages only)."""
+    p = Path(work) / "stages" / "summary.json"
+    try: rows = json.loads(p.read_text()) if p.exists() else []
+    except json.JSONDecodeError as e: raise ValueError(f"{p}: not a stage summary ({e})") from None
+    kinds: dict[str, set] = {}
+    for r in rows:
+        if isinstance(r, dict) and r.get("precision"):
+            kinds.setdefault(str(r.get("stage", "?")).split(" ", 1)[0], set()).add(r["precision"])
+    every = set().union(*kinds.values()) if kinds else set()
+    if len(every) <= 1: return every.pop() if every else "–"
+    return "; ".join(f"{k} {', '.join(sorted(v))}" for k, v in kinds.items())
+
+# %% ../nbs/91_claims.ipynb
 def evaluate(claim: Claim, reports, n_boot: int = 2000, seed: int = 0) -> dict:
     "The ledger row of `claim` from the scored conditions under `reports` (a folder of report folders)."
     row = {"paper": claim.paper, "claim": claim.claim, "paper's evidence": f"{claim.evidence}: {claim.paper_says}",
            "comparison": f"{claim.experiment}: {claim.comparison}", "metric": claim.metric}
+    prec = run_precision(Path(reports) / claim.experiment / "work")
     try:
         scored = load_scored(Path(reports) / claim.experiment / "work")
         got = [select(scored, c, claim.mode) for _, c in claim.terms]
     except (KeyError, ValueError) as e:
-        return row | {"mode": claim.mode, "toolpaper": "–", "difference [95% CI]": "–", "n": "–", "verdict": "not run",
+        return row | {"mode": claim.mode, "precision": prec, "toolpaper": "–", "difference [95% CI]": "–", "n": "–",
+                      "verdict": "not run",
                       "why": f"{claim.experiment}: {e.args[0]}", "detectable": "–", "n for the paper's difference": "–",
                       "setup": f"differs: {claim.setup}" if claim.setup else "the paper's"}
     suites = {s for s, _ in got}
@@ -214,7 +233,10 @@ def evaluate(claim: Claim, reports, n_boot: int = 2000, seed: int = 0) -> dict:
         why = (f"out of this model's reach: every condition scores at most {claim.reach:g}%, so the number of items is "
                "not what is missing")
     if claim.note and v != "not run": why = f"{why}; {claim.note}" if why else claim.note
-    return row | {"mode": mode, "toolpaper": " / ".join(pct(x) for x in r["terms"]),
+    if ";" in prec or "," in prec:
+        mixed = f"the experiment's stages ran in more than one precision ({prec})"
+        why = f"{why}; {mixed}" if why else mixed
+    return row | {"mode": mode, "precision": prec, "toolpaper": " / ".join(pct(x) for x in r["terms"]),
                   **_power(v, r, claim), "setup": f"differs: {claim.setup}" if claim.setup else "the paper's",
                   "difference [95% CI]": f"{pct(r['value'])} [{pct(r['low'])}, {pct(r['high'])}]",
                   "n": " / ".join(str(n) for n in r["n"]) if len(set(r["n"])) > 1 else str(r["n"][0]),
@@ -392,7 +414,8 @@ def ledger(reports, claims: list[Claim] | None = None, n_boot: int = 2000, seed:
 
 # %% ../nbs/91_claims.ipynb
 def ledger_sources(reports, claims: list[Claim] | None = None) -> pd.DataFrame:
-    "One row per experiment the claims read: its recorded run (profile, commit, start, seconds) and scored conditions."
+    """One row per experiment the claims read: its recorded run (profile, commit, start, seconds, precision) and scored
+    conditions."""
     p = Path(reports) / "manifest.json"
     runs = json.loads(p.read_text()).get("experiments", {}) if p.exists() else {}
     rows = []
@@ -401,6 +424,7 @@ def ledger_sources(reports, claims: list[Claim] | None = None) -> pd.DataFrame:
         rows.append({"experiment": exp, "profile": r.get("parameters", {}).get("profile", "–"),
                      "commit": (r.get("git_commit") or "not recorded")[:10], "started": r.get("started", "–"),
                      "wall s": r.get("wall_s", "–"), "status": r.get("status", "not run"),
+                     "precision": run_precision(Path(reports) / exp / "work"),
                      "scored conditions": len(load_scored(Path(reports) / exp / "work"))})
     return pd.DataFrame(rows)
 
@@ -421,7 +445,9 @@ def write_ledger(reports, claims: list[Claim] | None = None, n_boot: int = 2000,
              "`toolpaper` lists each condition's value; `n` the items (per condition where they differ). An "
              "inconclusive row says what its n can detect (`detectable`: the half-width of its interval, the "
              "smallest difference that would have decided it) and at what n the paper's own printed difference "
-             "would be detectable (the interval shrinking as 1/√n). `setup` says whether the comparison is the "
+             "would be detectable (the interval shrinking as 1/√n). `precision`: what the experiment's stages "
+             "trained and generated in (its stage summary; a claim's conditions are meant to share one). `setup` says "
+             "whether the comparison is the "
              "paper's own or how it differs (data, recipe, measurement): a verdict on a comparison the paper did not "
              "make is read with that in mind.", ""]
     if scale: lines += [scale, ""]
