@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from .io import atomic_write_text
 from .metrics import df_markdown
-from .stages import current
+from .stages import current, summary_precisions
 from .suites import get_suite
 
 # %% auto 0
@@ -183,27 +183,26 @@ def _power(v: str, r: dict, claim: Claim) -> dict:
     return {"detectable": f"±{half:.1f}", "n for the paper's difference": need}
 
 # %% ../nbs/91_claims.ipynb
+def _precision_label(kinds: dict[str, set[str]]) -> str:
+    "The `run_precision` label of precisions by kind of stage."
+    every = set().union(*kinds.values()) if kinds else set()
+    if len(every) <= 1: return next(iter(every), "–")
+    return "; ".join(f"{k} {', '.join(sorted(v))}" for k, v in kinds.items())
+
+# %% ../nbs/91_claims.ipynb
 def run_precision(work) -> str:
-    """The precision an experiment's last run trained and generated in, from `work/stages/summary.json`: one name when
+    """The precision an experiment's last run trained and generated in (`stages.summary_precisions`): one name when
     every stage that states one agrees ('fp32'), else each kind's ('train fp32; generate bf16, fp32'); '–' when no stage
     states one (no stage cache, or retrieval stages only)."""
-    p = Path(work) / "stages" / "summary.json"
-    try: rows = json.loads(p.read_text()) if p.exists() else []
-    except json.JSONDecodeError as e: raise ValueError(f"{p}: not a stage summary ({e})") from None
-    kinds: dict[str, set] = {}
-    for r in rows:
-        if isinstance(r, dict) and r.get("precision"):
-            kinds.setdefault(str(r.get("stage", "?")).split(" ", 1)[0], set()).add(r["precision"])
-    every = set().union(*kinds.values()) if kinds else set()
-    if len(every) <= 1: return every.pop() if every else "–"
-    return "; ".join(f"{k} {', '.join(sorted(v))}" for k, v in kinds.items())
+    return _precision_label(summary_precisions(work))
 
 # %% ../nbs/91_claims.ipynb
 def evaluate(claim: Claim, reports, n_boot: int = 2000, seed: int = 0) -> dict:
     "The ledger row of `claim` from the scored conditions under `reports` (a folder of report folders)."
     row = {"paper": claim.paper, "claim": claim.claim, "paper's evidence": f"{claim.evidence}: {claim.paper_says}",
            "comparison": f"{claim.experiment}: {claim.comparison}", "metric": claim.metric}
-    prec = run_precision(Path(reports) / claim.experiment / "work")
+    kinds = summary_precisions(Path(reports) / claim.experiment / "work")
+    prec = _precision_label(kinds)
     try:
         scored = load_scored(Path(reports) / claim.experiment / "work")
         got = [select(scored, c, claim.mode) for _, c in claim.terms]
@@ -233,7 +232,7 @@ def evaluate(claim: Claim, reports, n_boot: int = 2000, seed: int = 0) -> dict:
         why = (f"out of this model's reach: every condition scores at most {claim.reach:g}%, so the number of items is "
                "not what is missing")
     if claim.note and v != "not run": why = f"{why}; {claim.note}" if why else claim.note
-    if ";" in prec or "," in prec:
+    if len(set().union(*kinds.values()) if kinds else ()) > 1:
         mixed = f"the experiment's stages ran in more than one precision ({prec})"
         why = f"{why}; {mixed}" if why else mixed
     return row | {"mode": mode, "precision": prec, "toolpaper": " / ".join(pct(x) for x in r["terms"]),

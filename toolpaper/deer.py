@@ -29,17 +29,18 @@ from toolpaper.sampling import (
 )
 
 # %% auto 0
-__all__ = ['PAPER_TRAIN_MIX', 'PAPER_VALID_MIX', 'AUTHORS_DEER_TRAIN', 'AUTHORS_DEER_SAMPLES', 'PAPER_DEER', 'TABLE1_COLS',
-           'TABLE3_SETS', 'TABLE4_COLS', 'ABLATION_AXES', 'PAPER_ABLATION', 'DEER_HEADLINE', 'DEER_SUITE', 'stratified',
-           'pool_text', 'gold_prefix', 'deer_generate', 'compact_chain', 'demonstrations', 'DeerExpConfig',
-           'deer_recipe', 'mixture_of', 'DeerRun', 'decision_only', 'is_nosearch', 'retention_answers',
+__all__ = ['PAPER_TRAIN_COUNTS', 'PAPER_TRAIN_MIX', 'PAPER_VALID_MIX', 'AUTHORS_DEER_TRAIN', 'AUTHORS_DEER_SAMPLES', 'PAPER_DEER',
+           'TABLE1_COLS', 'TABLE3_SETS', 'TABLE4_COLS', 'ABLATION_AXES', 'PAPER_ABLATION', 'DEER_HEADLINE',
+           'DEER_SUITE', 'stratified', 'pool_text', 'gold_prefix', 'deer_generate', 'compact_chain', 'demonstrations',
+           'DeerExpConfig', 'deer_recipe', 'mixture_of', 'DeerRun', 'decision_only', 'is_nosearch', 'retention_answers',
            'run_deer_experiment', 'table1', 'table3', 'table4', 'plot_strategies', 'plot_span_losses',
            'CallPilotConfig', 'CallPilot', 'run_call_pilot', 'pilot_table', 'pilot_recipe', 'DeerAblation',
            'DeerAblationConfig', 'run_deer_ablation', 'ablation_table', 'plot_ablation', 'DeerOptions', 'DeerPredictor',
            'read_deer_gold', 'deer_quotes']
 
 # %% ../nbs/15_deer.ipynb
-PAPER_TRAIN_MIX = {"NoSearch": 1807 / 9585, "NoCall": 3114 / 9585, "Call": 4664 / 9585}
+PAPER_TRAIN_COUNTS = {"NoSearch": 1807, "NoCall": 3114, "Call": 4664}    # DEER Table 2, training split
+PAPER_TRAIN_MIX = {b: k / sum(PAPER_TRAIN_COUNTS.values()) for b, k in PAPER_TRAIN_COUNTS.items()}
 PAPER_VALID_MIX = {"NoSearch": 193 / 1065, "NoCall": 346 / 1065, "Call": 526 / 1065}
 
 def stratified(
@@ -148,7 +149,7 @@ def _deer_train() -> SFTConfig:
 AUTHORS_DEER_TRAIN = dict(epochs=10, lr=5e-4, batch_size=4, grad_accum=8, warmup_ratio=0.04, weight_decay=0.0,
                           lora_r=8, lora_alpha=16, lora_dropout=0.05, lora_targets=["q_proj", "v_proj"],
                           max_length=2048, group_by_length=False, bf16=False, gradient_checkpointing=True)
-AUTHORS_DEER_SAMPLES = 9585         # DEER Table 2 train: 1,807 NoSearch, 3,114 NoCall, 4,664 Call
+AUTHORS_DEER_SAMPLES = sum(PAPER_TRAIN_COUNTS.values())    # the whole training split of Table 2
 
 # %% ../nbs/15_deer.ipynb
 @dataclass

@@ -47,9 +47,8 @@ def stage_lines(work) -> list[str]:
     commit), from `work/stages/summary.json`; no lines when the experiment has no cached stages."""
     import pandas as pd
     from toolpaper.metrics import df_markdown
-    p = Path(work) / "stages" / "summary.json"
-    if not p.exists(): return []
-    rows = json.loads(p.read_text())
+    from toolpaper.stages import load_summary
+    rows = load_summary(work)
     if not rows: return []
     return ["## Stages", "",
             "Every table and figure above is computed (scores are always recomputed) from the outputs of these stages. "
@@ -433,6 +432,7 @@ def _run_experiment(name: str, profile: str, params: dict | None, out: Path, roo
     """Execute one experiment notebook with papermill into `out/name` (`step`, e.g. '[2/5]', heads its log line);
     its manifest record (status 'ok' or 'failed')."""
     import papermill as pm
+    from toolpaper.stages import load_summary
     exp = EXPERIMENTS[name]
     exp_out = out / name
     exp_out.mkdir(parents=True, exist_ok=True)
@@ -463,10 +463,10 @@ def _run_experiment(name: str, profile: str, params: dict | None, out: Path, roo
     if pruned: log(f"    removed {len(pruned)} output(s) this run no longer makes: {', '.join(pruned[:8])}")
     if other: log(f"    kept {len(other)} stage-cache file(s) of other keys (--prune-cache removes them): "
                   f"{', '.join(other[:4])}")
-    stages_p = exp_out / "work" / "stages" / "summary.json"
+    stages = load_summary(exp_out / "work")
     return {
         "notebook": f"nbs/experiments/{exp.notebook}",
-        **({"stages": json.loads(stages_p.read_text())} if stages_p.exists() else {}),
+        **({"stages": stages} if stages else {}),
         "parameters": prm
         | {"out_dir": str(exp_out.relative_to(out)) if exp_out.is_relative_to(out) else prm["out_dir"]},
         "started": started,

@@ -17,7 +17,7 @@ from .precision import gen_precision, train_bf16
 # %% auto 0
 __all__ = ['STAGE_VERSION', 'GENERATION_VERSION', 'git_commit', 'GenSettings', 'weights_bytes', 'checkpoint_minutes',
            'peer_stage', 'peer_requests', 'copy_weights', 'StageCache', 'current', 'finetune', 'client', 'release',
-           'tuned_client', 'staged', 'verify']
+           'tuned_client', 'staged', 'load_summary', 'summary_precisions', 'verify']
 
 # %% ../nbs/12_stages.ipynb
 STAGE_VERSION = 1          # training stages: bump when toolpaper.train changes what a run learns
@@ -355,6 +355,27 @@ def staged(fn):
         if current() is not None: return fn(*args, **kw)
         with StageCache(sig.bind(*args, **kw).arguments["work_dir"]): return fn(*args, **kw)
     return run
+
+# %% ../nbs/12_stages.ipynb
+def load_summary(work) -> list[dict]:
+    """The stage rows the last run of the experiment in `work` wrote (`work/stages/summary.json`); no rows when it
+    wrote none. A torn or foreign file is a ValueError naming it."""
+    p = Path(work) / "stages" / "summary.json"
+    if not p.exists(): return []
+    try: rows = json.loads(p.read_text())
+    except json.JSONDecodeError as e: raise ValueError(f"{p}: not a stage summary ({e})") from None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise ValueError(f"{p}: not a stage summary (a list of stage rows expected)")
+    return rows
+
+# %% ../nbs/12_stages.ipynb
+def summary_precisions(work) -> dict[str, set[str]]:
+    """The precisions the stages of the last run in `work` state, by kind of stage ('train', 'generate'); retrieval
+    stages state none, so an experiment without trained or generated stages gives {}."""
+    kinds: dict[str, set[str]] = {}
+    for r in load_summary(work):
+        if r.get("precision"): kinds.setdefault(str(r.get("stage", "?")).split(" ", 1)[0], set()).add(r["precision"])
+    return kinds
 
 # %% ../nbs/12_stages.ipynb
 def _verifiable(e: dict) -> str | None:
