@@ -478,6 +478,15 @@ class _ConvRaw(_Strict):
     conversations: list[_TurnRaw] = Field(min_length=2, max_length=2)
 
 # %% ../nbs/01_data.ipynb
+def _human_gpt(obj, path, i: int) -> _ConvRaw:
+    "Record `i` of a released conversation file, checked: one human turn, then one gpt turn."
+    raw = validate(_ConvRaw, obj, path, index=i)
+    roles = [t.from_ for t in raw.conversations]
+    if roles != ["human", "gpt"]:
+        raise DataError(path, f"expected roles ['human', 'gpt'], got {roles}", index=i, field="conversations")
+    return raw
+
+# %% ../nbs/01_data.ipynb
 class _CtxRaw(BaseModel):
     title: StrictStr
     text: StrictStr | None = None
@@ -496,10 +505,7 @@ def read_seal_finetune(path) -> list[FinetuneRecord]:
     "Prompt/answer pairs of a released `dataset_for_finetune` file (human turn, then gpt turn)."
     out = []
     for i, obj in enumerate(read_json_list(path)):
-        raw = validate(_ConvRaw, obj, path, index=i)
-        roles = [t.from_ for t in raw.conversations]
-        if roles != ["human", "gpt"]:
-            raise DataError(path, f"expected roles ['human', 'gpt'], got {roles}", index=i, field="conversations")
+        raw = _human_gpt(obj, path, i)
         if raw.id is None: raise DataError(path, "missing id", index=i, field="id")
         out.append(FinetuneRecord(id=raw.id, prompt=raw.conversations[0].value, answer=raw.conversations[1].value))
     return out
@@ -654,10 +660,7 @@ def read_deer_chains(path, split: str) -> list[DecisionSample]:
     "Decision samples of a released DEER chain file (`valid.json`, `test.json`): branch, candidate pool, gold call."
     out = []
     for i, obj in enumerate(read_json_list(path)):
-        raw = validate(_ConvRaw, obj, path, index=i)
-        roles = [t.from_ for t in raw.conversations]
-        if roles != ["human", "gpt"]:
-            raise DataError(path, f"expected roles ['human', 'gpt'], got {roles}", index=i, field="conversations")
+        raw = _human_gpt(obj, path, i)
         if not raw.conversations[0].value.strip():
             raise DataError(path, "empty query", index=i, field="conversations[0].value")
         try: ch = parse_chain(raw.conversations[1].value)
