@@ -292,9 +292,9 @@ CLAIMS: list[Claim] = [
     Claim("DEER", "keeping NoSearch samples preserves general dialogue (retention vs the base model's answers)",
           "Table 4, §5.2 RQ1", "ToolDEER-7B ROUGE-L 26.5 vs template-driven ToolLLaMA-7B 16.6, ToolAlpaca-7B 18.9",
           "deer", "rouge_l", _d("mixture 2:1:2@retention", "mixture 2:1:2 w/o NoSearch@retention"),
-          note="after a NoSearch decision the model answers the query asked alone in its chat format (continued after "
-               "its own chain it writes nothing: the released chains end at #End#); the deer page's Table 4 counts "
-               "both"),
+          note="after a NoSearch decision the model's own continuation of its chain is scored, its end token banned "
+               "for the answer's budget (free to stop, it writes nothing: the released chains end at #End#); the deer "
+               "page's Table 4 counts that and the chat-format answers"),
     *[Claim("alpha-UMi", f"alpha-UMi (GLPFT) beats Single-LLM on {label}", "Table 1 (ToolBench in-domain)",
             f"{a} vs {s}", "alpha_umi", key, _d("alpha_umi@heldout", "single@heldout"),
             expect="lower" if key == "hallu" else "higher")

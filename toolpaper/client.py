@@ -75,21 +75,24 @@ PROMPT_ORIGINS: dict[str, tuple[str, dict]] = {}
 @dataclass(frozen=True)
 class Params:
     """Generation settings of one request; `schema`: the canonical text of a JSON schema the answer must follow; `draw`:
-    which sample of a sampled prompt (the same prompt and settings with another draw is another sample)."""
+    which sample of a sampled prompt (the same prompt and settings with another draw is another sample); `min_tokens`:
+    no end-of-sequence token before that many tokens (vLLM's `min_tokens` on a server)."""
     max_tokens: int = 256
     stop: tuple = ()
     include_stop: bool = False
     temperature: float = 0.0
     schema: str | None = None
     draw: int = 0
+    min_tokens: int = 0
 
     def key(self) -> dict:
-        "The settings that identify a request (stop, include_stop, schema and draw only when set)."
+        "The settings that identify a request (stop, include_stop, schema, draw and min_tokens only when set)."
         k: dict[str, Any] = {"max_tokens": self.max_tokens, "temperature": self.temperature}
         if self.stop: k["stop"] = list(self.stop)
         if self.include_stop: k["include_stop"] = True
         if self.schema: k["schema"] = self.schema
         if self.draw: k["draw"] = self.draw
+        if self.min_tokens: k["min_tokens"] = self.min_tokens
         return k
 
 # %% ../nbs/12_client.ipynb
@@ -152,11 +155,13 @@ class Client:
         errors: str = "raise",
         schema: dict | str | list | None = None,
         draw: int = 0,
+        min_tokens: int = 0,
     ) -> list:
         """One completion per prompt, in input order, each cut at the first of `stop` (kept with `include_stop`) and
     continuing its prefix when `prefixes` are given; `schema`: a JSON schema every answer must follow, or a list of
     them, one per prompt (the local engine enforces it while decoding, a server gets it as `response_format`);
-    `draw` > 0: another sample of the same sampled prompts (its own seed locally, its own cache key);
+    `draw` > 0: another sample of the same sampled prompts (its own seed locally, its own cache key); `min_tokens`:
+    no end-of-sequence token before that many (the model's own continuation where it would stop);
     `errors='return'` returns failures in place of raising."""
         if errors not in ("raise", "return"): raise ValueError(f"errors={errors!r}: expected 'raise' or 'return'")
         prompts = [check_prompt(p, i) for i, p in enumerate(prompts)]
@@ -165,7 +170,8 @@ class Client:
         from dataclasses import replace
         schemas = schema if isinstance(schema, list) else [schema] * len(prompts)
         if len(schemas) != len(prompts): raise ValueError(f"{len(schemas)} schemas for {len(prompts)} prompts")
-        params = Params(int(max_tokens), tuple(stop or ()), bool(include_stop), float(temperature), draw=int(draw))
+        params = Params(int(max_tokens), tuple(stop or ()), bool(include_stop), float(temperature), draw=int(draw),
+                        min_tokens=int(min_tokens))
         texts = {id(s): schema_text(s) for s in schemas}            # each distinct schema object checked once
         items = [(p, (prefixes[i] or "") if prefixes is not None else "",
                   replace(params, schema=texts[id(schemas[i])]) if schemas[i] is not None else params)
@@ -272,7 +278,8 @@ class LocalClient(Client):
             text = self.render(p, pre)
             salt = f"{self.seed}:{par.draw}:" if par.draw else f"{self.seed}:"     # draw 0: the seed of earlier runs
             seed = int(hashlib.sha256(f"{salt}{text}".encode()).hexdigest()[:8], 16)
-            reqs.append(Request(self.encode(p, pre), par.max_tokens, par.stop, par.temperature, seed, par.schema))
+            reqs.append(Request(self.encode(p, pre), par.max_tokens, par.stop, par.temperature, seed, par.schema,
+                                par.min_tokens))
         done: dict[int, Completion] = {}
         def finish(j: int, o) -> None:
             stop, keep = items[j][2].stop, items[j][2].include_stop
@@ -434,6 +441,7 @@ class OpenAIClient(Client):
         if par.schema and not self.schema_refused:
             spec = {"name": "answer", "schema": json.loads(par.schema), "strict": True}
             fmt = {"response_format": {"type": "json_schema", "json_schema": spec}}
+        if par.min_tokens: fmt = {**(fmt or {}), "min_tokens": par.min_tokens}      # vLLM's sampling parameter
         if self.api == "completions":
             r = self.client.completions.create(prompt=prompt + prefix, extra_body=fmt, **kw)
             ch = check_response(r, "completions")

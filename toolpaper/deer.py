@@ -427,24 +427,30 @@ def is_nosearch(text: str) -> bool:
 def retention_answers(gen, samples: Sequence[DecisionSample], max_new_tokens: int = 96, answer_tokens: int = 64,
                       style: str = "released", progress: bool = False) -> list[dict]:
     """Per sample {'decision': round one, 'nosearch': did it decide NoSearch, 'after_chain': what the model writes
-    right after its own NoSearch chain (up to `answer_tokens`; None after a search), 'answer': after a NoSearch
-    decision the model's answer to the query asked alone in its chat format (up to `answer_tokens`), else the round-one
-    text}."""
+    right after its own NoSearch chain when free to stop (None after a search), 'answer': after a NoSearch decision the
+    model's own continuation of its chain with the end-of-sequence token banned for `answer_tokens` tokens (the scored
+    answer), else the round-one text, 'chat_answer': the model's answer to the query asked alone in its chat format
+    (None after a search)}."""
     prompts, first = _round_one(gen, samples, DEER_SYSTEM, (), max_new_tokens, style, progress)
     todo = [i for i, o in enumerate(first) if is_nosearch(o)]
     lead = " " if style == "released" else ""          # the released prompt ends at 'Assistant:' (as in round two)
-    after = gen.generate([prompts[i] for i in todo], max_tokens=answer_tokens,
-                         prefixes=[lead + first[i].strip() for i in todo], progress=progress) if todo else []
-    answers = gen.generate([[{"role": "user", "content": samples[i].query}] for i in todo], max_tokens=answer_tokens,
-                           progress=progress) if todo else []
-    out = [{"decision": o.strip(), "nosearch": False, "after_chain": None, "answer": o.strip()} for o in first]
-    for i, c, a in zip(todo, after, answers): out[i].update(nosearch=True, after_chain=c.strip(), answer=a.strip())
+    conts = [prompts[i] for i in todo], [lead + first[i].strip() for i in todo]
+    after = gen.generate(conts[0], max_tokens=answer_tokens, prefixes=conts[1], progress=progress) if todo else []
+    forced = gen.generate(conts[0], max_tokens=answer_tokens, prefixes=conts[1], min_tokens=answer_tokens,
+                          progress=progress) if todo else []
+    chat = gen.generate([[{"role": "user", "content": samples[i].query}] for i in todo], max_tokens=answer_tokens,
+                        progress=progress) if todo else []
+    out = [{"decision": o.strip(), "nosearch": False, "after_chain": None, "answer": o.strip(), "chat_answer": None}
+           for o in first]
+    for i, c, f, a in zip(todo, after, forced, chat):
+        out[i].update(nosearch=True, after_chain=c.strip(), answer=f.strip(), chat_answer=a.strip())
     return out
 
 # %% ../nbs/15_deer.ipynb
 def _deer_retention(gen, name: str, ret_q: list, refs: list, cfg: DeerExpConfig, work: Path, progress: bool = False):
     """Table 4 stage: a fine-tuned model's answers to the retention queries (`retention_answers`: after a NoSearch
-    decision, its answer to the query asked alone) against the base model's plain-chat answers; its row."""
+    decision, its own continuation of its chain, end token banned) against the base model's plain-chat answers; its
+    row."""
     ra = retention_answers(gen, ret_q, cfg.max_new_tokens, cfg.answer_tokens, cfg.prompt_style, progress)
     hyps = [r["answer"] for r in ra]
     _save_deer_outputs(work, name, "retention", ret_q, ra)
@@ -454,7 +460,8 @@ def _deer_retention(gen, name: str, ret_q: list, refs: list, cfg: DeerExpConfig,
                 [{"id": s.id, "values": {k: v[i] for k, v in per.items()}} for i, s in enumerate(ret_q)])
     row = {"model": name, "n": len(ret_q), "NoSearch decisions": sum(r["nosearch"] for r in ra),
            "nothing after the chain": sum(r["nosearch"] and not r["after_chain"] for r in ra),
-           "decision phrase only": sum(not r["answer"] or decision_only(r["answer"]) for r in ra)}
+           "decision phrase only": sum(not r["answer"] or decision_only(r["answer"]) for r in ra),
+           "chat answer is a decision chain": sum(r["nosearch"] and decision_only(r["chat_answer"]) for r in ra)}
     for c, k in zip(TABLE4_COLS, ("bleu", "rouge_1", "rouge_2", "rouge_l")):
         row[c] = pct(r[k]); row[f"{c} lo"], row[f"{c} hi"] = ci_pct(rci, k, 1)
     return row

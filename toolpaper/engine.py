@@ -13,8 +13,8 @@ from .grammar import DEFAULT_GRAMMAR, Grammars
 from .precision import gen_precision
 
 # %% auto 0
-__all__ = ['SUPPORTED', 'engine_support', 'check_context', 'Request', 'Output', 'EngineStats', 'stop_index', 'cut_at_stop',
-           'PrefixCache', 'lookup_draft', 'Engine', 'generate', 'HFEngine', 'make_engine']
+__all__ = ['SUPPORTED', 'LEAN_REVISION', 'engine_support', 'check_context', 'Request', 'Output', 'EngineStats', 'stop_index',
+           'cut_at_stop', 'PrefixCache', 'lookup_draft', 'Engine', 'generate', 'HFEngine', 'make_engine']
 
 # %% ../nbs/11_engine.ipynb
 SUPPORTED = ("llama", "mistral", "qwen2", "qwen3")
@@ -49,13 +49,15 @@ def check_context(reqs, limit: int | None) -> None:
 @dataclass
 class Request:
     """One prompt (token ids) to complete; `schema` (canonical JSON text, `toolpaper.grammar.schema_text`): the answer
-    must be a JSON document of that schema (the fast engine masks every other token)."""
+    must be a JSON document of that schema (the fast engine masks every other token); `min_new_tokens`: no
+    end-of-sequence token before that many new tokens (a stop string still ends the answer)."""
     ids: list[int]
     max_new_tokens: int = 256
     stop: tuple = ()
     temperature: float = 0.0
     seed: int = 0
     schema: str | None = None
+    min_new_tokens: int = 0
 
 # %% ../nbs/11_engine.ipynb
 @dataclass
@@ -166,6 +168,24 @@ class _Q8Attn:
             if hasattr(attn, a): setattr(self, a, getattr(attn, a))
 
 # %% ../nbs/11_engine.ipynb
+def _merged_weight(*lins):
+    """The weight (fp32) and bias (or None) of one or more linear layers that read the same input, stacked as one
+    product's (their outputs side by side); a LoRA layer's active adapters are folded in first."""
+    import torch
+    ws, bs = [], []
+    for lin in lins:
+        if hasattr(lin, "get_delta_weight"):
+            base = lin.get_base_layer()
+            ws.append(base.weight.float() + sum(lin.get_delta_weight(a).float() for a in lin.active_adapters
+                                                if a in lin.lora_A))
+            bs.append(base.bias)
+        else: ws.append(lin.weight.float()); bs.append(lin.bias)
+    w = torch.cat([x.detach() for x in ws])
+    if not any(x is not None for x in bs): return w, None
+    return w, torch.cat([x.detach().float() if x is not None else torch.zeros(y.shape[0], device=y.device)
+                         for x, y in zip(bs, ws)])
+
+# %% ../nbs/11_engine.ipynb
 def _int8_linear(*lins):
     """A dynamically quantised (int8 weights, per output channel) copy of a linear layer, or of several that read the
     same input as one product (their outputs side by side); a LoRA layer is folded in first. Scales are per output
@@ -174,20 +194,10 @@ def _int8_linear(*lins):
     import torch
     from torch.ao.nn.quantized.dynamic import Linear as QLinear
     from torch.ao.quantization import per_channel_dynamic_qconfig
-    ws, bs = [], []
-    for lin in lins:
-        if hasattr(lin, "get_delta_weight"):
-            base = lin.get_base_layer()
-            ws.append(base.weight + sum(lin.get_delta_weight(a) for a in lin.active_adapters if a in lin.lora_A))
-            bs.append(base.bias)
-        else: ws.append(lin.weight); bs.append(lin.bias)
-    w = torch.cat([x.detach().float().cpu() for x in ws])
-    has_b = any(x is not None for x in bs)
-    b = torch.cat([x.detach().float().cpu() if x is not None else torch.zeros(y.shape[0]) for x, y in zip(bs, ws)]) \
-        if has_b else None
-    f = torch.nn.Linear(w.shape[1], w.shape[0], bias=has_b)
-    f.weight.data = w.clone()
-    if b is not None: f.bias.data = b
+    w, b = _merged_weight(*lins)
+    f = torch.nn.Linear(w.shape[1], w.shape[0], bias=b is not None)
+    f.weight.data = w.cpu().clone()
+    if b is not None: f.bias.data = b.cpu()
     f.qconfig = per_channel_dynamic_qconfig
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -198,7 +208,8 @@ class Engine:
     """Continuous-batching greedy / sampled generation for a causal LM: up to `slots` sequences decode together over a
     preallocated key/value cache, and finished prompts' keys and values are kept in a prefix cache for reuse."""
     def __init__(self, model, tok, slots: int = 16, prefix_cache_mb: int = 2048, prefill_chunk: int = 2048,
-                 precision: str = "auto", draft: int = 8, step_tokens: int = 16, grammar: str | None = None):
+                 precision: str = "auto", draft: int = 8, step_tokens: int = 16, grammar: str | None = None,
+                 lean: bool | None = None):
         import torch
         why = engine_support(model)
         if why: raise ValueError(f"the fast engine cannot run this model: {why}")
@@ -228,7 +239,12 @@ class Engine:
         self.kv = None
         self.cancel = None          # a threading.Event: when set, generate stops between steps with a RuntimeError
         self._on_done = None        # generate's `on_done` while it runs
+        self._torch = torch
         self.q8 = self._quantize() if precision == "int8" else None
+        # the lean path (fused projections, one attention kernel, a rotary table): bf16 and int8 by default; fp32
+        # keeps the first path, whose answers fill the committed stage cache (`LEAN_REVISION` keys the others apart)
+        self.lean = self._lean_layers() if (precision != "fp32" if lean is None else lean) else None
+        self._rope = None           # (cos, sin) of every position the lean path may reach, built per generate call
         self.grammar, self._grammars = grammar or DEFAULT_GRAMMAR, None   # schema constraints: built when first asked
         self._torch = torch
 
@@ -283,6 +299,12 @@ Engine._qkv, Engine._mlp, Engine._head = _qkv, _mlp, _head
 def _prefill(self, slot: int, ids, start: int):
     "Run tokens `ids` of the sequence in `slot` at positions start, start+1, ...; logits of the last position."
     torch = self._torch
+    if self.lean is not None:
+        for c0 in range(0, ids.shape[0], self.prefill_chunk):
+            part = ids[c0:c0 + self.prefill_chunk]
+            n = torch.tensor([part.shape[0]], device=self.device)
+            logits = self._lean_pass(part[None], torch.tensor([start + c0], device=self.device), n, slot=slot)
+        return logits[0, -1]
     quant = self.q8 is not None
     import torch.nn.functional as F
     with torch.inference_mode():
@@ -311,6 +333,7 @@ Engine._prefill = _prefill
 # %% ../nbs/11_engine.ipynb
 def _step(self, toks, pos, lens):
     "Feed `toks[b, :lens[b]]` at positions `pos[b]`, ... of slots 0..B-1; logits [B, T, vocab]."
+    if self.lean is not None: return self._lean_pass(toks, pos, lens)
     torch = self._torch
     quant = self.q8 is not None
     with torch.inference_mode():
@@ -343,10 +366,100 @@ def _step(self, toks, pos, lens):
 Engine._step = _step
 
 # %% ../nbs/11_engine.ipynb
-def _pick(self, logits, req: Request, gen, con=None) -> int:
-    "The next token from `logits` (greedy, or sampled at the request's temperature); `con`: its schema's matcher."
+LEAN_REVISION = 2      # the answers of the lean path: stage keys of bf16 / int8 generations carry it
+
+# %% ../nbs/11_engine.ipynb
+def _lean_layers(self) -> list[dict]:
+    """Per decoder layer, what the lean path calls: the fused qkv and gate-up products (int8: the quantised copies;
+    else linear layers in the model's dtype), the output and down projections, the norms and the activation."""
+    torch = self._torch
+    def fused(*lins):
+        w, b = _merged_weight(*lins)
+        f = torch.nn.Linear(w.shape[1], w.shape[0], bias=b is not None, device=self.device, dtype=self.dtype)
+        f.weight.data = w.to(self.device, self.dtype)
+        if b is not None: f.bias.data = b.to(self.device, self.dtype)
+        return f
+    out = []
+    for l, layer in enumerate(self.inner.layers):
+        a, m = layer.self_attn, layer.mlp
+        p = self.q8[l] if self.q8 is not None else None
+        out.append({
+            "qkv": p["qkv"] if p else fused(a.q_proj, a.k_proj, a.v_proj), "o": p["o_proj"] if p else a.o_proj,
+            "gate_up": p["gate_up"] if p else fused(m.gate_proj, m.up_proj),
+            "down": p["down_proj"] if p else m.down_proj,
+            "inter": m.gate_proj.out_features, "act": m.act_fn, "norm1": layer.input_layernorm,
+            "norm2": layer.post_attention_layernorm, "q_norm": getattr(a, "q_norm", None),
+            "k_norm": getattr(a, "k_norm", None)})
+    return out
+
+# %% ../nbs/11_engine.ipynb
+def _rope_table(self, cap: int) -> None:
+    "The model's own rotary (cos, sin) for positions 0..cap-1, [cap, head dim] each, in the activations' dtype."
+    torch = self._torch
+    x = torch.zeros(1, 1, 1, dtype=self.dtype if self.q8 is None else torch.float32, device=self.device)
+    cos, sin = self.inner.rotary_emb(x, torch.arange(cap, device=self.device)[None])
+    self._rope = (cos[0], sin[0])
+
+# %% ../nbs/11_engine.ipynb
+def _rms(norm, x):
+    "A Llama-style RMS norm module's function as one fused call (`torch.nn.functional.rms_norm`)."
+    import torch.nn.functional as F
+    return F.rms_norm(x, (x.shape[-1],), norm.weight, getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6)))
+
+# %% ../nbs/11_engine.ipynb
+def _lean_pass(self, toks, pos, lens, slot: int | None = None):
+    """The lean path's forward: `toks[b, :lens[b]]` at positions `pos[b]`, ... of slots 0..B-1 (or, with `slot`, one
+    sequence in that slot, returning the last position's logits only); logits [B, T or 1, vocab]."""
+    torch = self._torch
+    import torch.nn.functional as F
+    with torch.inference_mode():
+        B, T = toks.shape
+        H, Hkv, D = self.H, self.Hkv, self.D
+        x = self.inner.embed_tokens(toks)
+        P = pos[:, None] + torch.arange(T, device=self.device)[None, :]
+        cos, sin = self._rope[0][P][:, :, None], self._rope[1][P][:, :, None]      # [B, T, 1, D]
+        Lm, p0 = int((pos + lens).max()), int(pos[0])
+        causal = B == 1 and p0 == 0                                                # nothing before: plain causal
+        mask = None if causal else (torch.arange(Lm, device=self.device)[None, None, :] <= P[:, :, None])[:, None]
+        one = B == 1 and int(lens[0]) == T              # one sequence, every token real: its cache rows by slicing
+        s0 = 0 if slot is None else slot
+        if not one:
+            valid = torch.arange(T, device=self.device)[None, :] < lens[:, None]
+            rows, cols = torch.arange(B, device=self.device)[:, None].expand(B, T)[valid], P[valid]
+        for l, c in enumerate(self.lean):
+            y = c["qkv"](_rms(c["norm1"], x)).view(B, T, H + 2 * Hkv, D)
+            qk = y[:, :, :H + Hkv] if c["q_norm"] is None else \
+                torch.cat([c["q_norm"](y[:, :, :H]), c["k_norm"](y[:, :, H:H + Hkv])], 2)
+            h = D // 2
+            qk = qk * cos + torch.cat((-qk[..., h:], qk[..., :h]), -1) * sin              # rotate q and k at once
+            q, k, v = qk[:, :, :H], qk[:, :, H:], y[:, :, H + Hkv:]
+            kv = self.kv[l]
+            if one:
+                kv[0, s0, :, p0:p0 + T] = k[0].transpose(0, 1)
+                kv[1, s0, :, p0:p0 + T] = v[0].transpose(0, 1)
+            else:
+                kv[0, rows, :, cols] = k[valid].to(kv.dtype)
+                kv[1, rows, :, cols] = v[valid].to(kv.dtype)
+            K, V = kv[0, s0:s0 + B, :, :Lm], kv[1, s0:s0 + B, :, :Lm]
+            o = F.scaled_dot_product_attention(q.transpose(1, 2).to(K.dtype), K, V, attn_mask=mask, is_causal=causal,
+                                               scale=self.scale, enable_gqa=self.G > 1)
+            x = x + c["o"](o.transpose(1, 2).reshape(B, T, H * D).to(x.dtype))
+            g, u = c["gate_up"](_rms(c["norm2"], x)).split(c["inter"], -1)
+            x = x + c["down"](c["act"](g) * u)
+        if slot is not None: x = x[:, -1:]
+        head = self.q8_head if self.q8 is not None else self.lm.lm_head
+        return head(_rms(self.inner.norm, x)).float()
+
+Engine._lean_layers, Engine._rope_table, Engine._lean_pass = _lean_layers, _rope_table, _lean_pass
+
+# %% ../nbs/11_engine.ipynb
+def _pick(self, logits, req: Request, gen, con=None, n: int = 0) -> int:
+    """The next token from `logits` (greedy, or sampled at the request's temperature); `con`: its schema's matcher;
+    `n`: new tokens so far (end-of-sequence tokens are masked while `n < req.min_new_tokens`)."""
     torch = self._torch
     if con is not None: logits = con.mask(logits)
+    if n < req.min_new_tokens:
+        logits = logits.clone(); logits[list(self.eos)] = float("-inf")
     if req.temperature and req.temperature > 0:
         t = int(torch.multinomial(torch.softmax(logits.float() / req.temperature, dim=-1), 1, generator=gen))
     else: t = int(torch.argmax(logits))
@@ -362,7 +475,8 @@ def _drafts(self, live: list[dict], reqs: Sequence[Request]) -> list[list[int]]:
         room = r.max_new_tokens - len(s["new"])
         out.append(
             []
-            if k <= 0 or r.temperature or room <= 1 or s["con"] is not None      # constrained: one token a step
+            # constrained, or an end-of-sequence ban still on: one token a step
+            if k <= 0 or r.temperature or room <= 1 or s["con"] is not None or len(s["new"]) < r.min_new_tokens
             else lookup_draft(np.concatenate([s["ids"], np.asarray(s["new"], dtype=np.int64)]), min(k, room - 1))
         )
     return out
@@ -446,7 +560,7 @@ def _decode_round(self, live: list[dict], reqs: Sequence[Request]) -> None:
             while a < len(d) and d[a] == best[a]: a += 1
             s["acc"], s["next"] = d[:a], best[a]
             st.draft_tokens += len(d); st.accepted_tokens += a
-        else: s["acc"], s["next"] = [], self._pick(logits[b, 0], r, s["gen"], s["con"])
+        else: s["acc"], s["next"] = [], self._pick(logits[b, 0], r, s["gen"], s["con"], len(s["new"]))
         s["pos"] += 1 + len(s["acc"])
         st.generated_tokens += 1 + len(s["acc"])
     st.decode_seconds += time.perf_counter() - t0
@@ -470,6 +584,7 @@ def generate(self, reqs: Sequence[Request], progress: bool = False, on_done=None
     cap = max(len(r.ids) + r.max_new_tokens for r in reqs)
     if self.window and cap > self.window:
         raise ValueError(f"a sequence of {cap} tokens exceeds the model's sliding window ({self.window}); use HFEngine")
+    if self.lean is not None and (self._rope is None or self._rope[0].shape[0] < cap): self._rope_table(cap)
     slots = min(self.slots, len(reqs))
     # zeros, not empty: masked positions are multiplied by 0, and uninitialised memory may hold NaN
     self.kv = torch.zeros(self.L, 2, slots, self.Hkv, cap, self.D, dtype=self.dtype, device=self.device)
@@ -508,10 +623,11 @@ class HFEngine:
         check_context(reqs, context_length(self.model))
         out: list[Output | None] = [None] * len(reqs)
         groups: dict[tuple, list[int]] = {}
-        for i, r in enumerate(reqs): groups.setdefault((r.max_new_tokens, tuple(r.stop), r.temperature), []).append(i)
+        for i, r in enumerate(reqs):
+            groups.setdefault((r.max_new_tokens, tuple(r.stop), r.temperature, r.min_new_tokens), []).append(i)
         pad = self.tok.pad_token_id if self.tok.pad_token_id is not None else self.tok.eos_token_id
         bar = tqdm(total=len(reqs), disable=not progress, desc="generate (transformers)")
-        for (n_new, stop, temp), idx in groups.items():
+        for (n_new, stop, temp, n_min), idx in groups.items():
             idx = sorted(idx, key=lambda i: len(reqs[i].ids))
             for b in range(0, len(idx), self.batch_size):
                 part = idx[b:b + self.batch_size]
@@ -525,6 +641,7 @@ class HFEngine:
                         input_ids=ids.to(self.model.device),
                         attention_mask=att.to(self.model.device),
                         max_new_tokens=n_new,
+                        min_new_tokens=n_min or None,
                         do_sample=bool(temp),
                         temperature=temp or None,
                         top_p=None,

@@ -136,6 +136,7 @@ def read_request(b: dict, client, chat: bool = True) -> list[tuple]:
     asked = _number(b, "max_completion_tokens", None, 1, 2 ** 63, True)
     asked = _number(b, "max_tokens", asked, 1, 2 ** 63, True) if asked is None else asked
     t = float(_number(b, "temperature", 0.0, 0.0, 2.0))
+    min_tokens = _number(b, "min_tokens", 0, 0, 2 ** 63, True)      # vLLM's extension: no end token before that many
     schema = _schema(b)                  # response_format: the local engine decodes under the schema
     if chat: items = [_chat_prompt(b)]
     else:
@@ -153,7 +154,8 @@ def read_request(b: dict, client, chat: bool = True) -> list[tuple]:
                 f"max_tokens {asked if asked is not None else 'default'} is too large: the prompt has {n} tokens and "
                 f"the model's context is {limit} tokens, so at most {max(0, room)} new tokens fit"
             )
-        out.append((prompt, prefix, Params(asked or min(256, room), _stops(b.get("stop")), True, t, schema)))
+        out.append((prompt, prefix, Params(asked or min(256, room), _stops(b.get("stop")), True, t, schema,
+                                           min_tokens=min_tokens)))
     return out
 
 # %% ../nbs/21_serve.ipynb

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 from .io import append_jsonl, atomic_write_text, fingerprint, jsonl_records
 from .client import LazyClient, LocalClient, OpenAIClient, RecordReplay, _record_problem
+from .engine import LEAN_REVISION
 from .grammar import DEFAULT_GRAMMAR
 from .models import default_device
 from .precision import gen_precision, train_bf16
@@ -257,8 +258,12 @@ class StageCache:
         """The client of every generation with `model` (+ `adapter`): cached per request; on a miss the local engine
         (built then, weights trained then if needed) or the server answers, under the adapter folder's name."""
         st = self.settings
-        ident = json.dumps({"model": self.ident(model), "adapter": self.ident(adapter), "backend": st.backend(),
-                            "generation": GENERATION_VERSION}, sort_keys=True)
+        backend = st.backend()
+        # the engine's lean path (bf16 / int8) answers under its own revision; fp32 keys are as they always were
+        lean = {"engine": LEAN_REVISION} if backend.startswith("local:") and st.engine != "reference" \
+            and GenSettings.precision_of(backend) != "fp32" else {}
+        ident = json.dumps({"model": self.ident(model), "adapter": self.ident(adapter), "backend": backend,
+                            "generation": GENERATION_VERSION, **lean}, sort_keys=True)
         if ident in self.clients: return self.clients[ident]
         trained_model = str(Path(model)) in self.folders            # a full fine-tune: served under its folder's name
         grammar = None if st.base_url else st.grammar or DEFAULT_GRAMMAR    # a server enforces schemas its own way
