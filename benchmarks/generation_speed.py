@@ -215,11 +215,13 @@ def decode_profile(model, max_new: int = 128, precision: str = "bf16", rounds: i
         for e in p.key_averages():
             g = next((k for k, names in groups.items() if e.key in names), "other operators")
             ms[g] += e.self_cpu_time_total / 1000; calls += e.count
-    return [{"precision": precision, "prompts": len(reqs), "decode rounds": steps, "tokens": tokens,
-             "tokens / round": round(tokens / steps, 2), "operator calls / round": round(calls / steps),
-             "ms / round (profiled)": round(1000 * wall / steps, 1),
-             **{f"{k} ms / round": round(v / steps, 1) for k, v in ms.items()},
-             "outside operators ms / round": round((1000 * wall - sum(ms.values())) / steps, 1)}]
+    row = {"precision": precision, "prompts": len(reqs), "decode rounds": steps, "tokens": tokens,
+           "tokens / round": round(tokens / steps, 2), "operator calls / round": round(calls / steps),
+           "ms / round (profiled)": round(1000 * wall / steps, 1),
+           **{f"{k} ms / round": round(v / steps, 1) for k, v in ms.items()},
+           "outside operators ms / round": round((1000 * wall - sum(ms.values())) / steps, 1)}
+    print("profile", json.dumps(row), flush=True)
+    return [row]
 
 
 def umi_workload(model, n_tasks: int = 6):
@@ -330,9 +332,26 @@ def deer_workload(model, n: int = 16, shots: int = 4):
     return rows
 
 
+def floors() -> dict:
+    """This machine's limits, measured now: copy bandwidth (a 256 MB tensor cloned, read + write counted, best of 5)
+    and the SmolLM2-shaped product in each precision (`toolpaper.precision.measure_product`)."""
+    from toolpaper.precision import measure_product
+    a, best = torch.randn(64 * 2 ** 20), float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter(); a.clone(); best = min(best, time.perf_counter() - t0)
+    return {"copy GB/s": round(2 * a.numel() * 4 / best / 1e9, 1),
+            **{f"{p} GFLOP/s": round(measure_product(p), 1) for p in ("fp32", "bf16", "int8")}}
+
+
 def markdown(res: dict) -> str:
     from toolpaper.report import df_markdown
     import pandas as pd
+    fl = res.get("floors")
+    limits = [] if not fl else [
+        f"This machine, measured at the start of the run: memory copy {fl['copy GB/s']} GB/s; matrix products fp32 "
+        f"{fl['fp32 GFLOP/s']}, bf16 {fl['bf16 GFLOP/s']}, int8 {fl['int8 GFLOP/s']} GFLOP/s. At that bandwidth one "
+        f"decode round that reads every weight once takes at least {270 / fl['copy GB/s']:.0f} ms in bf16 (270 MB) and "
+        f"{135 / fl['copy GB/s']:.0f} ms in int8 (135 MB), before the key/value cache.", ""]
     L = [
         f"# Generation speed ({res['model']}{' + adapter ' + res['adapter'] if res.get('adapter') else ''}, "
         f"{res['threads']} threads, {res['machine']})",
@@ -342,6 +361,7 @@ def markdown(res: dict) -> str:
         "Greedy decoding throughout. Each section says when it was measured and how loaded the 2-core machine was "
         "(load average at its start and end; other jobs running make every path slower, not alike).",
         "",
+        *limits,
     ]
     titles = {
         "seal": "Seal-Tools cpu workload (16 test prompts, BM25 top-5, at most 160 new tokens)",
@@ -458,6 +478,7 @@ def main():
         "machine": f"{platform.machine()}, torch {torch.__version__}",
         "workloads": {},
     }
+    if not a.render: res["floors"] = floors()
     fns = {"seal": seal_workload, "decode": decode_workload, "profile": decode_profile, "umi": umi_workload,
            "deer": deer_workload}
     if a.render: res = json.loads(Path(a.render).read_text())
