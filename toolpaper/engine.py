@@ -420,7 +420,10 @@ def _lean_pass(self, toks, pos, lens, slot: int | None = None):
         cos, sin = self._rope[0][P][:, :, None], self._rope[1][P][:, :, None]      # [B, T, 1, D]
         Lm, p0 = int((pos + lens).max()), int(pos[0])
         causal = B == 1 and p0 == 0                                                # nothing before: plain causal
-        mask = None if causal else (torch.arange(Lm, device=self.device)[None, None, :] <= P[:, :, None])[:, None]
+        if not causal:      # the G query heads of a key/value head are stacked: one bias row per (head, token)
+            vis = torch.arange(Lm, device=self.device)[None, None, :] <= P[:, :, None]
+            bias = torch.zeros(B, T, Lm, device=self.device).masked_fill_(~vis, float("-inf"))
+            bias = bias[:, None, None].expand(B, 1, self.G, T, Lm).reshape(B, 1, self.G * T, Lm)
         one = B == 1 and int(lens[0]) == T              # one sequence, every token real: its cache rows by slicing
         s0 = 0 if slot is None else slot
         if not one:
@@ -441,9 +444,14 @@ def _lean_pass(self, toks, pos, lens, slot: int | None = None):
                 kv[0, rows, :, cols] = k[valid].to(kv.dtype)
                 kv[1, rows, :, cols] = v[valid].to(kv.dtype)
             K, V = kv[0, s0:s0 + B, :, :Lm], kv[1, s0:s0 + B, :, :Lm]
-            o = F.scaled_dot_product_attention(q.transpose(1, 2).to(K.dtype), K, V, attn_mask=mask, is_causal=causal,
-                                               scale=self.scale, enable_gqa=self.G > 1)
-            x = x + c["o"](o.transpose(1, 2).reshape(B, T, H * D).to(x.dtype))
+            if causal:
+                o = F.scaled_dot_product_attention(q.transpose(1, 2), K, V, is_causal=True, scale=self.scale,
+                                                   enable_gqa=self.G > 1).transpose(1, 2)
+            else:       # a few query rows over a long cache: two products beat the fused kernel on CPU (measured)
+                s = torch.matmul(q.transpose(1, 2).reshape(B, Hkv, self.G * T, D), K.transpose(-1, -2)).float()
+                s = torch.softmax(s * self.scale + bias, dim=-1).to(V.dtype)
+                o = torch.matmul(s, V).reshape(B, H, T, D).transpose(1, 2)
+            x = x + c["o"](o.reshape(B, T, H * D))
             g, u = c["gate_up"](_rms(c["norm2"], x)).split(c["inter"], -1)
             x = x + c["down"](c["act"](g) * u)
         if slot is not None: x = x[:, -1:]
