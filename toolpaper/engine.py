@@ -241,7 +241,7 @@ class Engine:
         self._on_done = None        # generate's `on_done` while it runs
         self._torch = torch
         self.q8 = self._quantize() if precision == "int8" else None
-        # the lean path (fused projections, one attention kernel, a rotary table): bf16 and int8 by default; fp32
+        # the lean path (fused projections and norms, a rotary table): bf16 and int8 by default; fp32
         # keeps the first path, whose answers fill the committed stage cache (`LEAN_REVISION` keys the others apart)
         self.lean = self._lean_layers() if (precision != "fp32" if lean is None else lean) else None
         self._rope = None           # (cos, sin) of every position the lean path may reach, built per generate call
@@ -331,6 +331,35 @@ def _prefill(self, slot: int, ids, start: int):
 Engine._prefill = _prefill
 
 # %% ../nbs/11_engine.ipynb
+def _stacked_bias(self, P, Lm: int):
+    """The visibility bias of queries at positions `P` [B, T] over cache positions 0..Lm-1, one row per (query head of
+    a key/value group, token) as `_stacked_attention` lays them out: [B, 1, G*T, Lm], 0 where seen, -inf where not."""
+    torch = self._torch
+    B, T = P.shape
+    vis = torch.arange(Lm, device=self.device)[None, None, :] <= P[:, :, None]
+    bias = torch.zeros(B, T, Lm, dtype=torch.float32, device=self.device).masked_fill_(~vis, float("-inf"))
+    return bias[:, None, None].expand(B, 1, self.G, T, Lm).reshape(B, 1, self.G * T, Lm)
+
+def _stacked_attention(self, q, K, V, bias):
+    """Queries `q` [B, H, T, D] attending over cached keys and values [B, Hkv, L, D] as two products, the G query heads
+    of each key/value head stacked into G*T rows (keys and values read once, never repeated); the softmax in fp32 with
+    `bias` (`_stacked_bias`). Returns [B, H, T, D]."""
+    torch = self._torch
+    B, H, T, D = q.shape
+    s = torch.matmul(q.reshape(B, self.Hkv, self.G * T, D), K.transpose(-1, -2)).float() * self.scale + bias
+    return torch.matmul(torch.softmax(s, dim=-1).to(V.dtype), V).reshape(B, H, T, D)
+
+def _cache_rows(self, P, lens):
+    """Which entries of `P` [B, T] are real tokens (`valid`: the first `lens[b]` of row b) and the cache slot and
+    position each one's key and value go to."""
+    torch = self._torch
+    B, T = P.shape
+    valid = torch.arange(T, device=self.device)[None, :] < lens[:, None]
+    return valid, torch.arange(B, device=self.device)[:, None].expand(B, T)[valid], P[valid]
+
+Engine._stacked_bias, Engine._stacked_attention, Engine._cache_rows = _stacked_bias, _stacked_attention, _cache_rows
+
+# %% ../nbs/11_engine.ipynb
 def _step(self, toks, pos, lens):
     "Feed `toks[b, :lens[b]]` at positions `pos[b]`, ... of slots 0..B-1; logits [B, T, vocab]."
     if self.lean is not None: return self._lean_pass(toks, pos, lens)
@@ -342,23 +371,15 @@ def _step(self, toks, pos, lens):
         P = pos[:, None] + torch.arange(T, device=self.device)[None, :]
         cos, sin = self.inner.rotary_emb(x, P)
         Lm = int((pos + lens).max())
-        vis = torch.arange(Lm, device=self.device)[None, None, :] <= P[:, :, None]
-        bias = torch.zeros(B, T, Lm, dtype=torch.float32, device=self.device).masked_fill_(~vis, float("-inf"))
-        bias = bias[:, None, None].expand(B, 1, self.G, T, Lm).reshape(B, 1, self.G * T, Lm)
-        valid = torch.arange(T, device=self.device)[None, :] < lens[:, None]
-        rows, cols = torch.arange(B, device=self.device)[:, None].expand(B, T)[valid], P[valid]
+        bias = self._stacked_bias(P, Lm)
+        valid, rows, cols = self._cache_rows(P, lens)
         for l, layer in enumerate(self.inner.layers):
             attn = layer.self_attn if not quant else self.q8_attn[l]
             q, k, v = self._qkv(attn, layer.input_layernorm(x), cos, sin)
             self.kv[l, 0, rows, :, cols] = k.transpose(1, 2)[valid]
             self.kv[l, 1, rows, :, cols] = v.transpose(1, 2)[valid]
             K, V = self.kv[l, 0, :B, :, :Lm], self.kv[l, 1, :B, :, :Lm]
-            s = (
-                torch.matmul(q.reshape(B, self.Hkv, self.G * T, self.D), K.transpose(-1, -2)).float() * self.scale
-                + bias
-            )
-            o = torch.matmul(torch.softmax(s, dim=-1).to(V.dtype), V)
-            o = o.reshape(B, self.H, T, self.D).transpose(1, 2).reshape(B, T, self.H * self.D)
+            o = self._stacked_attention(q, K, V, bias).transpose(1, 2).reshape(B, T, self.H * self.D)
             x = x + attn.o_proj(o)
             x = x + self._mlp(l, layer, layer.post_attention_layernorm(x), quant)
         return self._head(x, quant)
@@ -420,15 +441,10 @@ def _lean_pass(self, toks, pos, lens, slot: int | None = None):
         cos, sin = self._rope[0][P][:, :, None], self._rope[1][P][:, :, None]      # [B, T, 1, D]
         Lm, p0 = int((pos + lens).max()), int(pos[0])
         causal = B == 1 and p0 == 0                                                # nothing before: plain causal
-        if not causal:      # the G query heads of a key/value head are stacked: one bias row per (head, token)
-            vis = torch.arange(Lm, device=self.device)[None, None, :] <= P[:, :, None]
-            bias = torch.zeros(B, T, Lm, device=self.device).masked_fill_(~vis, float("-inf"))
-            bias = bias[:, None, None].expand(B, 1, self.G, T, Lm).reshape(B, 1, self.G * T, Lm)
+        bias = None if causal else self._stacked_bias(P, Lm)
         one = B == 1 and int(lens[0]) == T              # one sequence, every token real: its cache rows by slicing
         s0 = 0 if slot is None else slot
-        if not one:
-            valid = torch.arange(T, device=self.device)[None, :] < lens[:, None]
-            rows, cols = torch.arange(B, device=self.device)[:, None].expand(B, T)[valid], P[valid]
+        if not one: valid, rows, cols = self._cache_rows(P, lens)
         for l, c in enumerate(self.lean):
             y = c["qkv"](_rms(c["norm1"], x)).view(B, T, H + 2 * Hkv, D)
             qk = y[:, :, :H + Hkv] if c["q_norm"] is None else \
@@ -448,9 +464,7 @@ def _lean_pass(self, toks, pos, lens, slot: int | None = None):
                 o = F.scaled_dot_product_attention(q.transpose(1, 2), K, V, is_causal=True, scale=self.scale,
                                                    enable_gqa=self.G > 1).transpose(1, 2)
             else:       # a few query rows over a long cache: two products beat the fused kernel on CPU (measured)
-                s = torch.matmul(q.transpose(1, 2).reshape(B, Hkv, self.G * T, D), K.transpose(-1, -2)).float()
-                s = torch.softmax(s * self.scale + bias, dim=-1).to(V.dtype)
-                o = torch.matmul(s, V).reshape(B, H, T, D).transpose(1, 2)
+                o = self._stacked_attention(q.transpose(1, 2), K, V, bias).transpose(1, 2)
             x = x + c["o"](o.reshape(B, T, H * D))
             g, u = c["gate_up"](_rms(c["norm2"], x)).split(c["inter"], -1)
             x = x + c["down"](c["act"](g) * u)
