@@ -183,26 +183,25 @@ def _power(v: str, r: dict, claim: Claim) -> dict:
     return {"detectable": f"±{half:.1f}", "n for the paper's difference": need}
 
 # %% ../nbs/91_claims.ipynb
-def _precision_label(kinds: dict[str, set[str]]) -> str:
-    "The `run_precision` label of precisions by kind of stage."
+def _precision_label(kinds: dict[str, set[str]]) -> tuple[str, bool]:
+    "The `run_precision` label of precisions by kind of stage, and whether the stages ran in more than one precision."
     every = set().union(*kinds.values()) if kinds else set()
-    if len(every) <= 1: return next(iter(every), "–")
-    return "; ".join(f"{k} {', '.join(sorted(v))}" for k, v in kinds.items())
+    if len(every) <= 1: return next(iter(every), "–"), False
+    return "; ".join(f"{k} {', '.join(sorted(v))}" for k, v in kinds.items()), True
 
 # %% ../nbs/91_claims.ipynb
 def run_precision(work) -> str:
     """The precision an experiment's last run trained and generated in (`stages.summary_precisions`): one name when
     every stage that states one agrees ('fp32'), else each kind's ('train fp32; generate bf16, fp32'); '–' when no stage
     states one (no stage cache, or retrieval stages only)."""
-    return _precision_label(summary_precisions(work))
+    return _precision_label(summary_precisions(work))[0]
 
 # %% ../nbs/91_claims.ipynb
 def evaluate(claim: Claim, reports, n_boot: int = 2000, seed: int = 0) -> dict:
     "The ledger row of `claim` from the scored conditions under `reports` (a folder of report folders)."
     row = {"paper": claim.paper, "claim": claim.claim, "paper's evidence": f"{claim.evidence}: {claim.paper_says}",
            "comparison": f"{claim.experiment}: {claim.comparison}", "metric": claim.metric}
-    kinds = summary_precisions(Path(reports) / claim.experiment / "work")
-    prec = _precision_label(kinds)
+    prec, mixed = _precision_label(summary_precisions(Path(reports) / claim.experiment / "work"))
     try:
         scored = load_scored(Path(reports) / claim.experiment / "work")
         got = [select(scored, c, claim.mode) for _, c in claim.terms]
@@ -232,9 +231,9 @@ def evaluate(claim: Claim, reports, n_boot: int = 2000, seed: int = 0) -> dict:
         why = (f"out of this model's reach: every condition scores at most {claim.reach:g}%, so the number of items is "
                "not what is missing")
     if claim.note and v != "not run": why = f"{why}; {claim.note}" if why else claim.note
-    if len(set().union(*kinds.values()) if kinds else ()) > 1:
-        mixed = f"the experiment's stages ran in more than one precision ({prec})"
-        why = f"{why}; {mixed}" if why else mixed
+    if mixed:
+        note = f"the experiment's stages ran in more than one precision ({prec})"
+        why = f"{why}; {note}" if why else note
     return row | {"mode": mode, "precision": prec, "toolpaper": " / ".join(pct(x) for x in r["terms"]),
                   **_power(v, r, claim), "setup": f"differs: {claim.setup}" if claim.setup else "the paper's",
                   "difference [95% CI]": f"{pct(r['value'])} [{pct(r['low'])}, {pct(r['high'])}]",
