@@ -35,11 +35,12 @@ def engines(model: str, adapter: str | None = None):
     from toolpaper.models import load_model
     from toolpaper.engine import Engine, HFEngine
     m, tok = load_model(model, adapter=adapter, device="cpu")
-    m16 = copy.deepcopy(m)                    # the bf16 engine casts its model: a copy of its own
+    m16 = copy.deepcopy(m)                    # the bf16 and w8 engines cast their model: a copy of their own
     return m, tok, {"reference (transformers, batch 8)": lambda: HFEngine(m, tok, batch_size=8),
                     "toolpaper engine (fp32)": lambda: Engine(m, tok, precision="fp32"),
                     "toolpaper engine (int8)": lambda: Engine(m, tok, precision="int8"),
-                    "toolpaper engine (bf16)": lambda: Engine(m16, tok, precision="bf16")}
+                    "toolpaper engine (bf16)": lambda: Engine(m16, tok, precision="bf16"),
+                    "toolpaper engine (w8)": lambda: Engine(m16, tok, precision="w8")}
 
 
 class LlamaCpp:
@@ -160,6 +161,8 @@ def decode_workload(model, n: int = 3, max_new: int = 128, adapter: str | None =
         "toolpaper engine (bf16, no drafts, lean path)": lambda: Engine(m16, tok, slots=1, draft=0,
                                                                         precision="bf16"),
         "toolpaper engine (bf16, drafts, lean path)": lambda: Engine(m16, tok, slots=1, precision="bf16"),
+        "toolpaper engine (w8, no drafts, lean path)": lambda: Engine(m16, tok, slots=1, draft=0, precision="w8"),
+        "toolpaper engine (w8, drafts, lean path)": lambda: Engine(m16, tok, slots=1, precision="w8"),
         **({"llama.cpp (Q4_1 GGUF, llama-cpp-python)": lambda: LlamaCpp(tok)} if llama_cpp_available(adapter) else {}),
     }
     engines_ = {name: make() for name, make in paths.items()}

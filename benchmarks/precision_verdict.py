@@ -1,5 +1,5 @@
 """Benchmark: the precision verdict on fine-tuned models. The same Seal-Tools and DEER test items are answered by a
-fine-tuned model in each precision (fp32, bf16, int8), through `toolpaper bench`'s suites; each task metric's
+fine-tuned model in each precision (fp32, bf16, int8, w8), through `toolpaper bench`'s suites; each task metric's
 difference to fp32 comes with its paired 95% bootstrap interval (`toolpaper.claims.contrast`, the same items in every
 precision), beside each precision's seconds per item. `toolpaper.precision.precision_verdict` picks the fastest
 precision whose intervals all lie within +-2 points of fp32; `--save-verdict` keeps the pick for this machine, and the
@@ -105,11 +105,11 @@ def main(argv=None):
     ap.add_argument("--deer-base", default="smollm2-135m-instruct")
     ap.add_argument("--deer-adapter", default=str(ROOT / "reports/deer/work/adapter_mixture_2-1-2"))
     ap.add_argument("--n", type=int, default=100)
-    ap.add_argument("--precisions", default="fp32,bf16,int8")
+    ap.add_argument("--precisions", default="fp32,bf16,int8,w8")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--work", default=None, help="folder of the runs' predictions (default: a new temporary one)")
     ap.add_argument("--tiny", action="store_true")
-    ap.add_argument("--keep-slow", action="store_true", help="run bf16 even where this CPU emulates it")
+    ap.add_argument("--keep-slow", action="store_true", help="run bf16 and w8 even where this CPU emulates bf16")
     ap.add_argument("--save-verdict", action="store_true", help="keep the pick for this machine (`auto` follows it)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
@@ -117,13 +117,14 @@ def main(argv=None):
     precs = [p.strip() for p in a.precisions.split(",") if p.strip()]
     if "fp32" not in precs: precs.insert(0, "fp32")
     skipped = {}
-    if "bf16" in precs and not a.tiny and not a.keep_slow and not cpu_bf16_fast():
-        # without native bf16 products bf16 runs emulated, slower than fp32: never the fastest eligible precision
-        precs.remove("bf16")
-        skipped["bf16"] = ("not run: this CPU has no fast bf16 products (`cpu_bf16_fast`: no avx512_bf16 / AMX units, "
-                           "or a measured bf16 product under the required gain over fp32), so bf16 runs emulated and "
-                           "slower than fp32 — it cannot be the fastest eligible precision here "
-                           "(`--keep-slow` runs it)")
+    for p in ("bf16", "w8"):     # w8's activations are bf16
+        if p in precs and not a.tiny and not a.keep_slow and not cpu_bf16_fast():
+            # without native bf16 products bf16 runs emulated, slower than fp32: never the fastest eligible precision
+            precs.remove(p)
+            skipped[p] = ("not run: this CPU has no fast bf16 products (`cpu_bf16_fast`: no avx512_bf16 / AMX units, "
+                          f"or a measured bf16 product under the required gain over fp32), so {p} runs emulated bf16 "
+                          "and slower than fp32 — it cannot be the fastest eligible precision here "
+                          "(`--keep-slow` runs it)")
     models = ({"seal": ("tiny-random-llama", None), "deer": ("tiny-random-llama", None)} if a.tiny else
               {"seal": (a.seal_model, None), "deer": (a.deer_base, a.deer_adapter)})
     data_dir, n = ("sample", min(a.n, 3)) if a.tiny else (a.data_dir, a.n)

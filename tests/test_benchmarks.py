@@ -106,9 +106,9 @@ def test_precision_verdict_runs_end_to_end(tmp_path):
     """The verdict benchmark on the tiny model and the sample: every precision answers the same items, each metric's
     difference to fp32 has its interval (or none), and the page names the pick."""
     from precision_verdict import main
-    res = main(["--tiny", "--precisions", "fp32,int8", "--work", str(tmp_path / "runs"), "--out", str(tmp_path)])
-    assert [r["precision"] for r in res["rows"]] == ["fp32", "int8"]
-    assert res["resolved"]["int8"] == {"seal": "int8", "deer": "int8"}
+    res = main(["--tiny", "--precisions", "fp32,int8,w8", "--work", str(tmp_path / "runs"), "--out", str(tmp_path)])
+    assert [r["precision"] for r in res["rows"]] == ["fp32", "int8", "w8"]
+    assert res["resolved"]["int8"] == {"seal": "int8", "deer": "int8"} and res["resolved"]["w8"]["deer"] == "w8"
     fp32 = res["rows"][0]["metrics"]
     assert set(fp32) == {"seal format_acc", "seal tool.f1", "seal param.f1", "deer p_nocall", "deer p_call",
                          "deer p_dc"}

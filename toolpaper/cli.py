@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse, json, os, shutil, sys, tempfile, warnings
 from pathlib import Path
 from . import data as D
+from .precision import GEN_PRECISIONS
 from .report import EXPERIMENTS, PROFILES, parse_params, reproduce, verify_reports
 from .suites import get_suite, suite_names
 
@@ -374,9 +375,9 @@ def _bench_options(b) -> None:
     b.add_argument("--engine", choices=["auto", "fast", "reference"], default="auto", help="local generation path")
     b.add_argument(
         "--precision",
-        choices=["auto", "fp32", "bf16", "int8"],
+        choices=GEN_PRECISIONS,
         default="auto",
-        help="auto: the model's dtype (exact); bf16 / int8: faster where the CPU has the units, not exact",
+        help="auto: the model's dtype (exact); bf16 / int8 / w8: faster where the CPU has the units, not exact",
     )
     b.add_argument("--concurrency", type=positive_int, default=8, help="requests in flight (servers)")
     b.add_argument("--chunk", type=positive_int, default=32, help="items predicted and saved together")
@@ -421,7 +422,7 @@ def _serve_args(sub) -> None:
     s.add_argument("--port", type=port_number, default=8000)
     s.add_argument("--batch-size", type=positive_int, default=16)
     s.add_argument("--engine", choices=["auto", "fast", "reference"], default="auto")
-    s.add_argument("--precision", choices=["auto", "fp32", "bf16", "int8"], default="auto")
+    s.add_argument("--precision", choices=GEN_PRECISIONS, default="auto")
 
 # %% ../nbs/99_cli.ipynb
 def _train_args(sub) -> None:
@@ -467,8 +468,8 @@ def _reproduce_args(sub) -> None:
     r.add_argument("--api", choices=["chat", "completions"], default="chat")
     r.add_argument("--engine", choices=["auto", "fast", "reference"], default="auto", help="local generation path")
     r.add_argument(
-        "--precision", choices=["auto", "fp32", "bf16", "int8"], default="auto",
-        help="generation precision; fp32 / bf16 hold for training too (int8: generation only); auto: what this "
+        "--precision", choices=GEN_PRECISIONS, default="auto",
+        help="generation precision; fp32 / bf16 hold for training too (int8, w8: generation only); auto: what this "
         "machine runs fast (measured). The committed cpu reports are fp32: `make reports` passes fp32 so they come "
         "from the cache",
     )

@@ -13,8 +13,8 @@ from .grammar import DEFAULT_GRAMMAR, Grammars
 from .precision import gen_precision
 
 # %% auto 0
-__all__ = ['SUPPORTED', 'LEAN_REVISION', 'engine_support', 'check_context', 'Request', 'Output', 'EngineStats', 'stop_index',
-           'cut_at_stop', 'PrefixCache', 'lookup_draft', 'Engine', 'generate', 'HFEngine', 'make_engine']
+__all__ = ['SUPPORTED', 'W8_ROWS', 'LEAN_REVISION', 'engine_support', 'check_context', 'Request', 'Output', 'EngineStats',
+           'stop_index', 'cut_at_stop', 'PrefixCache', 'lookup_draft', 'Engine', 'generate', 'HFEngine', 'make_engine']
 
 # %% ../nbs/11_engine.ipynb
 SUPPORTED = ("llama", "mistral", "qwen2", "qwen3")
@@ -204,6 +204,37 @@ def _int8_linear(*lins):
         return QLinear.from_float(f)
 
 # %% ../nbs/11_engine.ipynb
+W8_ROWS = 16      # products of at most this many rows use the packed int8 kernel; longer ones dequantise (prefill)
+
+class _W8Linear:
+    """A linear layer with int8 weights (symmetric, one bf16 scale per output channel) over bf16 activations: the
+    packed int8 kernel for products of at most `rows` rows, the dequantised weights in bf16 beyond."""
+    def __init__(self, w, b=None, rows: int = W8_ROWS):
+        import torch
+        s = (w.float().abs().amax(1).clamp(min=1e-12) / 127).to(torch.bfloat16)     # the scale as the kernel reads it
+        self.q = torch.round(w.float() / s.float()[:, None]).clamp(-127, 127).to(torch.int8).contiguous()
+        self.s, self.rows = s, rows
+        self.b = None if b is None else b.to(torch.bfloat16)
+        self.in_features, self.out_features = w.shape[1], w.shape[0]
+
+    def dequantized(self):
+        "The weights as the products use them, in bf16 [out, in]."
+        return self.q.to(self.s.dtype) * self.s[:, None]
+
+    def __call__(self, x):
+        import torch
+        x2 = x.reshape(-1, x.shape[-1])
+        if x2.shape[0] <= self.rows:
+            y = torch.ops.aten._weight_int8pack_mm(x2.contiguous(), self.q, self.s)
+            if self.b is not None: y = y + self.b
+        else: y = torch.nn.functional.linear(x2, self.dequantized(), self.b)
+        return y.reshape(*x.shape[:-1], self.out_features)
+
+def _w8_linear(*lins, rows: int = W8_ROWS) -> _W8Linear:
+    "A weight-only int8 copy (`_W8Linear`) of a linear layer, or of several that read the same input as one product."
+    return _W8Linear(*_merged_weight(*lins), rows=rows)
+
+# %% ../nbs/11_engine.ipynb
 class Engine:
     """Continuous-batching greedy / sampled generation for a causal LM: up to `slots` sequences decode together over a
     preallocated key/value cache, and finished prompts' keys and values are kept in a prefix cache for reuse."""
@@ -214,8 +245,8 @@ class Engine:
         why = engine_support(model)
         if why: raise ValueError(f"the fast engine cannot run this model: {why}")
         precision = gen_precision(precision, next(model.parameters()).device.type)     # 'auto' resolved, by measurement
-        # the int8 path quantises only the projections; embeddings, norms and attention run in fp32
-        cast = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.float32}.get(precision)
+        # int8 quantises only the projections (embeddings, norms and attention run in fp32); w8 runs the rest in bf16
+        cast = dict(fp32=torch.float32, bf16=torch.bfloat16, int8=torch.float32, w8=torch.bfloat16).get(precision)
         if cast is not None and next(model.parameters()).dtype != cast: model.to(cast)
         self.model, self.tok, self.lm = model, tok, causal_lm(model)
         self.inner, cfg = self.lm.model, self.lm.config
@@ -227,7 +258,9 @@ class Engine:
         self.slots, self.prefill_chunk, self.draft, self.step_tokens = slots, prefill_chunk, draft, step_tokens
         p = next(self.lm.parameters())
         self.device, self.dtype = p.device, p.dtype
-        if precision == "int8" and self.device.type != "cpu": raise ValueError("precision='int8' runs on CPU only")
+        if precision in ("int8", "w8") and self.device.type != "cpu":
+            raise ValueError(f"precision={precision!r} runs on CPU only")
+        if precision == "w8" and lean is False: raise ValueError("precision='w8' runs on the lean path only")
         self.precision = precision
         self.prefix = PrefixCache(prefix_cache_mb * 2 ** 20)
         self.stats = EngineStats()
@@ -241,7 +274,7 @@ class Engine:
         self._on_done = None        # generate's `on_done` while it runs
         self._torch = torch
         self.q8 = self._quantize() if precision == "int8" else None
-        # the lean path (fused projections and norms, a rotary table): bf16 and int8 by default; fp32
+        # the lean path (fused projections and norms, a rotary table): bf16, int8 and w8 by default; fp32
         # keeps the first path, whose answers fill the committed stage cache (`LEAN_REVISION` keys the others apart)
         self.lean = self._lean_layers() if (precision != "fp32" if lean is None else lean) else None
         self._rope = None           # (cos, sin) of every position the lean path may reach, built per generate call
@@ -391,8 +424,9 @@ LEAN_REVISION = 2      # the answers of the lean path: stage keys of bf16 / int8
 
 # %% ../nbs/11_engine.ipynb
 def _lean_layers(self) -> list[dict]:
-    """Per decoder layer, what the lean path calls: the fused qkv and gate-up products (int8: the quantised copies;
-    else linear layers in the model's dtype), the output and down projections, the norms and the activation."""
+    """Per decoder layer, what the lean path calls: the fused qkv and gate-up products (int8: the quantised copies; w8:
+    weight-only int8 copies; else linear layers in the model's dtype), the output and down projections, the norms and
+    the activation."""
     torch = self._torch
     def fused(*lins):
         w, b = _merged_weight(*lins)
@@ -404,6 +438,9 @@ def _lean_layers(self) -> list[dict]:
     for l, layer in enumerate(self.inner.layers):
         a, m = layer.self_attn, layer.mlp
         p = self.q8[l] if self.q8 is not None else None
+        if self.precision == "w8":
+            p = {"qkv": _w8_linear(a.q_proj, a.k_proj, a.v_proj), "o_proj": _w8_linear(a.o_proj),
+                 "gate_up": _w8_linear(m.gate_proj, m.up_proj), "down_proj": _w8_linear(m.down_proj)}
         out.append({
             "qkv": p["qkv"] if p else fused(a.q_proj, a.k_proj, a.v_proj), "o": p["o_proj"] if p else a.o_proj,
             "gate_up": p["gate_up"] if p else fused(m.gate_proj, m.up_proj),

@@ -112,7 +112,7 @@ def train_bf16(profile: dict | None = None, env=None) -> bool:
     return cpu_bf16_fast(profile)
 
 # %% ../nbs/10_precision.ipynb
-GEN_PRECISIONS = ("auto", "fp32", "bf16", "int8")
+GEN_PRECISIONS = ("auto", "fp32", "bf16", "int8", "w8")      # w8: weight-only int8 (bf16 activations)
 
 def gen_precision(requested: str = "auto", device: str = "cpu", profile: dict | None = None, env=None,
                   verdict: dict | None = None) -> str:
