@@ -274,6 +274,7 @@ class Engine:
         self._on_done = None        # generate's `on_done` while it runs
         self._torch = torch
         self.q8 = self._quantize() if precision == "int8" else None
+        self.w8_head = _w8_linear(self.lm.lm_head) if precision == "w8" else None
         # the lean path (fused projections and norms, a rotary table): bf16, int8 and w8 by default; fp32
         # keeps the first path, whose answers fill the committed stage cache (`LEAN_REVISION` keys the others apart)
         self.lean = self._lean_layers() if (precision != "fp32" if lean is None else lean) else None
@@ -506,7 +507,7 @@ def _lean_pass(self, toks, pos, lens, slot: int | None = None):
             g, u = c["gate_up"](_rms(c["norm2"], x)).split(c["inter"], -1)
             x = x + c["down"](c["act"](g) * u)
         if slot is not None: x = x[:, -1:]
-        head = self.q8_head if self.q8 is not None else self.lm.lm_head
+        head = self.q8_head if self.q8 is not None else self.w8_head if self.w8_head is not None else self.lm.lm_head
         return head(_rms(self.inner.norm, x)).float()
 
 Engine._lean_layers, Engine._rope_table, Engine._lean_pass = _lean_layers, _rope_table, _lean_pass
