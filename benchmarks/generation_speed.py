@@ -6,7 +6,8 @@ Workloads (SmolLM2-135M-Instruct by default, fp32, the threads torch uses here):
   candidates,
            at most 160 new tokens; reference = transformers generate, batches of 8 (toolpaper's LocalGenerator until
            now);
-           toolkit = the engine (fp32; int8 weights, prefill included; bf16); seconds per prompt, identical outputs,
+           toolkit = the engine (fp32; int8 weights, prefill included; bf16; w8: int8 weights, bf16 activations);
+           seconds per prompt, identical outputs,
            metric deltas
   decode   one sequence at a time, every path per prompt in turn: decode tokens per second, tokens equal to fp32's
   profile  the lean bf16 decode round under the torch profiler: where its time goes
@@ -403,16 +404,19 @@ def targets(res: dict) -> list[str]:
     if "seal" in W:
         by = {r["path"]: r for r in W["seal"]}
         fp, q8, b16 = by["toolpaper engine (fp32)"], by["toolpaper engine (int8)"], by["toolpaper engine (bf16)"]
-        best = min((fp, q8, b16), key=lambda r: r["s / prompt"])
-        pre = {k: r.get("prefill s", 0) / r["prompts"] for k, r in (("fp32", fp), ("bf16", b16), ("int8", q8))}
+        w8 = by.get("toolpaper engine (w8)")                 # pages measured before w8 existed have no such row
+        best = min((r for r in (fp, q8, b16, w8) if r), key=lambda r: r["s / prompt"])
+        pre = {k: r.get("prefill s", 0) / r["prompts"] for k, r in (("fp32", fp), ("bf16", b16), ("int8", q8),
+                                                                      ("w8", w8)) if r}
         out.append(
             f"Seal-Tools workload <= 1.0 s per prompt in the precision the verdict picks: "
             f"{'met' if best['s / prompt'] <= 1.0 else 'NOT met'} (best {best['s / prompt']} s, {best['path']}; fp32 "
             f"{fp['s / prompt']}, int8 {q8['s / prompt']} with {q8['identical outputs']} outputs identical to the "
-            f"reference, bf16 {b16['s / prompt']} with {b16['identical outputs']}; the verdict's pick is on "
-            "precision_verdict.md). This machine's matrix units: "
-            f"{units}. Prefill per ~{fp['prompt tokens'] // fp['prompts']}-token prompt: fp32 {pre['fp32']:.2f} s, "
-            f"bf16 {pre['bf16']:.2f} s, int8 {pre['int8']:.2f} s; the rest is decode."
+            f"reference, bf16 {b16['s / prompt']} with {b16['identical outputs']}"
+            + (f", w8 {w8['s / prompt']} with {w8['identical outputs']}" if w8 else "")
+            + "; the verdict's pick is on precision_verdict.md). This machine's matrix units: "
+            f"{units}. Prefill per ~{fp['prompt tokens'] // fp['prompts']}-token prompt: "
+            + ", ".join(f"{k} {v:.2f} s" for k, v in pre.items()) + "; the rest is decode."
             + ("" if "bf16" in units else " Without bf16 units bf16 is emulated."))
     if "decode" in W:
         best = max(W["decode"], key=lambda r: r["tokens / s"])
@@ -420,12 +424,12 @@ def targets(res: dict) -> list[str]:
         cpp = next((r for r in W["decode"] if r["path"].startswith("llama.cpp")), None)
         ahead = cpp is not None and mine["tokens / s"] > cpp["tokens / s"]
         out.append(
-            f"One-sequence decode >= 150 tokens/s (int8 or bf16, drafts allowed), ahead of llama.cpp: "
+            f"One-sequence decode >= 150 tokens/s (int8, bf16 or w8, drafts allowed), ahead of llama.cpp: "
             f"{'met' if mine['tokens / s'] >= 150 and (cpp is None or ahead) else 'NOT met'} (toolpaper's best "
             f"{mine['tokens / s']}: {mine['path']}, tokens equal to fp32's on "
             f"{mine['same tokens as fp32']} prompts; llama.cpp {cpp['tokens / s'] if cpp else 'not installed'}; best "
             f"{best['tokens / s']}: {best['path']}). One decode step reads every weight once: 540 MB in fp32, 270 MB "
-            "in bf16, 135 MB in int8; the profile above says where a round's time goes."
+            "in bf16, 135 MB in int8 and w8; the profile above says where a round's time goes."
             + ("" if "vnni" in units else " Without VNNI units the int8 products run on the AVX2 path."))
     out.append("bf16 training >= 3x fp32's real tokens/s: measured in train_throughput.md; on this machine "
                f"(units: {units}) `auto` trains in {res.get('auto_train', 'a precision not recorded')}.")
