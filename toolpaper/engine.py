@@ -208,12 +208,13 @@ W8_ROWS = 16      # products of at most this many rows use the packed int8 kerne
 
 class _W8Linear:
     """A linear layer with int8 weights (symmetric, one bf16 scale per output channel) over bf16 activations: the
-    packed int8 kernel for products of at most `rows` rows, the dequantised weights in bf16 beyond."""
+    packed int8 kernel for products of at most `rows` rows, the dequantised weights in bf16 beyond (made at the first
+    such product and kept: prefill and batched decode then cost what bf16's do)."""
     def __init__(self, w, b=None, rows: int = W8_ROWS):
         import torch
         s = (w.float().abs().amax(1).clamp(min=1e-12) / 127).to(torch.bfloat16)     # the scale as the kernel reads it
         self.q = torch.round(w.float() / s.float()[:, None]).clamp(-127, 127).to(torch.int8).contiguous()
-        self.s, self.rows = s, rows
+        self.s, self.rows, self._w = s, rows, None
         self.b = None if b is None else b.to(torch.bfloat16)
         self.in_features, self.out_features = w.shape[1], w.shape[0]
 
@@ -227,7 +228,9 @@ class _W8Linear:
         if x2.shape[0] <= self.rows:
             y = torch.ops.aten._weight_int8pack_mm(x2.contiguous(), self.q, self.s)
             if self.b is not None: y = y + self.b
-        else: y = torch.nn.functional.linear(x2, self.dequantized(), self.b)
+        else:
+            if self._w is None: self._w = self.dequantized()
+            y = torch.nn.functional.linear(x2, self._w, self.b)
         return y.reshape(*x.shape[:-1], self.out_features)
 
 def _w8_linear(*lins, rows: int = W8_ROWS) -> _W8Linear:
