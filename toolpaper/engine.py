@@ -479,7 +479,9 @@ def _lean_pass(self, toks, pos, lens, slot: int | None = None):
         H, Hkv, D = self.H, self.Hkv, self.D
         x = self.inner.embed_tokens(toks)
         P = pos[:, None] + torch.arange(T, device=self.device)[None, :]
-        cos, sin = self._rope[0][P][:, :, None], self._rope[1][P][:, :, None]      # [B, T, 1, D]
+        # a row's padding (beyond lens[b], when another row feeds a draft) may lie past the table: never read, clamped
+        R = P.clamp(max=self._rope[0].shape[0] - 1)
+        cos, sin = self._rope[0][R][:, :, None], self._rope[1][R][:, :, None]      # [B, T, 1, D]
         Lm, p0 = int((pos + lens).max()), int(pos[0])
         causal = B == 1 and p0 == 0                                                # nothing before: plain causal
         bias = None if causal else self._stacked_bias(P, Lm)
