@@ -204,7 +204,7 @@ def _int8_linear(*lins):
         return QLinear.from_float(f)
 
 # %% ../nbs/11_engine.ipynb
-W8_ROWS = 16      # products of at most this many rows use the packed int8 kernel; longer ones dequantise (prefill)
+W8_ROWS = 8       # products of at most this many rows use the packed int8 kernel; longer ones the dequantised weights
 
 class _W8Linear:
     """A linear layer with int8 weights (symmetric, one bf16 scale per output channel) over bf16 activations: the
