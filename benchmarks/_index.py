@@ -8,10 +8,12 @@ _AT = re.compile(r"^Measured at commit `([0-9a-f]+)`( with uncommitted changes)?
 
 
 def measured_at(out=None) -> dict:
-    """{'git_commit', 'git_dirty'} of the repository the benchmark runs from; changes under `out` (the reports folder
-    the pages go to) are outputs and do not count."""
+    """{'git_commit', 'git_dirty'} of the repository the benchmark runs from; changes under `reports/` (every page, and
+    the stage caches a background regeneration is writing) or under `out` are outputs and do not count."""
     from toolpaper.report import code_state
-    return code_state(ROOT, out)
+    reports = ROOT / "reports"
+    inside = out is None or Path(out).resolve().is_relative_to(reports.resolve())
+    return code_state(ROOT, reports if inside else out)
 
 
 def commit_line(code) -> str:

@@ -116,3 +116,18 @@ def test_precision_verdict_runs_end_to_end(tmp_path):
     assert res["verdict"]["pick"] in res["verdict"]["eligible"]
     md = (tmp_path / "precision_verdict_tiny.md").read_text()
     assert f"**Verdict: {res['verdict']['pick']}.**" in md and "Measured at commit" in md
+
+
+def test_measured_at_counts_code_not_pages(tmp_path, monkeypatch):
+    "A page written while a background run changes other pages under reports/ is not 'with uncommitted changes'."
+    import subprocess
+    import _index
+    git = lambda *a: subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True)
+    (tmp_path / "reports" / "deer").mkdir(parents=True)
+    (tmp_path / "code.py").write_text("x = 1\n"); (tmp_path / "reports" / "deer" / "out.jsonl").write_text("{}\n")
+    git("init", "-q"); git("add", "."); git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "x")
+    monkeypatch.setattr(_index, "ROOT", tmp_path)
+    (tmp_path / "reports" / "deer" / "out.jsonl").write_text("{}\n{}\n")          # a regeneration's growing output
+    assert _index.measured_at(tmp_path / "reports" / "benchmarks")["git_dirty"] is False
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert _index.measured_at(tmp_path / "reports" / "benchmarks")["git_dirty"] is True
