@@ -233,6 +233,7 @@ class _W8Linear:
             y = torch.nn.functional.linear(x2, self._w, self.b)
         return y.reshape(*x.shape[:-1], self.out_features)
 
+# %% ../nbs/11_engine.ipynb
 def _w8_linear(*lins, rows: int = W8_ROWS) -> _W8Linear:
     "A weight-only int8 copy (`_W8Linear`) of a linear layer, or of several that read the same input as one product."
     return _W8Linear(*_merged_weight(*lins), rows=rows)
@@ -377,6 +378,7 @@ def _stacked_bias(self, P, Lm: int):
     bias = torch.zeros(B, T, Lm, dtype=torch.float32, device=self.device).masked_fill_(~vis, float("-inf"))
     return bias[:, None, None].expand(B, 1, self.G, T, Lm).reshape(B, 1, self.G * T, Lm)
 
+# %% ../nbs/11_engine.ipynb
 def _stacked_attention(self, q, K, V, bias):
     """Queries `q` [B, H, T, D] attending over cached keys and values [B, Hkv, L, D] as two products, the G query heads
     of each key/value head stacked into G*T rows (keys and values read once, never repeated); the softmax in fp32 with
@@ -386,6 +388,7 @@ def _stacked_attention(self, q, K, V, bias):
     s = torch.matmul(q.reshape(B, self.Hkv, self.G * T, D), K.transpose(-1, -2)).float() * self.scale + bias
     return torch.matmul(torch.softmax(s, dim=-1).to(V.dtype), V).reshape(B, H, T, D)
 
+# %% ../nbs/11_engine.ipynb
 def _cache_rows(self, P, lens):
     """Which entries of `P` [B, T] are real tokens (`valid`: the first `lens[b]` of row b) and the cache slot and
     position each one's key and value go to."""
