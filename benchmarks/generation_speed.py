@@ -10,7 +10,7 @@ Workloads (SmolLM2-135M-Instruct by default, fp32, the threads torch uses here):
            seconds per prompt, identical outputs,
            metric deltas
   decode   one sequence at a time, every path per prompt in turn: decode tokens per second, tokens equal to fp32's
-  profile  the lean bf16 decode round under the torch profiler: where its time goes
+  profile  the lean bf16 and w8 decode rounds under the torch profiler: where their time goes
   umi      an alpha-UMi run in rounds, as the real-time agent makes its calls (planner, caller, summarizer prompts of
   every step of
            dialogues built from Seal-Tools test_in_domain): prompt tokens, tokens prefilled, and the tokens each step
@@ -191,10 +191,10 @@ def decode_workload(model, n: int = 3, max_new: int = 128, adapter: str | None =
     return rows
 
 
-def decode_profile(model, max_new: int = 128, precision: str = "bf16", rounds: int = 3):
-    """Where one-sequence decode time goes on the lean path: a torch profile of `rounds` Seal-Tools prompts' decode
-    rounds, operator self time grouped into weight products, attention and the rest (norms, rotary, indexing, the
-    loop's own Python), per decode round."""
+def decode_profile(model, max_new: int = 128, precisions: tuple = ("bf16", "w8"), rounds: int = 3):
+    """Where one-sequence decode time goes on the lean path, per precision: a torch profile of `rounds` Seal-Tools
+    prompts' decode rounds, operator self time grouped into weight products, attention and the rest (norms, rotary,
+    indexing, the loop's own Python), per decode round."""
     from torch.profiler import profile
     from toolpaper.data import load
     from toolpaper.engine import Engine, EngineStats, Request
@@ -207,27 +207,30 @@ def decode_profile(model, max_new: int = 128, precision: str = "bf16", rounds: i
     insts = ST.subsample(load("seal-tools:test_in_domain"), rounds, 2)
     ex = ST.seal_examples(insts, ST.candidates(insts, tools, BM25Retriever("words", with_name=True).fit(tools), 5))
     reqs = [Request(tok(render(tok, e.messages), add_special_tokens=False)["input_ids"], max_new) for e in ex]
-    eng = Engine(m, tok, slots=1, precision=precision)
     groups = {"weight products": ("aten::mm", "aten::addmm", "quantized::linear_dynamic", "aten::_weight_int8pack_mm"),
               "attention": ("aten::_scaled_dot_product_flash_attention_for_cpu", "aten::bmm", "aten::_softmax")}
-    ms = dict.fromkeys([*groups, "other operators"], 0.0)
-    steps = calls = wall = tokens = 0
-    for r in reqs:
-        eng.prefix.clear()
-        eng.generate([Request(r.ids, 1)])          # the prompt into the prefix cache: the profiled run prefills 1 token
-        eng.stats = EngineStats()
-        with profile() as p: eng.generate([r])
-        steps += eng.stats.decode_steps; wall += eng.stats.decode_seconds; tokens += eng.stats.generated_tokens
-        for e in p.key_averages():
-            g = next((k for k, names in groups.items() if e.key in names), "other operators")
-            ms[g] += e.self_cpu_time_total / 1000; calls += e.count
-    row = {"precision": precision, "prompts": len(reqs), "decode rounds": steps, "tokens": tokens,
-           "tokens / round": round(tokens / steps, 2), "operator calls / round": round(calls / steps),
-           "ms / round (profiled)": round(1000 * wall / steps, 1),
-           **{f"{k} ms / round": round(v / steps, 1) for k, v in ms.items()},
-           "outside operators ms / round": round((1000 * wall - sum(ms.values())) / steps, 1)}
-    print("profile", json.dumps(row), flush=True)
-    return [row]
+    rows = []
+    for precision in precisions:
+        eng = Engine(m, tok, slots=1, precision=precision)
+        ms = dict.fromkeys([*groups, "other operators"], 0.0)
+        steps = calls = wall = tokens = 0
+        for r in reqs:
+            eng.prefix.clear()
+            eng.generate([Request(r.ids, 1)])      # the prompt into the prefix cache: the profiled run prefills 1 token
+            eng.stats = EngineStats()
+            with profile() as p: eng.generate([r])
+            steps += eng.stats.decode_steps; wall += eng.stats.decode_seconds; tokens += eng.stats.generated_tokens
+            for e in p.key_averages():
+                g = next((k for k, names in groups.items() if e.key in names), "other operators")
+                ms[g] += e.self_cpu_time_total / 1000; calls += e.count
+        row = {"precision": precision, "prompts": len(reqs), "decode rounds": steps, "tokens": tokens,
+               "tokens / round": round(tokens / steps, 2), "operator calls / round": round(calls / steps),
+               "ms / round (profiled)": round(1000 * wall / steps, 1),
+               **{f"{k} ms / round": round(v / steps, 1) for k, v in ms.items()},
+               "outside operators ms / round": round((1000 * wall - sum(ms.values())) / steps, 1)}
+        print("profile", json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
 
 
 def umi_workload(model, n_tasks: int = 6):
@@ -373,8 +376,8 @@ def markdown(res: dict) -> str:
         "seal": "Seal-Tools cpu workload (16 test prompts, BM25 top-5, at most 160 new tokens; paths interleaved by "
                 "batch of 8)",
         "decode": "Decode speed, one sequence at a time (Seal-Tools prompts, at most 128 new tokens)",
-        "profile": "Where one-sequence decode time goes (lean bf16 path with drafts, torch profiler; operator self "
-                   "time per decode round, grouped; the profiler's own overhead is in 'outside operators')",
+        "profile": "Where one-sequence decode time goes (lean bf16 and w8 paths with drafts, torch profiler; operator "
+                   "self time per decode round, grouped; the profiler's own overhead is in 'outside operators')",
         "umi": "alpha-UMi run in rounds (planner, caller and summarizer prompts of each step; one base model plays "
                "all three roles)",
         "deer": "DEER few-shot baseline (4 compact demonstrations, two rounds)",
