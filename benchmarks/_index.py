@@ -11,9 +11,7 @@ def measured_at(out=None) -> dict:
     """{'git_commit', 'git_dirty'} of the repository the benchmark runs from; changes under `reports/` (every page, and
     the stage caches a background regeneration is writing) or under `out` are outputs and do not count."""
     from toolpaper.report import code_state
-    reports = ROOT / "reports"
-    inside = out is None or Path(out).resolve().is_relative_to(reports.resolve())
-    return code_state(ROOT, reports if inside else out)
+    return code_state(ROOT, [ROOT / "reports"] + ([out] if out is not None else []))
 
 
 def commit_line(code) -> str:

@@ -113,12 +113,12 @@ def main(argv=None):
     ap.add_argument("--save-verdict", action="store_true", help="keep the pick for this machine (`auto` follows it)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
-    from toolpaper.precision import cpu_bf16_fast, machine_key, precision_verdict, save_verdict
+    from toolpaper.precision import bf16_activations, cpu_bf16_fast, machine_key, precision_verdict, save_verdict
     precs = [p.strip() for p in a.precisions.split(",") if p.strip()]
     if "fp32" not in precs: precs.insert(0, "fp32")
     skipped = {}
-    for p in ("bf16", "w8"):     # w8's activations are bf16
-        if p in precs and not a.tiny and not a.keep_slow and not cpu_bf16_fast():
+    for p in [p for p in precs if bf16_activations(p)]:
+        if not a.tiny and not a.keep_slow and not cpu_bf16_fast():
             # without native bf16 products bf16 runs emulated, slower than fp32: never the fastest eligible precision
             precs.remove(p)
             skipped[p] = ("not run: this CPU has no fast bf16 products (`cpu_bf16_fast`: no avx512_bf16 / AMX units, "

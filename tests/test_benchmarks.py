@@ -129,5 +129,6 @@ def test_measured_at_counts_code_not_pages(tmp_path, monkeypatch):
     monkeypatch.setattr(_index, "ROOT", tmp_path)
     (tmp_path / "reports" / "deer" / "out.jsonl").write_text("{}\n{}\n")          # a regeneration's growing output
     assert _index.measured_at(tmp_path / "reports" / "benchmarks")["git_dirty"] is False
+    assert _index.measured_at(tmp_path / "pages")["git_dirty"] is False        # pages written outside reports/ too
     (tmp_path / "code.py").write_text("x = 2\n")
     assert _index.measured_at(tmp_path / "reports" / "benchmarks")["git_dirty"] is True

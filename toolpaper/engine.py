@@ -10,7 +10,7 @@ from typing import Sequence
 import numpy as np
 from .models import causal_lm, context_length
 from .grammar import DEFAULT_GRAMMAR, Grammars
-from .precision import gen_precision
+from .precision import ACTIVATION_DTYPE, CPU_ONLY, gen_precision
 
 # %% auto 0
 __all__ = ['SUPPORTED', 'W8_ROWS', 'LEAN_REVISION', 'engine_support', 'check_context', 'Request', 'Output', 'EngineStats',
@@ -250,8 +250,8 @@ class Engine:
         if why: raise ValueError(f"the fast engine cannot run this model: {why}")
         precision = gen_precision(precision, next(model.parameters()).device.type)     # 'auto' resolved, by measurement
         # int8 quantises only the projections (embeddings, norms and attention run in fp32); w8 runs the rest in bf16
-        cast = dict(fp32=torch.float32, bf16=torch.bfloat16, int8=torch.float32, w8=torch.bfloat16).get(precision)
-        if cast is not None and next(model.parameters()).dtype != cast: model.to(cast)
+        cast = getattr(torch, ACTIVATION_DTYPE[precision])
+        if next(model.parameters()).dtype != cast: model.to(cast)
         self.model, self.tok, self.lm = model, tok, causal_lm(model)
         self.inner, cfg = self.lm.model, self.lm.config
         a0 = self.inner.layers[0].self_attn
@@ -262,7 +262,7 @@ class Engine:
         self.slots, self.prefill_chunk, self.draft, self.step_tokens = slots, prefill_chunk, draft, step_tokens
         p = next(self.lm.parameters())
         self.device, self.dtype = p.device, p.dtype
-        if precision in ("int8", "w8") and self.device.type != "cpu":
+        if precision in CPU_ONLY and self.device.type != "cpu":
             raise ValueError(f"precision={precision!r} runs on CPU only")
         if precision == "w8" and lean is False: raise ValueError("precision='w8' runs on the lean path only")
         self.precision = precision
@@ -284,7 +284,6 @@ class Engine:
         self.lean = self._lean_layers() if (precision != "fp32" if lean is None else lean) else None
         self._rope = None           # (cos, sin) of every position the lean path may reach, built per generate call
         self.grammar, self._grammars = grammar or DEFAULT_GRAMMAR, None   # schema constraints: built when first asked
-        self._torch = torch
 
     def grammars(self):
         "The schema matchers of this model's tokenizer and vocabulary (`toolpaper.grammar.Grammars`), built once."

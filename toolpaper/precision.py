@@ -10,9 +10,9 @@ from .io import atomic_write_text, cache_root
 from .io import fingerprint
 
 # %% auto 0
-__all__ = ['UNITS', 'PRODUCT', 'TRAIN_BF16_GAIN', 'GEN_PRECISIONS', 'VERDICT_TOLERANCE', 'cpu_flags', 'cpu_name',
-           'measure_product', 'machine_key', 'machine_profile', 'cpu_bf16_fast', 'train_bf16', 'gen_precision',
-           'precision_verdict', 'verdict_path', 'save_verdict', 'read_verdict']
+__all__ = ['UNITS', 'PRODUCT', 'TRAIN_BF16_GAIN', 'GEN_PRECISIONS', 'ACTIVATION_DTYPE', 'CPU_ONLY', 'VERDICT_TOLERANCE',
+           'cpu_flags', 'cpu_name', 'measure_product', 'machine_key', 'machine_profile', 'cpu_bf16_fast', 'train_bf16',
+           'gen_precision', 'bf16_activations', 'precision_verdict', 'verdict_path', 'save_verdict', 'read_verdict']
 
 # %% ../nbs/10_precision.ipynb
 UNITS = {"bf16": ("avx512_bf16", "amx_bf16"), "int8": ("avx512_vnni", "avx_vnni", "amx_int8")}
@@ -130,6 +130,16 @@ def gen_precision(requested: str = "auto", device: str = "cpu", profile: dict | 
     v = read_verdict() if verdict is None else verdict
     if v and v.get("pick") in GEN_PRECISIONS[1:]: return v["pick"]
     return "bf16" if cpu_bf16_fast(profile) else "fp32"
+
+# %% ../nbs/10_precision.ipynb
+ACTIVATION_DTYPE = dict(fp32="float32", bf16="bfloat16", int8="float32", w8="bfloat16")
+CPU_ONLY = ("int8", "w8")      # quantised weight products with CPU kernels only
+
+def bf16_activations(precision: str) -> bool:
+    "Does `precision` run its activations in bf16 (so at emulated speed where `cpu_bf16_fast` is False)?"
+    if precision not in ACTIVATION_DTYPE: raise ValueError(f"precision {precision!r}: expected one of "
+                                                           f"{', '.join(ACTIVATION_DTYPE)}")
+    return ACTIVATION_DTYPE[precision] == "bfloat16"
 
 # %% ../nbs/10_precision.ipynb
 VERDICT_TOLERANCE = 2.0

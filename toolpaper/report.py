@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib, datetime as _dt, importlib.metadata, json, os, platform, re, subprocess, tempfile, time, uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 from .io import atomic_write_bytes, atomic_write_text
 if TYPE_CHECKING: import pandas as pd     # pandas and the metrics load on first use: `toolpaper --help` stays fast
 
@@ -263,14 +263,16 @@ def _git(root: Path, *args) -> str | None:
         return None
 
 # %% ../nbs/90_report.ipynb
-def code_state(root: str | os.PathLike, out: str | os.PathLike | None = None) -> dict:
-    """{'git_commit', 'git_dirty'} of the repository at `root`; tracked changes under `out` (the reports folder, when
-    inside the repository) do not count as uncommitted code."""
+def code_state(root: str | os.PathLike, out: str | os.PathLike | Sequence | None = None) -> dict:
+    """{'git_commit', 'git_dirty'} of the repository at `root`; tracked changes under `out` (the reports folder, or a
+    sequence of output folders, those inside the repository) do not count as uncommitted code."""
     root = Path(root)
     spec = ["--", "."]
-    if out is not None and Path(out).resolve().is_relative_to(root.resolve()):
-        rel = Path(out).resolve().relative_to(root.resolve())
-        if str(rel) != ".": spec.append(f":(exclude){rel.as_posix()}")
+    outs = [] if out is None else [out] if isinstance(out, (str, os.PathLike)) else list(out)
+    for o in outs:
+        if Path(o).resolve().is_relative_to(root.resolve()):
+            rel = Path(o).resolve().relative_to(root.resolve())
+            if str(rel) != ".": spec.append(f":(exclude){rel.as_posix()}")
     return {"git_commit": _git(root, "rev-parse", "HEAD"),
             "git_dirty": bool(_git(root, "status", "--porcelain", "--untracked-files=no", *spec))}
 
