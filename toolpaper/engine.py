@@ -204,7 +204,7 @@ def _int8_linear(*lins):
         return QLinear.from_float(f)
 
 # %% ../nbs/11_engine.ipynb
-W8_ROWS = 8       # products of at most this many rows use the packed int8 kernel; longer ones the dequantised weights
+W8_ROWS = 4       # products of at most this many rows use the packed int8 kernel; longer ones the dequantised weights
 
 class _W8Linear:
     """A linear layer with int8 weights (symmetric, one bf16 scale per output channel) over bf16 activations: the
@@ -282,6 +282,8 @@ class Engine:
         # the lean path (fused projections and norms, a rotary table): bf16, int8 and w8 by default; fp32
         # keeps the first path, whose answers fill the committed stage cache (`LEAN_REVISION` keys the others apart)
         self.lean = self._lean_layers() if (precision != "fp32" if lean is None else lean) else None
+        # the lean path on a CPU keeps keys and values (and the rotary angles, queries and attention) in fp32
+        self.kv_dtype = torch.float32 if self.lean is not None and self.device.type == "cpu" else self.dtype
         self._rope = None           # (cos, sin) of every position the lean path may reach, built per generate call
         self.grammar, self._grammars = grammar or DEFAULT_GRAMMAR, None   # schema constraints: built when first asked
 
@@ -426,7 +428,7 @@ def _step(self, toks, pos, lens):
 Engine._step = _step
 
 # %% ../nbs/11_engine.ipynb
-LEAN_REVISION = 2      # the answers of the lean path: stage keys of bf16 / int8 generations carry it
+LEAN_REVISION = 3      # the answers of the lean path: stage keys of bf16 / int8 / w8 generations carry it
 
 # %% ../nbs/11_engine.ipynb
 def _lean_layers(self) -> list[dict]:
@@ -458,9 +460,9 @@ def _lean_layers(self) -> list[dict]:
 
 # %% ../nbs/11_engine.ipynb
 def _rope_table(self, cap: int) -> None:
-    "The model's own rotary (cos, sin) for positions 0..cap-1, [cap, head dim] each, in the activations' dtype."
+    "The model's own rotary (cos, sin) for positions 0..cap-1, [cap, head dim] each, in the key/value cache's dtype."
     torch = self._torch
-    x = torch.zeros(1, 1, 1, dtype=self.dtype if self.q8 is None else torch.float32, device=self.device)
+    x = torch.zeros(1, 1, 1, dtype=self.kv_dtype, device=self.device)
     cos, sin = self.inner.rotary_emb(x, torch.arange(cap, device=self.device)[None])
     self._rope = (cos[0], sin[0])
 
@@ -504,13 +506,13 @@ def _lean_pass(self, toks, pos, lens, slot: int | None = None):
             else:
                 kv[0, rows, :, cols] = k[valid].to(kv.dtype)
                 kv[1, rows, :, cols] = v[valid].to(kv.dtype)
-            K, V = kv[0, s0:s0 + B, :, :Lm], kv[1, s0:s0 + B, :, :Lm]
+            K, V, q = kv[0, s0:s0 + B, :, :Lm], kv[1, s0:s0 + B, :, :Lm], q.transpose(1, 2).to(kv.dtype)
             if causal:
-                o = F.scaled_dot_product_attention(q.transpose(1, 2), K, V, is_causal=True, scale=self.scale,
+                o = F.scaled_dot_product_attention(q, K, V, is_causal=True, scale=self.scale,
                                                    enable_gqa=self.G > 1).transpose(1, 2)
             else:       # a few query rows over a long cache: two products beat the fused kernel on CPU (measured)
-                o = self._stacked_attention(q.transpose(1, 2), K, V, bias).transpose(1, 2)
-            x = x + c["o"](o.reshape(B, T, H * D))
+                o = self._stacked_attention(q, K, V, bias).transpose(1, 2)
+            x = x + c["o"](o.reshape(B, T, H * D).to(x.dtype))
             g, u = c["gate_up"](_rms(c["norm2"], x)).split(c["inter"], -1)
             x = x + c["down"](c["act"](g) * u)
         if slot is not None: x = x[:, -1:]
@@ -654,7 +656,7 @@ def generate(self, reqs: Sequence[Request], progress: bool = False, on_done=None
     if self.lean is not None and (self._rope is None or self._rope[0].shape[0] < cap): self._rope_table(cap)
     slots = min(self.slots, len(reqs))
     # zeros, not empty: masked positions are multiplied by 0, and uninitialised memory may hold NaN
-    self.kv = torch.zeros(self.L, 2, slots, self.Hkv, cap, self.D, dtype=self.dtype, device=self.device)
+    self.kv = torch.zeros(self.L, 2, slots, self.Hkv, cap, self.D, dtype=self.kv_dtype, device=self.device)
     queue = sorted(range(len(reqs)), key=lambda i: reqs[i].ids, reverse=True)      # pop() takes them in token order
     out: list[Output | None] = [None] * len(reqs)
     live: list[dict] = []
