@@ -5,8 +5,10 @@ Prints (and with --out writes as Markdown + JSON) real (non-padding) training to
 utilisation against the measured matmul peak of this machine in that precision (fp32: a 2048^3 product; bf16: the
 SmolLM2-shaped product of toolpaper.precision), the engine's loss curve in bf16 (autocast, fp32 master weights) beside
 fp32's on the same samples, what training precision `auto` picks here, and greedy generation tokens per second.
-Run: .venv/bin/python benchmarks/train_throughput.py [--model smollm2-135m-instruct] [--steps 6] [--batch 2] [--out
-reports/benchmarks]
+A profile of the engine's training steps in fp32 and bf16 (`train_profile`) says where a step's time goes: weight
+products, attention, autocast's casts, the optimizer, the rest.
+Run: .venv/bin/python benchmarks/train_throughput.py [--model smollm2-135m-instruct] [--steps 6] [--batch 2]
+[--no-profile] [--out reports/benchmarks]
 Memory: the naive run pads every batch to --max-length; at batch 4 x 2048 tokens it passed 24 GB and was killed on the
 24 GB reference machine, so the default batch is 2 (a machine with more memory can ask for more).
 Targets (CPU): engine >= 2x the naive baseline and >= 50% of the measured peak; on a CPU with bf16 units, bf16 >= 1.8x
@@ -40,7 +42,10 @@ def examples(n: int):
     return [seal_prompt(i, [by[x] for x in c.tools]) for i, c in zip(insts, cands)]
 
 
-def run(model: str, exs, naive: bool, steps: int, batch: int, max_length: int, lora: bool, bf16: bool = False):
+def trainer(model: str, exs, naive: bool, steps: int, batch: int, max_length: int, lora: bool, bf16: bool = False,
+            callbacks=None):
+    """The trainer a setup runs (toolpaper's `SpanTrainer`, or with `naive` every batch padded to `max_length` in
+    random order), its dataset and model."""
     from toolpaper.train import SFTConfig, SpanCollator, SpanTrainer, build_dataset, training_args
     from toolpaper.models import load_model
     m, tok = load_model(model, device="cpu", dtype=torch.float32, trainable=True)
@@ -68,7 +73,13 @@ def run(model: str, exs, naive: bool, steps: int, batch: int, max_length: int, l
                     "span_ids": z(out["span_ids"], 0),
                 }
             return out
-    tr = SpanTrainer(model=m, args=training_args(cfg), train_dataset=ds, data_collator=collate, span_labels=labels)
+    tr = SpanTrainer(model=m, args=training_args(cfg), train_dataset=ds, data_collator=collate, span_labels=labels,
+                     callbacks=callbacks)
+    return tr, ds, m
+
+
+def run(model: str, exs, naive: bool, steps: int, batch: int, max_length: int, lora: bool, bf16: bool = False):
+    tr, ds, m = trainer(model, exs, naive, steps, batch, max_length, lora, bf16)
     t0 = time.perf_counter(); tr.train(); secs = time.perf_counter() - t0
     # real tokens seen: batches of `batch` examples for `steps` steps (the sampler's order decides which)
     sampler = tr._get_train_sampler(ds) if hasattr(tr, "_get_train_sampler") else None
@@ -84,6 +95,72 @@ def run(model: str, exs, naive: bool, steps: int, batch: int, max_length: int, l
         "model_flops_per_s": real * flops_per_token / secs,
         "losses": [h["loss"] for h in tr.state.log_history if "loss" in h],
     }
+
+
+# operator groups of a training step's profile (self time; every other operator is "other operators")
+PROFILE_GROUPS = {
+    "products": ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"),
+    "attention": ("aten::_scaled_dot_product_flash_attention_for_cpu",
+                  "aten::_scaled_dot_product_flash_attention_for_cpu_backward"),
+    "casts and copies": ("aten::_to_copy", "aten::copy_"),
+}
+
+
+def train_profile(model: str, exs, batch: int, max_length: int, lora: bool, bf16: bool, active: int = 3) -> dict:
+    """Where a training step's time goes (toolpaper's engine): a torch profile of `active` steps after one warm-up
+    step, operator self time grouped into weight products, attention, casts and copies (autocast's), the optimizer
+    (`_foreach_` operators) and the rest, per step; the time outside operators is Python and the trainer's own."""
+    from torch.profiler import profile, schedule
+    from transformers import TrainerCallback
+
+    class Step(TrainerCallback):       # the profiler's windows run from one step's end to the next's
+        def __init__(self): self.prof, self.ends = None, []
+        def on_step_end(self, args, state, control, **kw):
+            self.ends.append(time.perf_counter()); self.prof.step()
+
+    cb = Step()
+    tr, _, _ = trainer(model, exs, False, 1 + active, batch, max_length, lora, bf16, callbacks=[cb])
+    with profile(schedule=schedule(wait=0, warmup=1, active=active), acc_events=True) as p:
+        cb.prof = p
+        tr.train()
+    ms = dict.fromkeys([*PROFILE_GROUPS, "optimizer", "other operators"], 0.0)
+    calls = 0
+    for e in p.key_averages():
+        g = next((k for k, names in PROFILE_GROUPS.items() if e.key in names),
+                 "optimizer" if e.key.startswith(("aten::_foreach", "aten::_fused_adam")) else "other operators")
+        ms[g] += e.self_cpu_time_total / 1000; calls += e.count
+    step_ms = 1000 * (cb.ends[active] - cb.ends[0]) / active
+    out = {"precision": "bf16" if bf16 else "fp32", "steps": active, "ms / step": round(step_ms, 1),
+           "operator calls / step": round(calls / active),
+           **{f"{k} ms / step": round(v / active, 1) for k, v in ms.items()}}
+    out["outside operators ms / step"] = round(step_ms - sum(ms.values()) / active, 1)
+    return out
+
+
+def profile_section(res: dict) -> str:
+    "The page's profile table and what it says about bf16's gain (empty without a profile)."
+    rows = res.get("profile")
+    if not rows: return ""
+    cols = [k for k in rows[0] if k.endswith("/ step") and k != "ms / step"]
+    by = {r["precision"]: r for r in rows}
+    g = res["product_gflops"]
+    lines = ["", f"## Where a training step goes (toolpaper's engine, {rows[0]['steps']} profiled steps after a "
+             "warm-up)", "",
+             "| precision | ms / step (profiled) | " + " | ".join(c.replace(" / step", "") for c in cols) + " |",
+             "|:--|--:|" + "--:|" * len(cols)]
+    lines += [f"| {r['precision']} | {r['ms / step']:.0f} | " + " | ".join(f"{r[c]:g}" for c in cols) + " |"
+              for r in rows]
+    if {"fp32", "bf16"} <= set(by):
+        f, b = by["fp32"], by["bf16"]
+        pr = lambda r: r["products ms / step"]
+        rest = lambda r: r["ms / step"] - pr(r)
+        lines += ["", f"Operator self time in milliseconds per step. The products took {pr(f):.0f} ms in fp32 and "
+                  f"{pr(b):.0f} ms in bf16 ({pr(f) / max(pr(b), 1e-9):.2f}x; the measured SmolLM2-shaped product runs "
+                  f"{g['bf16'] / g['fp32']:.2f}x faster in bf16 than in fp32 here, which bounds bf16's gain on the "
+                  f"products); everything else took {rest(f):.0f} ms in fp32 and {rest(b):.0f} ms in bf16. With the "
+                  "products as profiled and everything else free, bf16 / fp32 real tokens/s would be "
+                  f"{f['ms / step'] / max(pr(b), 1e-9):.2f}x on this machine."]
+    return "\n".join(lines) + "\n"
 
 
 def gen_speed(model: str, exs, n: int = 4, new_tokens: int = 32):
@@ -105,6 +182,7 @@ def main():
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--max-length", type=int, default=2048)
     ap.add_argument("--full", action="store_true", help="full fine-tuning instead of LoRA")
+    ap.add_argument("--no-profile", action="store_true", help="leave out the profile of the engine's training steps")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     torch.manual_seed(0)
@@ -136,6 +214,10 @@ def main():
     res["bf16_loss_max_rel_diff"] = max(abs(x - y) / abs(x) for x, y in zip(f32["losses"], b16["losses"]))
     print(f"bf16 / fp32 real tokens/s {res['bf16_speedup']:.2f}x; loss curves differ by at most "
           f"{res['bf16_loss_max_rel_diff']:.2%} per step; auto trains in {res['auto_trains_in']} here")
+    if not a.no_profile:
+        res["profile"] = [train_profile(a.model, exs, a.batch, a.max_length, not a.full, bf16)
+                          for bf16 in (False, True)]
+        for r in res["profile"]: print("profile", r, flush=True)
     res["generation"] = gen_speed(a.model, exs)
     print(
         f"fp32 matmul peak {peak / 1e9:.1f} GFLOP/s; engine speed-up {res['speedup']:.2f}x; generation "
@@ -164,6 +246,7 @@ def main():
             f"**{res['auto_trains_in']}** (bf16 only with bf16 units and a bf16 product >= 1.5x fp32). Greedy "
             f"generation: {res['generation']['tokens_per_s']:.1f} tokens/s (batch 4, fp32).\n"
         )
+        md += profile_section(res)
         from _index import write_page
         write_page(out, "train_throughput", res, md)
 

@@ -132,3 +132,18 @@ def test_measured_at_counts_code_not_pages(tmp_path, monkeypatch):
     assert _index.measured_at(tmp_path / "pages")["git_dirty"] is False        # pages written outside reports/ too
     (tmp_path / "code.py").write_text("x = 2\n")
     assert _index.measured_at(tmp_path / "reports" / "benchmarks")["git_dirty"] is True
+
+
+def test_train_profile_groups_a_step():
+    "The training profile of the tiny model: every group per step, and the page's section reads fp32 against bf16."
+    from train_throughput import examples, profile_section, train_profile
+    r = train_profile("tiny-random-llama", examples(4), batch=2, max_length=256, lora=True, bf16=False, active=2)
+    groups = ["products", "attention", "casts and copies", "optimizer", "other operators", "outside operators"]
+    assert all(f"{g} ms / step" in r for g in groups) and r["precision"] == "fp32" and r["ms / step"] > 0
+    assert r["products ms / step"] > 0 and r["operator calls / step"] > 0
+    b = dict(r, precision="bf16",
+             **{"ms / step": r["ms / step"] / 2, "products ms / step": r["products ms / step"] / 4})
+    md = profile_section({"profile": [r, b], "product_gflops": {"fp32": 200.0, "bf16": 400.0}})
+    assert "| fp32 |" in md and "| bf16 |" in md and "2.00x faster in bf16" in md
+    assert f"would be {r['ms / step'] / b['products ms / step']:.2f}x" in md
+    assert profile_section({"product_gflops": {}}) == ""
