@@ -14,7 +14,7 @@ Memory: the naive run pads every batch to --max-length; at batch 4 x 2048 tokens
 Targets (CPU): engine >= 2x the naive baseline and >= 50% of the measured peak; on a CPU with bf16 units, bf16 >= 1.8x
 fp32's real tokens/s with the loss curve within 2% (relative, per step).
 """
-import argparse, tempfile, time
+import argparse, os, tempfile, time
 from pathlib import Path
 import torch
 
@@ -154,11 +154,15 @@ def profile_section(res: dict) -> str:
         f, b = by["fp32"], by["bf16"]
         pr = lambda r: r["products ms / step"]
         rest = lambda r: r["ms / step"] - pr(r)
+        big = max((c[:-len(" ms / step")] for c in cols if c.endswith(" ms / step") and c != "products ms / step"),
+                  key=lambda g: b[g + " ms / step"])      # the largest part bf16 leaves
         lines += ["", f"Operator self time in milliseconds per step. The products took {pr(f):.0f} ms in fp32 and "
                   f"{pr(b):.0f} ms in bf16 ({pr(f) / max(pr(b), 1e-9):.2f}x; the measured SmolLM2-shaped product runs "
                   f"{g['bf16'] / g['fp32']:.2f}x faster in bf16 than in fp32 here, which bounds bf16's gain on the "
-                  f"products); everything else took {rest(f):.0f} ms in fp32 and {rest(b):.0f} ms in bf16. With the "
-                  "products as profiled and everything else free, bf16 / fp32 real tokens/s would be "
+                  f"products); everything else took {rest(f):.0f} ms in fp32 and {rest(b):.0f} ms in bf16, most of "
+                  f"it {big} ({f[big + ' ms / step']:.0f} ms against {b[big + ' ms / step']:.0f}, "
+                  f"{f[big + ' ms / step'] / max(b[big + ' ms / step'], 1e-9):.2f}x). With the products as profiled "
+                  "and everything else free, bf16 / fp32 real tokens/s would be "
                   f"{f['ms / step'] / max(pr(b), 1e-9):.2f}x on this machine."]
     return "\n".join(lines) + "\n"
 
@@ -193,6 +197,7 @@ def main():
         "lora": not a.full,
         "threads": torch.get_num_threads(),
         "fp32_matmul_peak_gflops": peak / 1e9,
+        "load": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
     }
     from toolpaper.precision import machine_profile, train_bf16
     prof = machine_profile(refresh=True)
@@ -229,6 +234,7 @@ def main():
         md = (
             f"# Training throughput ({a.model}, {'LoRA' if not a.full else 'full'}, batch {a.batch}, {a.steps} steps, "
             f"{res['threads']} threads)\n\n"
+            f"Load {res['load']} (1-minute average) when the run began.\n\n"
             f"Measured fp32 matmul peak: {peak / 1e9:.1f} GFLOP/s (2048^3). The SmolLM2-shaped product "
             f"({'x'.join(map(str, (1024, 576, 1536)))}, `toolpaper.precision`): fp32 {prof['gflops']['fp32']}, bf16 "
             f"{prof['gflops']['bf16']}, int8 {prof['gflops']['int8']} GFLOP/s; CPU flags "

@@ -146,4 +146,7 @@ def test_train_profile_groups_a_step():
     md = profile_section({"profile": [r, b], "product_gflops": {"fp32": 200.0, "bf16": 400.0}})
     assert "| fp32 |" in md and "| bf16 |" in md and "2.00x faster in bf16" in md
     assert f"would be {r['ms / step'] / b['products ms / step']:.2f}x" in md
+    big = max(["attention", "casts and copies", "optimizer", "other operators", "outside operators"],
+              key=lambda g: b[g + " ms / step"])
+    assert f"most of it {big} (" in md
     assert profile_section({"product_gflops": {}}) == ""
