@@ -488,7 +488,9 @@ def _lean_pass(self, toks, pos, lens, slot: int | None = None):
         cos, sin = self._rope[0][R][:, :, None], self._rope[1][R][:, :, None]      # [B, T, 1, D]
         Lm, p0 = int((pos + lens).max()), int(pos[0])
         causal = B == 1 and p0 == 0                                                # nothing before: plain causal
-        bias = None if causal else self._stacked_bias(P, Lm)
+        # a prompt's tokens after a reused prefix: the fused kernel with a visibility mask (as the first path)
+        mask = (torch.arange(Lm, device=self.device)[None, :] <= P[0][:, None]) if slot is not None and p0 else None
+        bias = None if causal or mask is not None else self._stacked_bias(P, Lm)
         one = B == 1 and int(lens[0]) == T              # one sequence, every token real: its cache rows by slicing
         s0 = 0 if slot is None else slot
         if not one: valid, rows, cols = self._cache_rows(P, lens)
@@ -507,8 +509,8 @@ def _lean_pass(self, toks, pos, lens, slot: int | None = None):
                 kv[0, rows, :, cols] = k[valid].to(kv.dtype)
                 kv[1, rows, :, cols] = v[valid].to(kv.dtype)
             K, V, q = kv[0, s0:s0 + B, :, :Lm], kv[1, s0:s0 + B, :, :Lm], q.transpose(1, 2).to(kv.dtype)
-            if causal:
-                o = F.scaled_dot_product_attention(q, K, V, is_causal=True, scale=self.scale,
+            if causal or mask is not None:
+                o = F.scaled_dot_product_attention(q, K, V, attn_mask=mask, is_causal=causal, scale=self.scale,
                                                    enable_gqa=self.G > 1).transpose(1, 2)
             else:       # a few query rows over a long cache: two products beat the fused kernel on CPU (measured)
                 o = self._stacked_attention(q, K, V, bias).transpose(1, 2)
