@@ -250,6 +250,7 @@ class Engine:
         if why: raise ValueError(f"the fast engine cannot run this model: {why}")
         precision = gen_precision(precision, next(model.parameters()).device.type)     # 'auto' resolved, by measurement
         # int8 quantises only the projections (embeddings, norms and attention run in fp32); w8 runs the rest in bf16
+        # (`ACTIVATION_DTYPE`; on the CPU the lean path's attention and key/value cache are fp32: `kv_dtype` below)
         cast = getattr(torch, ACTIVATION_DTYPE[precision])
         if next(model.parameters()).dtype != cast: model.to(cast)
         self.model, self.tok, self.lm = model, tok, causal_lm(model)
