@@ -5,6 +5,8 @@ precision), beside each precision's seconds per item. `toolpaper.precision.preci
 precision whose intervals all lie within +-2 points of fp32; `--save-verdict` keeps the pick for this machine, and the
 engine's `auto` follows it from then on.
 
+`--tasks` runs a subset (e.g. `deer`, where only the DEER adapter is trained): the page then says which tasks the
+verdict read, and `--save-verdict` refuses it (`auto` follows only a verdict on both tasks).
 Models: `--seal-model` a fine-tuned Seal-Tools model (default: the seal_tools experiment's, `reports/seal_tools/work/
 adapter`, once trained there), `--deer-adapter` a DEER LoRA adapter over `--deer-base` (default: the deer experiment's
 main adapter). Items: `--n` per task (the first of a seeded draw). Prints, and with --out writes,
@@ -23,6 +25,11 @@ from _index import write_page  # noqa: E402
 # task -> (split, suite options, the metrics the verdict reads)
 TASKS = {"seal": ("test_in_domain", {"candidates": "gold"}, ("format_acc", "tool.f1", "param.f1")),
          "deer": ("test", {}, ("p_nocall", "p_call", "p_dc"))}
+
+
+_SPLITS = {"seal": "Seal-Tools `test_in_domain` (gold candidates)", "deer": "DEER `test`"}
+_MODEL = {"seal": "Seal-Tools model", "deer": "DEER adapter"}
+_NAME = {"seal": "Seal-Tools", "deer": "DEER"}
 
 
 def answer(task: str, model: str, adapter, precision: str, n: int, data_dir, work: Path, max_tokens,
@@ -79,9 +86,9 @@ def page(res: dict) -> str:
     lines = [
         "# Precision verdict on fine-tuned models",
         "",
-        f"Scale: {res['n']} (Seal-Tools `test_in_domain`, gold candidates) and DEER `test` items per precision, the "
-        f"same items in each; Seal-Tools model `{res['models']['seal']}`, DEER adapter `{res['models']['deer']}`; "
-        f"{res['machine']['cpu']}, {res['machine']['threads']} threads, torch {res['machine']['torch']}, load "
+        f"Scale: {res['n']} {' and '.join(_SPLITS[t] for t in res['models'])} items per precision, the same items in "
+        f"each; {'; '.join(f'{_MODEL[t]} `{m}`' for t, m in res['models'].items())}; {res['machine']['cpu']}, "
+        f"{res['machine']['threads']} threads, torch {res['machine']['torch']}, load "
         f"{res['load']} at the start. Differences to fp32 in points (compat counting) with paired 95% bootstrap "
         f"intervals; a precision is eligible when every interval lies within ±{v['tolerance']:g} points.",
         "",
@@ -95,7 +102,12 @@ def page(res: dict) -> str:
                      + " | ".join(cell(r["metrics"][m]) for m in names)
                      + f" | {'yes' if r['precision'] in v['eligible'] else 'no'} |")
     lines += [x for p, why in res.get("skipped", {}).items() for x in ("", f"{p}: {why}.")]
-    lines += ["", f"**Verdict: {v['pick']}.** {v['why']}"]
+    left = [t for t in TASKS if t not in res["models"]]
+    if left:
+        lines += ["", f"Only {', '.join(_NAME[t] for t in res['models'])} answered: "
+                      f"{', '.join(_NAME[t] for t in left)} was not run, so this verdict is not kept for `auto` "
+                      "(it follows only a verdict on every task)."]
+    lines += ["", f"**Verdict{' on these tasks' if left else ''}: {v['pick']}.** {v['why']}"]
     return "\n".join(lines)
 
 
@@ -105,6 +117,7 @@ def main(argv=None):
     ap.add_argument("--deer-base", default="smollm2-135m-instruct")
     ap.add_argument("--deer-adapter", default=str(ROOT / "reports/deer/work/adapter_mixture_2-1-2"))
     ap.add_argument("--n", type=int, default=100)
+    ap.add_argument("--tasks", default="seal,deer", help="the tasks answered (a subset is never kept for `auto`)")
     ap.add_argument("--precisions", default="fp32,bf16,int8,w8")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--work", default=None, help="folder of the runs' predictions (default: a new temporary one)")
@@ -125,8 +138,15 @@ def main(argv=None):
                           f"or a measured bf16 product under the required gain over fp32), so {p} runs emulated bf16 "
                           "and slower than fp32 — it cannot be the fastest eligible precision here "
                           "(`--keep-slow` runs it)")
+    tasks = [t.strip() for t in a.tasks.split(",") if t.strip()]
+    bad = sorted(set(tasks) - set(TASKS))
+    if bad or not tasks: sys.exit(f"--tasks {a.tasks!r}: expected some of {', '.join(TASKS)}")
+    if a.save_verdict and set(tasks) != set(TASKS):
+        sys.exit(f"--save-verdict: `auto` follows only a verdict on every task ({', '.join(TASKS)}); this run answers "
+                 f"{', '.join(tasks)}")
     models = ({"seal": ("tiny-random-llama", None), "deer": ("tiny-random-llama", None)} if a.tiny else
               {"seal": (a.seal_model, None), "deer": (a.deer_base, a.deer_adapter)})
+    models = {t: models[t] for t in tasks}
     data_dir, n = ("sample", min(a.n, 3)) if a.tiny else (a.data_dir, a.n)
     for task, (m, ad) in models.items():
         for path in (m, ad):

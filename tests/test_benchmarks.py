@@ -150,3 +150,18 @@ def test_train_profile_groups_a_step():
               key=lambda g: b[g + " ms / step"])
     assert f"most of it {big} (" in md
     assert profile_section({"product_gflops": {}}) == ""
+
+
+def test_precision_verdict_on_one_task_is_never_kept(tmp_path):
+    "A verdict on DEER alone names what was not run; asking to keep it for `auto` stops before any answer."
+    from precision_verdict import main
+    res = main(["--tiny", "--tasks", "deer", "--precisions", "fp32,int8", "--work", str(tmp_path / "r"),
+                "--out", str(tmp_path)])
+    assert list(res["models"]) == ["deer"] and set(res["rows"][0]["metrics"]) == {"deer p_nocall", "deer p_call",
+                                                                                  "deer p_dc"}
+    md = (tmp_path / "precision_verdict_tiny.md").read_text()
+    assert "Only DEER answered: Seal-Tools was not run" in md and "**Verdict on these tasks:" in md
+    assert "DEER `test` items per precision" in md and "Seal-Tools `test_in_domain`" not in md
+    for argv in (["--tasks", "deer", "--save-verdict"], ["--tasks", "seal,toolbench"]):
+        with pytest.raises(SystemExit) as e: main(["--tiny", *argv])
+        assert "--save-verdict" in str(e.value) or "expected some of seal, deer" in str(e.value)
