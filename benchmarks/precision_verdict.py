@@ -10,7 +10,7 @@ verdict read, and `--save-verdict` refuses it (`auto` follows only a verdict on 
 Models: `--seal-model` a fine-tuned Seal-Tools model (default: the seal_tools experiment's, `reports/seal_tools/work/
 adapter`, once trained there), `--deer-adapter` a DEER LoRA adapter over `--deer-base` (default: the deer experiment's
 main adapter). Items: `--n` per task (the first of a seeded draw). Prints, and with --out writes,
-`precision_verdict.md` / `.json`.
+`precision_verdict.md` / `.json` (a subset of the tasks: `precision_verdict_<tasks>.md`).
 Run: python benchmarks/precision_verdict.py --n 100 --out reports/benchmarks [--save-verdict]
 `--tiny` runs the same code on the tiny random Llama and the packaged sample (a check of the script; numbers mean
 nothing).
@@ -83,8 +83,10 @@ def page(res: dict) -> str:
     v, rows = res["verdict"], res["rows"]
     names = list(rows[0]["metrics"])
     cell = lambda t: "–" if t[0] is None else f"{t[0]:+.1f} [{t[1]:+.1f}, {t[2]:+.1f}]"
+    left = [t for t in TASKS if t not in res["models"]]
+    only = f" ({', '.join(_NAME[t] for t in res['models'])} only)" if left else ""
     lines = [
-        "# Precision verdict on fine-tuned models",
+        f"# Precision verdict on fine-tuned models{only}",
         "",
         f"Scale: {res['n']} {' and '.join(_SPLITS[t] for t in res['models'])} items per precision, the same items in "
         f"each; {'; '.join(f'{_MODEL[t]} `{m}`' for t, m in res['models'].items())}; {res['machine']['cpu']}, "
@@ -102,7 +104,6 @@ def page(res: dict) -> str:
                      + " | ".join(cell(r["metrics"][m]) for m in names)
                      + f" | {'yes' if r['precision'] in v['eligible'] else 'no'} |")
     lines += [x for p, why in res.get("skipped", {}).items() for x in ("", f"{p}: {why}.")]
-    left = [t for t in TASKS if t not in res["models"]]
     if left:
         lines += ["", f"Only {', '.join(_NAME[t] for t in res['models'])} answered: "
                       f"{', '.join(_NAME[t] for t in left)} was not run, so this verdict is not kept for `auto` "
@@ -169,7 +170,10 @@ def main(argv=None):
     md = page(res)
     print(md)
     if a.save_verdict and not a.tiny: print("kept:", save_verdict(verdict, {"rows": rows, "n": n}))
-    if a.out: write_page(Path(a.out), "precision_verdict" + ("_tiny" if a.tiny else ""), res, md)
+    if a.out:      # a subset of the tasks gets its own page beside the full verdict's
+        name = "precision_verdict" + ("_tiny" if a.tiny else "") + ("_" + "_".join(tasks) if len(tasks) < len(TASKS)
+                                                                      else "")
+        write_page(Path(a.out), name, res, md)
     return res
 
 

@@ -159,7 +159,9 @@ def test_precision_verdict_on_one_task_is_never_kept(tmp_path):
                 "--out", str(tmp_path)])
     assert list(res["models"]) == ["deer"] and set(res["rows"][0]["metrics"]) == {"deer p_nocall", "deer p_call",
                                                                                   "deer p_dc"}
-    md = (tmp_path / "precision_verdict_tiny.md").read_text()
+    assert not (tmp_path / "precision_verdict_tiny.md").exists()          # the full verdict's page stays apart
+    md = (tmp_path / "precision_verdict_tiny_deer.md").read_text()
+    assert md.startswith("# Precision verdict on fine-tuned models (DEER only)\n")
     assert "Only DEER answered: Seal-Tools was not run" in md and "**Verdict on these tasks:" in md
     assert "DEER `test` items per precision" in md and "Seal-Tools `test_in_domain`" not in md
     for argv in (["--tasks", "deer", "--save-verdict"], ["--tasks", "seal,toolbench"]):
