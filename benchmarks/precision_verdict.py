@@ -6,7 +6,8 @@ precision whose intervals all lie within +-2 points of fp32; `--save-verdict` ke
 engine's `auto` follows it from then on.
 
 `--tasks` runs a subset (e.g. `deer`, where only the DEER adapter is trained): the page then says which tasks the
-verdict read, and `--save-verdict` refuses it (`auto` follows only a verdict on both tasks).
+verdict read. A subset's verdict is kept (`--save-verdict`) only when it picks fp32: a precision outside the interval
+on one task is out whatever the other shows, while one inside it on a subset may still fail the task not run.
 Models: `--seal-model` a fine-tuned Seal-Tools model (default: the seal_tools experiment's, `reports/seal_tools/work/
 adapter`, once trained there), `--deer-adapter` a DEER LoRA adapter over `--deer-base` (default: the deer experiment's
 main adapter). Items: `--n` per task (the first of a seeded draw). Prints, and with --out writes,
@@ -50,6 +51,14 @@ def answer(task: str, model: str, adapter, precision: str, n: int, data_dir, wor
     return {"items": {m: score(task, recs, items, m, n_boot=0).items for m in ("compat", "strict")},
             "seconds_per_item": res["seconds_this_session"] / done if done else None, "precision": client.precision,
             "n": len(items)}
+
+
+def keepable(tasks, verdict: dict) -> str | None:
+    """Why `verdict`, read on `tasks`, may not be kept for `auto` (None: it may): a verdict on every task may; one on a
+    subset only when it picks fp32 (every reduced precision it ran already fell outside the interval on some task)."""
+    if set(tasks) == set(TASKS) or verdict["pick"] == "fp32": return None
+    return (f"read on {', '.join(tasks)} only, it picks {verdict['pick']}, which the tasks not run "
+            f"({', '.join(t for t in TASKS if t not in tasks)}) may still rule out")
 
 
 def contrasts(runs: dict, mode: str = "compat", n_boot: int = 2000) -> list[dict]:
@@ -106,8 +115,8 @@ def page(res: dict) -> str:
     lines += [x for p, why in res.get("skipped", {}).items() for x in ("", f"{p}: {why}.")]
     if left:
         lines += ["", f"Only {', '.join(_NAME[t] for t in res['models'])} answered: "
-                      f"{', '.join(_NAME[t] for t in left)} was not run, so this verdict is not kept for `auto` "
-                      "(it follows only a verdict on every task)."]
+                      f"{', '.join(_NAME[t] for t in left)} was not run, so a reduced precision this verdict finds "
+                      "eligible may still fail there; one it finds outside the interval is out (`keepable`)."]
     lines += ["", f"**Verdict{' on these tasks' if left else ''}: {v['pick']}.** {v['why']}"]
     return "\n".join(lines)
 
@@ -142,9 +151,6 @@ def main(argv=None):
     tasks = [t.strip() for t in a.tasks.split(",") if t.strip()]
     bad = sorted(set(tasks) - set(TASKS))
     if bad or not tasks: sys.exit(f"--tasks {a.tasks!r}: expected some of {', '.join(TASKS)}")
-    if a.save_verdict and set(tasks) != set(TASKS):
-        sys.exit(f"--save-verdict: `auto` follows only a verdict on every task ({', '.join(TASKS)}); this run answers "
-                 f"{', '.join(tasks)}")
     models = ({"seal": ("tiny-random-llama", None), "deer": ("tiny-random-llama", None)} if a.tiny else
               {"seal": (a.seal_model, None), "deer": (a.deer_base, a.deer_adapter)})
     models = {t: models[t] for t in tasks}
@@ -169,7 +175,10 @@ def main(argv=None):
            "resolved": {p: {t: r["precision"] for t, r in by.items()} for p, by in runs.items()}}
     md = page(res)
     print(md)
-    if a.save_verdict and not a.tiny: print("kept:", save_verdict(verdict, {"rows": rows, "n": n}))
+    if a.save_verdict and not a.tiny:
+        why = keepable(tasks, verdict)
+        print("kept:", save_verdict(verdict, {"rows": rows, "n": n, "tasks": tasks})) if why is None else \
+            print("not kept:", why)
     if a.out:      # a subset of the tasks gets its own page beside the full verdict's
         name = "precision_verdict" + ("_tiny" if a.tiny else "") + ("_" + "_".join(tasks) if len(tasks) < len(TASKS)
                                                                       else "")

@@ -162,8 +162,10 @@ def test_precision_verdict_on_one_task_is_never_kept(tmp_path):
     assert not (tmp_path / "precision_verdict_tiny.md").exists()          # the full verdict's page stays apart
     md = (tmp_path / "precision_verdict_tiny_deer.md").read_text()
     assert md.startswith("# Precision verdict on fine-tuned models (DEER only)\n")
-    assert "Only DEER answered: Seal-Tools was not run" in md and "**Verdict on these tasks:" in md
+    assert "Only DEER answered: Seal-Tools was not run, so a reduced" in md and "**Verdict on these tasks:" in md
     assert "DEER `test` items per precision" in md and "Seal-Tools `test_in_domain`" not in md
-    for argv in (["--tasks", "deer", "--save-verdict"], ["--tasks", "seal,toolbench"]):
-        with pytest.raises(SystemExit) as e: main(["--tiny", *argv])
-        assert "--save-verdict" in str(e.value) or "expected some of seal, deer" in str(e.value)
+    with pytest.raises(SystemExit) as e: main(["--tiny", "--tasks", "seal,toolbench"])
+    assert "expected some of seal, deer" in str(e.value)
+    from precision_verdict import keepable
+    assert keepable(["seal", "deer"], {"pick": "int8"}) is None and keepable(["deer"], {"pick": "fp32"}) is None
+    assert "may still rule out" in keepable(["deer"], {"pick": "w8"})
