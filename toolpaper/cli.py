@@ -474,6 +474,10 @@ def _reproduce_args(sub) -> None:
         "from the cache",
     )
     r.add_argument("--fresh", action="store_true", help="ignore the stage cache: retrain and regenerate everything")
+    r.add_argument("--weights", default="", metavar="NAMES",
+                   help="rebuild the weights of these training stages (folder names, comma-separated, or 'all') even "
+                   "when every answer is cached: a clone has the logs, not the weights (the logs stay; the summary "
+                   "compares the new losses with them)")
     r.add_argument("--prune-cache", action="store_true",
                    help="also remove stage-cache files of the run's stages under other keys (older versions; for a "
                    "full run of the profile's defaults: a served, other-precision or -p run's files go too)")
@@ -587,7 +591,7 @@ def _dispatch(args) -> int:
         if args.verify:
             res = verify_reports(args.profile, args.only, args.verify, args.out, seed=args.seed)
             return 0 if res["matched"] == res["checked"] else 1
-        gen = GenSettings(args.base_url, args.api, args.engine, args.precision, args.fresh)
+        gen = GenSettings(args.base_url, args.api, args.engine, args.precision, args.fresh, weights=args.weights)
         reproduce(args.profile, args.only, parse_params(args.param), args.out, progress=not args.no_progress, gen=gen,
                   prune_cache=args.prune_cache)
         return 0

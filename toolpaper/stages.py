@@ -17,8 +17,8 @@ from .precision import gen_precision, train_bf16
 
 # %% auto 0
 __all__ = ['STAGE_VERSION', 'GENERATION_VERSION', 'git_commit', 'GenSettings', 'weights_bytes', 'checkpoint_minutes',
-           'peer_stage', 'peer_requests', 'copy_weights', 'StageCache', 'current', 'finetune', 'client', 'release',
-           'tuned_client', 'staged', 'load_summary', 'summary_precisions', 'verify']
+           'peer_stage', 'peer_requests', 'copy_weights', 'loss_agreement', 'StageCache', 'current', 'finetune',
+           'client', 'release', 'tuned_client', 'staged', 'load_summary', 'summary_precisions', 'verify']
 
 # %% ../nbs/12_stages.ipynb
 STAGE_VERSION = 1          # training stages: bump when toolpaper.train changes what a run learns
@@ -40,7 +40,8 @@ def git_commit(root: str | os.PathLike | None = None) -> str:
 
 # %% ../nbs/12_stages.ipynb
 _ENV = {"base_url": "TOOLPAPER_BASE_URL", "api": "TOOLPAPER_API", "engine": "TOOLPAPER_ENGINE",
-        "precision": "TOOLPAPER_PRECISION", "fresh": "TOOLPAPER_FRESH", "grammar": "TOOLPAPER_GRAMMAR"}
+        "precision": "TOOLPAPER_PRECISION", "fresh": "TOOLPAPER_FRESH", "grammar": "TOOLPAPER_GRAMMAR",
+        "weights": "TOOLPAPER_WEIGHTS"}
 
 @dataclass
 class GenSettings:
@@ -51,6 +52,7 @@ class GenSettings:
     precision: str = "auto"
     fresh: bool = False
     grammar: str = ""          # the library enforcing answer schemas locally ('': toolpaper.grammar.DEFAULT_GRAMMAR)
+    weights: str = ""          # training stages (folder names, comma-separated, or 'all') whose weights are rebuilt
 
     @classmethod
     def from_env(cls, env=None) -> "GenSettings":
@@ -58,7 +60,14 @@ class GenSettings:
         e = os.environ if env is None else env
         return cls(base_url=e.get(_ENV["base_url"]) or None, api=e.get(_ENV["api"]) or "chat",
                    engine=e.get(_ENV["engine"]) or "auto", precision=e.get(_ENV["precision"]) or "auto",
-                   fresh=e.get(_ENV["fresh"]) == "1", grammar=e.get(_ENV["grammar"]) or "")
+                   fresh=e.get(_ENV["fresh"]) == "1", grammar=e.get(_ENV["grammar"]) or "",
+                   weights=e.get(_ENV["weights"]) or "")
+
+    def wants_weights(self, folder: str) -> bool:
+        """Whether the weights of training stage `folder` (its folder's name) are to be rebuilt even when every answer
+        that needs them is cached (`toolpaper reproduce --weights`: a clone holds the logs, never the weights)."""
+        names = {w.strip() for w in self.weights.split(",") if w.strip()}
+        return "all" in names or folder in names
 
     def environ(self) -> dict[str, str]:
         """These settings as environment variables (what `from_env` reads back). 'auto' precision sets nothing, so the
@@ -165,6 +174,18 @@ def copy_weights(src, dst) -> None:
         shutil.copy2(f, tmp); os.replace(tmp, dst / rel)
 
 # %% ../nbs/12_stages.ipynb
+def loss_agreement(logged: dict, rerun: dict) -> str:
+    """How training log `rerun`'s losses compare with `logged`'s at the steps both logged: 'losses equal at all N
+    logged steps', or the largest relative difference."""
+    by_step = lambda log: {h["step"]: h["loss"] for h in log.get("history", []) if "step" in h and "loss" in h}
+    a, b = by_step(logged), by_step(rerun)
+    steps = sorted(a.keys() & b.keys())
+    if not steps: return "no logged step to compare losses at"
+    worst = max(abs(a[s] - b[s]) / max(abs(a[s]), 1e-12) for s in steps)
+    if worst == 0: return f"losses equal at all {len(steps)} logged steps"
+    return f"losses within {100 * worst:.2g}% of the log's at {len(steps)} logged steps"
+
+# %% ../nbs/12_stages.ipynb
 class StageCache:
     """The cached training, generation and retrieval stages of one experiment under `work/stages/`; a context manager
     that makes itself the current cache (`current()`), so `finetune` and `client` go through it."""
@@ -174,6 +195,7 @@ class StageCache:
         self.commit = git_commit()
         self.folders: dict[str, tuple[str, Callable]] = {}    # weights folder -> (stage key, builder)
         self.built: set[str] = set()
+        self.rebuilt: dict = {}          # (stage, key) -> how its retrained losses compare with the kept log's
         self.trained: list[dict] = []
         self.clients: dict[str, Any] = {}
         self.retrievers: list = []
@@ -242,11 +264,15 @@ class StageCache:
             info.update(storage_bytes=weights_bytes(out), stage_key=key, commit=self.commit)
             info["config"] = {**info.get("config", {}), "output_dir": os.path.relpath(out, log_p.parent)}
             atomic_write_text(out / "stage.json", json.dumps({"key": key}) + "\n")
-            atomic_write_text(log_p, json.dumps(info, indent=1, sort_keys=True, default=str) + "\n")
+            # weights rebuilt for a stage whose log exists (a clone's, a borrowed one): that log, the record of the
+            # training behind the cached answers, stays; the new run is compared with it
+            prior = None if self.settings.fresh else _read_log(log_p, warn=False)
+            if prior is not None: self.rebuilt[(f"train {out.name}", key)] = loss_agreement(prior, info)
+            else: atomic_write_text(log_p, json.dumps(info, indent=1, sort_keys=True, default=str) + "\n")
 
         self.folders[str(out)] = (key, build)
         reused = not self.settings.fresh and _read_log(log_p) is not None
-        if not reused: self.materialize(out)
+        if not reused or self.settings.wants_weights(out.name): self.materialize(out)
         info = _read_log(log_p, warn=False)
         if info is None: raise RuntimeError(f"{log_p}: the training stage finished without writing its log")
         self.trained.append({"stage": f"train {out.name}", "key": key, "status": "reused" if reused else "computed",
@@ -297,7 +323,8 @@ class StageCache:
     def summary(self) -> list[dict]:
         """One row per stage of this run: what it is, its key, reused or computed (requests counted), and by which
         commit; a client that answered nothing is left out."""
-        rows = list(self.trained)
+        rows = [dict(r, status=f"{r['status']}; weights rebuilt, {self.rebuilt[r['stage'], r['key']]}")
+                if (r["stage"], r["key"]) in self.rebuilt else r for r in self.trained]
         for ident, c in self.clients.items():
             new, hits = c.usage.requests, c.usage.cache_hits
             if not new and not hits: continue
