@@ -30,13 +30,13 @@ from toolpaper.sampling import (
 
 # %% auto 0
 __all__ = ['PAPER_TRAIN_COUNTS', 'PAPER_TRAIN_MIX', 'PAPER_VALID_MIX', 'AUTHORS_DEER_TRAIN', 'AUTHORS_DEER_SAMPLES', 'PAPER_DEER',
-           'TABLE1_COLS', 'TABLE3_SETS', 'TABLE4_COLS', 'ABLATION_AXES', 'PAPER_ABLATION', 'DEER_HEADLINE',
-           'DEER_SUITE', 'stratified', 'pool_text', 'gold_prefix', 'deer_generate', 'compact_chain', 'demonstrations',
-           'DeerExpConfig', 'deer_recipe', 'mixture_of', 'DeerRun', 'decision_only', 'is_nosearch', 'retention_answers',
-           'run_deer_experiment', 'table1', 'table3', 'table4', 'plot_strategies', 'plot_span_losses',
-           'CallPilotConfig', 'CallPilot', 'run_call_pilot', 'pilot_table', 'pilot_recipe', 'DeerAblation',
-           'DeerAblationConfig', 'run_deer_ablation', 'ablation_table', 'plot_ablation', 'DeerOptions', 'DeerPredictor',
-           'read_deer_gold', 'deer_quotes']
+           'TABLE1_COLS', 'TABLE3_SETS', 'TABLE4_COLS', 'DEER_SPANS', 'ABLATION_AXES', 'PAPER_ABLATION',
+           'DEER_HEADLINE', 'DEER_SUITE', 'stratified', 'pool_text', 'gold_prefix', 'deer_generate', 'compact_chain',
+           'demonstrations', 'DeerExpConfig', 'deer_recipe', 'mixture_of', 'DeerRun', 'decision_only', 'is_nosearch',
+           'retention_answers', 'run_deer_experiment', 'table1', 'table3', 'table4', 'plot_strategies',
+           'plot_span_losses', 'main_training', 'CallPilotConfig', 'CallPilot', 'run_call_pilot', 'pilot_table',
+           'pilot_recipe', 'DeerAblation', 'DeerAblationConfig', 'run_deer_ablation', 'ablation_table', 'plot_ablation',
+           'DeerOptions', 'DeerPredictor', 'read_deer_gold', 'deer_quotes']
 
 # %% ../nbs/15_deer.ipynb
 PAPER_TRAIN_COUNTS = {"NoSearch": 1807, "NoCall": 3114, "Call": 4664}    # DEER Table 2, training split
@@ -467,20 +467,27 @@ def _deer_retention(gen, name: str, ret_q: list, refs: list, cfg: DeerExpConfig,
     return row
 
 # %% ../nbs/15_deer.ipynb
+DEER_SPANS = ("decision", "call")     # the spans a DEER adapter's loss is logged by
+
+def _variant_examples(d, cfg: DeerExpConfig, mix: dict | None = None, n: int | None = None) -> tuple[list, list]:
+    "(training samples, their prompt examples) of one sampling variant's data `d` (branch shares `mix`, `n` samples)."
+    train = stratified(d.train, n or cfg.train_n, mix or cfg.train_mix or PAPER_TRAIN_MIX, cfg.seed)
+    return train, [deer_prompt(s, style=cfg.prompt_style, score_pool=cfg.score_pool) for s in train]
+
+# %% ../nbs/15_deer.ipynb
 def _deer_variant_train(name: str, d, cfg: DeerExpConfig, work: Path, mix: dict | None = None,
                         n: int | None = None, epochs: int | None = None) -> tuple[dict, dict, Path]:
     """Train stage of one sampling variant (branch shares `mix`, default the experiment's; `n` training samples and
     `epochs`, default the experiment's): (training log, its training-set counts row, the adapter folder)."""
-    train = stratified(d.train, n or cfg.train_n, mix or cfg.train_mix or PAPER_TRAIN_MIX, cfg.seed)
+    train, ex = _variant_examples(d, cfg, mix, n)
     c = Counter(s.branch for s in train)
     count = {
         "model": name, "train samples": len(train), **{b: c.get(b, 0) for b in ("NoSearch", "NoCall", "Call")},
         "pools by strategy": dict(Counter(s.strategy for s in train if s.strategy is not None)),
     }
     out = work / f"adapter_{_slug(name)}"
-    ex = [deer_prompt(s, style=cfg.prompt_style, score_pool=cfg.score_pool) for s in train]
     run = cfg.train.for_run(out, seed=cfg.seed, **({} if epochs is None else {"epochs": epochs}))
-    info = stages.finetune(cfg.model, ex, run, span_labels=["decision", "call"])
+    info = stages.finetune(cfg.model, ex, run, span_labels=list(DEER_SPANS))
     return info, count, out
 
 # %% ../nbs/15_deer.ipynb
@@ -625,6 +632,16 @@ def plot_span_losses(run: DeerRun):
     for ax, span in zip(axes, ["decision", "call"]): ax.set_title(f"{span} span loss"); ax.set_xlabel("step")
     axes[0].legend(fontsize=8); fig.tight_layout()
     return fig
+
+# %% ../nbs/15_deer.ipynb
+def main_training(tools: list[Tool], released_valid: list[DecisionSample], released_test: list[DecisionSample],
+                  cfg: DeerExpConfig, work_dir: str | Path) -> tuple[list, SFTConfig, list[str]]:
+    """(examples, training settings with the output folder the experiment gives it under `work_dir`, span labels) of
+    the main variant's adapter, built as `run_deer_experiment` builds them."""
+    main, variant = next(iter(_variants(cfg).items()))
+    d = _deer_datas(tools, released_valid, released_test, cfg, {main: variant})[main]
+    _, ex = _variant_examples(d, cfg)
+    return ex, cfg.train.for_run(Path(work_dir) / f"adapter_{_slug(main)}", seed=cfg.seed), list(DEER_SPANS)
 
 # %% ../nbs/15_deer.ipynb
 @dataclass

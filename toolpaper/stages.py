@@ -17,8 +17,8 @@ from .precision import gen_precision, train_bf16
 
 # %% auto 0
 __all__ = ['STAGE_VERSION', 'GENERATION_VERSION', 'git_commit', 'GenSettings', 'weights_bytes', 'checkpoint_minutes',
-           'peer_stage', 'peer_requests', 'copy_weights', 'loss_agreement', 'StageCache', 'current', 'finetune',
-           'client', 'release', 'tuned_client', 'staged', 'load_summary', 'summary_precisions', 'verify']
+           'peer_stage', 'peer_requests', 'copy_weights', 'loss_agreement', 'train_key', 'StageCache', 'current',
+           'finetune', 'client', 'release', 'tuned_client', 'staged', 'load_summary', 'summary_precisions', 'verify']
 
 # %% ../nbs/12_stages.ipynb
 STAGE_VERSION = 1          # training stages: bump when toolpaper.train changes what a run learns
@@ -186,6 +186,14 @@ def loss_agreement(logged: dict, rerun: dict) -> str:
     return f"losses within {100 * worst:.2g}% of the log's at {len(steps)} logged steps"
 
 # %% ../nbs/12_stages.ipynb
+def train_key(model: str | None, adapter: str | None, examples, cfg, span_labels=None) -> str:
+    """The stage key of training `examples` with settings `cfg` (an `SFTConfig`) from `model` / `adapter` as they enter
+    keys (a name, or `stage:<key>` of a stage the cache trains)."""
+    settings = {k: v for k, v in asdict(cfg).items() if k != "output_dir"}
+    settings["bf16"] = cfg.bf16 if cfg.bf16 is not None else train_bf16()      # auto, resolved: never mixed
+    return fingerprint("finetune", STAGE_VERSION, model, adapter, examples, settings, span_labels)
+
+# %% ../nbs/12_stages.ipynb
 class StageCache:
     """The cached training, generation and retrieval stages of one experiment under `work/stages/`; a context manager
     that makes itself the current cache (`current()`), so `finetune` and `client` go through it."""
@@ -229,10 +237,7 @@ class StageCache:
         """Train (or reuse) one fine-tuning run into `cfg.output_dir`; its log as JSON data
         (`toolpaper.train.finetune`'s record plus `storage_bytes`, `stage_key` and the `commit` that trained it)."""
         out = Path(cfg.output_dir)
-        settings = {k: v for k, v in asdict(cfg).items() if k != "output_dir"}
-        settings["bf16"] = cfg.bf16 if cfg.bf16 is not None else train_bf16()      # auto, resolved: never mixed
-        key = fingerprint("finetune", STAGE_VERSION, self.ident(model), self.ident(adapter), examples, settings,
-                          span_labels)
+        key = train_key(self.ident(model), self.ident(adapter), examples, cfg, span_labels)
         log_p = self.root / "train" / f"{out.name}-{key}.json"
         self.used.add(log_p)
         # another experiment trained this key: its log borrowed (looked for only while this one has none)
@@ -275,8 +280,9 @@ class StageCache:
         if not reused or self.settings.wants_weights(out.name): self.materialize(out)
         info = _read_log(log_p, warn=False)
         if info is None: raise RuntimeError(f"{log_p}: the training stage finished without writing its log")
+        bf16 = train_bf16() if cfg.bf16 is None else cfg.bf16
         self.trained.append({"stage": f"train {out.name}", "key": key, "status": "reused" if reused else "computed",
-                             "precision": info.get("precision", "bf16" if settings["bf16"] else "fp32"),
+                             "precision": info.get("precision", "bf16" if bf16 else "fp32"),
                              "commit": info.get("commit", "not recorded")})
         return info
 
