@@ -15,6 +15,14 @@ main adapter). Items: `--n` per task (the first of a seeded draw). Prints, and w
 Run: python benchmarks/precision_verdict.py --n 100 --out reports/benchmarks [--save-verdict]
 `--tiny` runs the same code on the tiny random Llama and the packaged sample (a check of the script; numbers mean
 nothing).
+
+`--train` gives the training verdict instead: the `deer` experiment's main adapter recipe (its examples, settings and
+span labels, `toolpaper.deer.main_training`) trained in bf16 beside fp32 — the fp32 side is the experiment's own
+training when its stage cache holds it (`--deer-work`; `toolpaper reproduce --only deer --weights
+adapter_mixture_2-1-2` rebuilds its weights in a clone), else trained here too — each adapter answering the same
+`--n` DEER test items in fp32, the bf16-trained one's differences with paired intervals beside both runs' losses and
+training seconds; page `precision_verdict_train.md`. `--save-verdict` keeps it (when `keepable`) for `train_bf16`.
+Run: python benchmarks/precision_verdict.py --train --n 100 --out reports/benchmarks [--save-verdict]
 """
 import argparse, os, platform, sys, tempfile
 from pathlib import Path
@@ -34,7 +42,7 @@ _NAME = {"seal": "Seal-Tools", "deer": "DEER"}
 
 
 def answer(task: str, model: str, adapter, precision: str, n: int, data_dir, work: Path, max_tokens,
-           prompt: str = "released") -> dict:
+           prompt: str = "released", tag: str = "") -> dict:
     """One task in one precision, prompts in layout `prompt` (the experiments' is the authors'): {'items': {mode:
     per-item scores}, 'seconds_per_item', 'precision' (as resolved), 'n'}."""
     from toolpaper.bench import BenchConfig, bench_items, read_predictions, run_bench
@@ -44,7 +52,7 @@ def answer(task: str, model: str, adapter, precision: str, n: int, data_dir, wor
     cfg = BenchConfig(task, split, limit=n, data_dir=data_dir, n_boot=0, max_tokens=max_tokens, prompt=prompt,
                       **opts)
     client = LocalClient(model, adapter, batch_size=8, precision=precision)
-    out = work / f"{task}-{precision}"
+    out = work / f"{task}-{precision}{tag}"
     res = run_bench(cfg, client, out)
     recs, items = read_predictions(out / "predictions.jsonl")[0], bench_items(cfg)
     done = res["predicted_this_session"]
@@ -121,6 +129,125 @@ def page(res: dict) -> str:
     return "\n".join(lines)
 
 
+def _log(folder: Path, key: str) -> dict | None:
+    "The training log kept beside a folder trained under `key` here, when its weights are still there."
+    import json
+    from toolpaper.stages import _stage_key, weights_bytes
+    p = folder / "train_log.json"
+    if _stage_key(folder) != key or weights_bytes(folder) == 0 or not p.exists(): return None
+    return json.loads(p.read_text())
+
+
+def train_runs(deer_work: Path, work: Path, data_dir, profile: str, log=print) -> dict:
+    """The DEER experiment's main adapter recipe (its examples, settings and span labels: `deer.main_training`) in fp32
+    and bf16: {precision: {'folder', 'log', 'key', 'source'}}. fp32 is the experiment's own training when `deer_work`
+    holds its log and weights under the same key (nothing trained); otherwise, and for bf16, it trains into `work`
+    (kept there: a rerun reuses it)."""
+    import json
+    from dataclasses import replace
+    from toolpaper import data as D, deer as DE
+    from toolpaper.io import atomic_write_text
+    from toolpaper.report import profile_data_root
+    from toolpaper.stages import _stage_key, train_key, weights_bytes
+    from toolpaper.train import finetune
+    root = profile_data_root(profile, data_dir)
+    cfg = DE.DeerExpConfig.for_profile(profile)
+    tools, valid, test = (D.load(f"tooldeer:{s}", root) for s in ("tools", "valid", "test"))
+    ex, run, spans = DE.main_training(tools, valid, test, cfg, deer_work)
+    out = {}
+    for p in ("fp32", "bf16"):
+        cfg_p = replace(run, bf16=p == "bf16")
+        key = train_key(cfg.model, None, ex, cfg_p, spans)
+        own = Path(run.output_dir)
+        committed = deer_work / "stages" / "train" / f"{own.name}-{key}.json"
+        if committed.exists() and _stage_key(own) == key and weights_bytes(own) > 0:
+            out[p] = {"folder": own, "log": json.loads(committed.read_text()), "key": key,
+                      "source": f"the deer experiment's stage cache (key {key})"}
+            continue
+        folder = work / f"train-{p}"
+        rec = _log(folder, key)
+        if rec is None:
+            log(f"training the recipe in {p} ({len(ex)} examples) into {folder}")
+            rec = finetune(cfg.model, ex, replace(cfg_p, output_dir=str(folder)), span_labels=spans)
+            atomic_write_text(folder / "train_log.json", json.dumps(rec, default=str) + "\n")
+            atomic_write_text(folder / "stage.json", json.dumps({"key": key}) + "\n")
+        out[p] = {"folder": folder, "log": rec, "key": key, "source": f"trained by this benchmark (key {key})"}
+    out["model"], out["n_examples"] = cfg.model, len(ex)
+    return out
+
+
+def loss_summary(log: dict) -> dict:
+    "Mean training loss over every logged step and over the last fifth of them."
+    losses = [h["loss"] for h in log.get("history", []) if "loss" in h and "step" in h]
+    tail = losses[-max(1, len(losses) // 5):] if losses else []
+    mean = lambda xs: sum(xs) / len(xs) if xs else None
+    return {"steps logged": len(losses), "mean loss": mean(losses), "mean loss, last fifth": mean(tail)}
+
+
+def train_page(res: dict) -> str:
+    v, rows = res["verdict"], res["rows"]
+    names = list(rows[0]["metrics"])
+    cell = lambda t: "–" if t[0] is None else f"{t[0]:+.1f} [{t[1]:+.1f}, {t[2]:+.1f}]"
+    f = lambda x, d=4: "–" if x is None else f"{x:.{d}f}"
+    lines = [
+        "# Training precision verdict (DEER adapter)",
+        "",
+        f"Scale: the `deer` experiment's main adapter recipe (mixture 2:1:2, {res['n_examples']} training examples, "
+        f"LoRA as in the experiment) trained in fp32 and in bf16 (autocast over fp32 master weights) on "
+        f"{res['machine']['cpu']}, {res['machine']['threads']} threads, torch {res['machine']['torch']}; load "
+        f"{res['load']} when this run started. fp32: {res['sources']['fp32']}; bf16: {res['sources']['bf16']}. Each "
+        f"adapter answers the same {res['n']} DEER `test` items with fp32 generation; differences of the bf16-trained "
+        "adapter to the fp32-trained one in points (compat counting) with paired 95% bootstrap intervals. Training "
+        "seconds are each run's own wall time (a stage-cache run may have shared the machine: compare speeds on "
+        "`train_throughput.md`, which runs both side by side). bf16 training is eligible when every interval lies "
+        f"within ±{v['tolerance']:g} points.",
+        "",
+        "| trained in | training s | mean loss | mean loss, last fifth | " + " | ".join(names) + " | eligible |",
+        "|:--|--:|--:|--:|" + "--:|" * len(names) + ":--|",
+    ]
+    for r in rows:
+        ls = r["loss"]
+        lines.append(f"| {r['precision']} | {f(r['seconds'], 0)} | {f(ls['mean loss'])} | "
+                     f"{f(ls['mean loss, last fifth'])} | " + " | ".join(cell(r["metrics"][m]) for m in names)
+                     + f" | {'yes' if r['precision'] in v['eligible'] else 'no'} |")
+    lines += ["", f"The bf16 run against the fp32 one, step by step: {res['loss_agreement']} (the trajectories part "
+                  "as the weights drift apart; the means above say where each ends).",
+              "", f"**Verdict: train in {v['pick']}.** {v['why']}"]
+    return "\n".join(lines)
+
+
+def train_main(a) -> dict:
+    "`--train`: the training verdict (see the module's text)."
+    from toolpaper.precision import machine_key, precision_verdict, save_verdict
+    from toolpaper.stages import loss_agreement
+    work = Path(a.work or tempfile.mkdtemp(prefix="train_verdict_"))
+    load = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
+    profile, n, data_dir = ("smoke", min(a.n, 3), "sample") if a.tiny else ("cpu", a.n, a.data_dir)
+    deer_work = work / "deer" if a.tiny else Path(a.deer_work)
+    tr = train_runs(deer_work, work, data_dir, profile)
+    limit, prompt = (8, "toolpaper") if a.tiny else (96, "released")
+    runs = {p: {"deer": answer("deer", tr["model"], str(tr[p]["folder"]), "fp32", n, data_dir, work, limit, prompt,
+                               tag=f"-{p}-trained")} for p in ("fp32", "bf16")}
+    rows = contrasts(runs, n_boot=200 if a.tiny else 2000)
+    for r in rows:
+        r["seconds"] = tr[r["precision"]]["log"]["train_seconds"]
+        r["loss"] = loss_summary(tr[r["precision"]]["log"])
+    verdict = precision_verdict(rows)
+    verdict["why"] = verdict["why"].replace(" s per item,", " s of training,")
+    res = {"kind": "training", "verdict": verdict, "rows": rows, "n": n, "tiny": a.tiny, "load": load,
+           "machine": machine_key(), "python": platform.python_version(), "n_examples": tr["n_examples"],
+           "sources": {p: tr[p]["source"] for p in ("fp32", "bf16")},
+           "loss_agreement": loss_agreement(tr["fp32"]["log"], tr["bf16"]["log"])}
+    md = train_page(res)
+    print(md)
+    if a.save_verdict and not a.tiny:
+        why = keepable(["deer"], verdict)
+        print("kept:", save_verdict(verdict, {"rows": rows, "n": n, "tasks": ["deer"]}, kind="training")) \
+            if why is None else print("not kept:", why)
+    if a.out: write_page(Path(a.out), "precision_verdict_train" + ("_tiny" if a.tiny else ""), res, md)
+    return res
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--seal-model", default=str(ROOT / "reports/seal_tools/work/adapter"))
@@ -134,8 +261,13 @@ def main(argv=None):
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--keep-slow", action="store_true", help="run bf16 and w8 even where this CPU emulates bf16")
     ap.add_argument("--save-verdict", action="store_true", help="keep the pick for this machine (`auto` follows it)")
+    ap.add_argument("--train", action="store_true",
+                    help="the training verdict: the DEER adapter's recipe trained in bf16 beside fp32")
+    ap.add_argument("--deer-work", default=str(ROOT / "reports/deer/work"),
+                    help="with --train: the deer experiment's work folder (its fp32 training is reused from there)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
+    if a.train: return train_main(a)
     from toolpaper.precision import bf16_activations, cpu_bf16_fast, machine_key, precision_verdict, save_verdict
     precs = [p.strip() for p in a.precisions.split(",") if p.strip()]
     if "fp32" not in precs: precs.insert(0, "fp32")

@@ -169,3 +169,20 @@ def test_precision_verdict_on_one_task_is_never_kept(tmp_path):
     from precision_verdict import keepable
     assert keepable(["seal", "deer"], {"pick": "int8"}) is None and keepable(["deer"], {"pick": "fp32"}) is None
     assert "may still rule out" in keepable(["deer"], {"pick": "w8"})
+
+
+def test_training_verdict_runs_end_to_end(tmp_path):
+    """The training verdict on the tiny model and the sample: the DEER recipe trained in fp32 and bf16 (a rerun reuses
+    both), each adapter answering the same items; the page gives losses, intervals and the pick."""
+    from precision_verdict import main
+    args = ["--train", "--tiny", "--work", str(tmp_path / "runs"), "--out", str(tmp_path)]
+    res = main(args)
+    assert [r["precision"] for r in res["rows"]] == ["fp32", "bf16"]
+    assert all(v == (0.0, 0.0, 0.0) for v in res["rows"][0]["metrics"].values() if v[0] is not None)
+    assert set(res["rows"][1]["metrics"]) == {"deer p_nocall", "deer p_call", "deer p_dc"}
+    assert res["rows"][1]["loss"]["steps logged"] > 0 and res["verdict"]["pick"] in ("fp32", "bf16")
+    assert all(s.startswith("trained by this benchmark") for s in res["sources"].values())
+    md = (tmp_path / "precision_verdict_train_tiny.md").read_text()
+    assert f"**Verdict: train in {res['verdict']['pick']}.**" in md and "| bf16 |" in md
+    again = main(args)                                               # both trainings reused: the same losses
+    assert [r["loss"] for r in again["rows"]] == [r["loss"] for r in res["rows"]]

@@ -11,8 +11,9 @@ from .io import fingerprint
 
 # %% auto 0
 __all__ = ['UNITS', 'PRODUCT', 'TRAIN_BF16_GAIN', 'GEN_PRECISIONS', 'ACTIVATION_DTYPE', 'CPU_ONLY', 'VERDICT_TOLERANCE',
-           'cpu_flags', 'cpu_name', 'measure_product', 'machine_key', 'machine_profile', 'cpu_bf16_fast', 'train_bf16',
-           'gen_precision', 'bf16_activations', 'precision_verdict', 'verdict_path', 'save_verdict', 'read_verdict']
+           'VERDICT_KINDS', 'cpu_flags', 'cpu_name', 'measure_product', 'machine_key', 'machine_profile',
+           'cpu_bf16_fast', 'train_bf16', 'gen_precision', 'bf16_activations', 'precision_verdict', 'verdict_path',
+           'save_verdict', 'read_verdict']
 
 # %% ../nbs/10_precision.ipynb
 UNITS = {"bf16": ("avx512_bf16", "amx_bf16"), "int8": ("avx512_vnni", "avx_vnni", "amx_int8")}
@@ -99,9 +100,10 @@ def cpu_bf16_fast(profile: dict | None = None) -> bool:
     return any(f in prof["machine"]["flags"] for f in UNITS["bf16"]) and g["bf16"] >= TRAIN_BF16_GAIN * g["fp32"]
 
 # %% ../nbs/10_precision.ipynb
-def train_bf16(profile: dict | None = None, env=None) -> bool:
+def train_bf16(profile: dict | None = None, env=None, verdict: dict | None = None) -> bool:
     """Does `auto` train in bf16 here? The environment's `TOOLPAPER_TRAIN_PRECISION` if set; bf16 on a GPU that supports
-    it; on a CPU, when `cpu_bf16_fast`."""
+    it; on a CPU, the pick of this machine's training verdict (`read_verdict('training')`, or `verdict` when given) if
+    there is one, else bf16 when `cpu_bf16_fast`."""
     e = os.environ if env is None else env
     forced = e.get("TOOLPAPER_TRAIN_PRECISION", "")
     if forced:
@@ -109,6 +111,8 @@ def train_bf16(profile: dict | None = None, env=None) -> bool:
         return forced == "bf16"
     import torch
     if profile is None and torch.cuda.is_available(): return torch.cuda.is_bf16_supported()
+    v = read_verdict("training") if verdict is None else verdict
+    if v and v.get("pick") in ("fp32", "bf16"): return v["pick"] == "bf16"
     return cpu_bf16_fast(profile)
 
 # %% ../nbs/10_precision.ipynb
@@ -167,22 +171,27 @@ def precision_verdict(rows: list[dict], tolerance: float = VERDICT_TOLERANCE, re
             "why": f"{pick}, the fastest eligible precision. " + "; ".join(why)}
 
 # %% ../nbs/10_precision.ipynb
-def verdict_path(key: dict | None = None) -> Path:
-    "Where this machine's (`machine_key`) precision verdict is kept, beside its measured profile."
-    return cache_root() / "precision" / f"verdict-{fingerprint(key or machine_key())}.json"
+VERDICT_KINDS = {"generation": "verdict", "training": "train-verdict"}   # kind -> file name prefix
+
+def verdict_path(key: dict | None = None, kind: str = "generation") -> Path:
+    """Where this machine's (`machine_key`) precision verdict of `kind` ('generation' or 'training') is kept, beside
+    its measured profile."""
+    if kind not in VERDICT_KINDS: raise ValueError(f"verdict kind {kind!r}: expected one of {', '.join(VERDICT_KINDS)}")
+    return cache_root() / "precision" / f"{VERDICT_KINDS[kind]}-{fingerprint(key or machine_key())}.json"
 
 # %% ../nbs/10_precision.ipynb
-def save_verdict(verdict: dict, evidence: dict | None = None) -> Path:
-    "Keep `verdict` (`precision_verdict`) for this machine, with the rows it came from; `auto` follows it here."
-    path = verdict_path()
+def save_verdict(verdict: dict, evidence: dict | None = None, kind: str = "generation") -> Path:
+    """Keep `verdict` (`precision_verdict`) of `kind` for this machine, with the rows it came from; `auto` follows it
+    here (generation: `gen_precision`; training: `train_bf16`)."""
+    path = verdict_path(kind=kind)
     rec = {**verdict, "machine": machine_key(), "evidence": evidence or {},
            "decided_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
     atomic_write_text(path, json.dumps(rec, indent=1, default=str) + "\n")
     return path
 
 # %% ../nbs/10_precision.ipynb
-def read_verdict() -> dict | None:
-    "This machine's kept verdict, or None (none kept, or unreadable)."
-    path = verdict_path()
+def read_verdict(kind: str = "generation") -> dict | None:
+    "This machine's kept verdict of `kind`, or None (none kept, or unreadable)."
+    path = verdict_path(kind=kind)
     try: return json.loads(path.read_text()) if path.exists() else None
     except (json.JSONDecodeError, OSError): return None
