@@ -96,10 +96,21 @@ def _shown(path: str) -> str:
     except ValueError: return path
 
 
-def page(res: dict) -> str:
-    v, rows = res["verdict"], res["rows"]
+def _verdict_table(heads: list[str], lead, rows: list[dict], v: dict) -> list[str]:
+    """A verdict table's markdown lines: columns `heads` (a row's cells: `lead(row)`), each metric's difference with
+    its interval, and whether the row's precision is eligible."""
     names = list(rows[0]["metrics"])
     cell = lambda t: "–" if t[0] is None else f"{t[0]:+.1f} [{t[1]:+.1f}, {t[2]:+.1f}]"
+    out = ["| " + " | ".join(heads + names) + " | eligible |",
+           "|:--|" + "--:|" * (len(heads) - 1 + len(names)) + ":--|"]
+    for r in rows:
+        out.append("| " + " | ".join(lead(r) + [cell(r["metrics"][m]) for m in names])
+                   + f" | {'yes' if r['precision'] in v['eligible'] else 'no'} |")
+    return out
+
+
+def page(res: dict) -> str:
+    v, rows = res["verdict"], res["rows"]
     left = [t for t in TASKS if t not in res["models"]]
     only = f" ({', '.join(_NAME[t] for t in res['models'])} only)" if left else ""
     lines = [
@@ -111,15 +122,11 @@ def page(res: dict) -> str:
         f"{res['load']} at the start. Differences to fp32 in points (compat counting) with paired 95% bootstrap "
         f"intervals; a precision is eligible when every interval lies within ±{v['tolerance']:g} points.",
         "",
-        "| precision | s / item (Seal-Tools) | s / item (DEER) | " + " | ".join(names) + " | eligible |",
-        "|:--|--:|--:|" + "--:|" * len(names) + ":--|",
     ]
-    for r in rows:
-        s = r["seconds by task"]
-        fmt = lambda x: "–" if x is None else f"{x:.2f}"
-        lines.append(f"| {r['precision']} | {fmt(s.get('seal'))} | {fmt(s.get('deer'))} | "
-                     + " | ".join(cell(r["metrics"][m]) for m in names)
-                     + f" | {'yes' if r['precision'] in v['eligible'] else 'no'} |")
+    fmt = lambda x: "–" if x is None else f"{x:.2f}"
+    lines += _verdict_table(["precision", "s / item (Seal-Tools)", "s / item (DEER)"],
+                            lambda r: [r["precision"], fmt(r["seconds by task"].get("seal")),
+                                       fmt(r["seconds by task"].get("deer"))], rows, v)
     lines += [x for p, why in res.get("skipped", {}).items() for x in ("", f"{p}: {why}.")]
     if left:
         lines += ["", f"Only {', '.join(_NAME[t] for t in res['models'])} answered: "
@@ -186,8 +193,6 @@ def loss_summary(log: dict) -> dict:
 
 def train_page(res: dict) -> str:
     v, rows = res["verdict"], res["rows"]
-    names = list(rows[0]["metrics"])
-    cell = lambda t: "–" if t[0] is None else f"{t[0]:+.1f} [{t[1]:+.1f}, {t[2]:+.1f}]"
     f = lambda x, d=4: "–" if x is None else f"{x:.{d}f}"
     lines = [
         "# Training precision verdict (DEER adapter)",
@@ -202,14 +207,10 @@ def train_page(res: dict) -> str:
         "`train_throughput.md`, which runs both side by side). bf16 training is eligible when every interval lies "
         f"within ±{v['tolerance']:g} points.",
         "",
-        "| trained in | training s | mean loss | mean loss, last fifth | " + " | ".join(names) + " | eligible |",
-        "|:--|--:|--:|--:|" + "--:|" * len(names) + ":--|",
     ]
-    for r in rows:
-        ls = r["loss"]
-        lines.append(f"| {r['precision']} | {f(r['seconds'], 0)} | {f(ls['mean loss'])} | "
-                     f"{f(ls['mean loss, last fifth'])} | " + " | ".join(cell(r["metrics"][m]) for m in names)
-                     + f" | {'yes' if r['precision'] in v['eligible'] else 'no'} |")
+    lines += _verdict_table(["trained in", "training s", "mean loss", "mean loss, last fifth"],
+                            lambda r: [r["precision"], f(r["seconds"], 0), f(r["loss"]["mean loss"]),
+                                       f(r["loss"]["mean loss, last fifth"])], rows, v)
     lines += ["", f"The bf16 run against the fp32 one, step by step: {res['loss_agreement']} (the trajectories part "
                   "as the weights drift apart; the means above say where each ends).",
               "", f"**Verdict: train in {v['pick']}.** {v['why']}"]
