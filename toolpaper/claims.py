@@ -318,7 +318,7 @@ CLAIMS: list[Claim] = [
 
 # %% ../nbs/91_claims.ipynb
 _RECIPE_DEER = ("each strategy adapter learns from 600 samples for one epoch (the authors: about 9.6k samples, 10 "
-                "epochs); 200 of the 743 released test samples are scored")
+                "epochs)")
 _UMI = ("trajectories built from Seal-Tools with one planner template over three candidate tools (ToolBench's "
         "planner reasons in free text among more functions)")
 _PAPER = {   # claim -> (the paper's printed difference in points, how toolpaper's comparison differs)
