@@ -23,6 +23,9 @@ adapter_mixture_2-1-2` rebuilds its weights in a clone), else trained here too â
 `--n` DEER test items in fp32, the bf16-trained one's differences with paired intervals beside both runs' losses and
 training seconds; page `precision_verdict_train.md`. `--save-verdict` keeps it (when `keepable`) for `train_bf16`.
 Run: python benchmarks/precision_verdict.py --train --n 100 --out reports/benchmarks [--save-verdict]
+
+`--keep reports/benchmarks/PAGE.json` keeps the verdict of an earlier run (generation or training) for `auto` without
+answering again, when that run measured this machine kind and its verdict is `keepable`.
 """
 import argparse, os, platform, sys, tempfile
 from pathlib import Path
@@ -249,6 +252,26 @@ def train_main(a) -> dict:
     return res
 
 
+def keep_page(path: Path) -> dict:
+    """`--keep`: keep the verdict an earlier run wrote (its page's `.json`) for `auto` on this machine, nothing
+    answered again: only when that run measured this machine kind (`machine_key` equal), on the real models, and its
+    verdict is `keepable`."""
+    import json
+    from toolpaper.precision import machine_key, save_verdict
+    res = json.loads(Path(path).read_text())
+    kind = res.get("kind", "generation")
+    tasks = ["deer"] if kind == "training" else list(res["models"])
+    if res.get("tiny"): sys.exit(f"{path}: a --tiny run (its numbers mean nothing): not kept")
+    if res["machine"] != machine_key():
+        sys.exit(f"{path}: measured on {res['machine']}, not on this machine ({machine_key()}): run it here")
+    why = keepable(tasks, res["verdict"])
+    if why: sys.exit(f"{path}: not kept: {why}")
+    saved = save_verdict(res["verdict"], {"rows": res["rows"], "n": res["n"], "tasks": tasks, "page": Path(path).name,
+                                          "code": res.get("code")}, kind=kind)
+    print(f"kept the {kind} verdict ({res['verdict']['pick']}): {saved}")
+    return res
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--seal-model", default=str(ROOT / "reports/seal_tools/work/adapter"))
@@ -266,8 +289,11 @@ def main(argv=None):
                     help="the training verdict: the DEER adapter's recipe trained in bf16 beside fp32")
     ap.add_argument("--deer-work", default=str(ROOT / "reports/deer/work"),
                     help="with --train: the deer experiment's work folder (its fp32 training is reused from there)")
+    ap.add_argument("--keep", default=None, metavar="PAGE_JSON",
+                    help="keep an earlier run's verdict (its page's .json) for auto here, answering nothing again")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
+    if a.keep: return keep_page(Path(a.keep))
     if a.train: return train_main(a)
     from toolpaper.precision import bf16_activations, cpu_bf16_fast, machine_key, precision_verdict, save_verdict
     precs = [p.strip() for p in a.precisions.split(",") if p.strip()]

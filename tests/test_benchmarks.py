@@ -186,3 +186,27 @@ def test_training_verdict_runs_end_to_end(tmp_path):
     assert f"**Verdict: train in {res['verdict']['pick']}.**" in md and "| bf16 |" in md
     again = main(args)                                               # both trainings reused: the same losses
     assert [r["loss"] for r in again["rows"]] == [r["loss"] for r in res["rows"]]
+
+
+def test_keep_an_earlier_verdict(tmp_path, monkeypatch):
+    """--keep takes a page's verdict for `auto` only when it was measured on this machine kind, on the real models and
+    is keepable; nothing is answered."""
+    import json
+    import pytest
+    from precision_verdict import main
+    from toolpaper.precision import machine_key, read_verdict
+    monkeypatch.setenv("TOOLPAPER_CACHE", str(tmp_path / "cache"))
+    rows = [{"precision": "fp32", "seconds": 1.0, "metrics": {"deer p_call": (0.0, 0.0, 0.0)}}]
+    page = {"verdict": {"pick": "fp32", "eligible": ["fp32"], "tolerance": 2.0, "why": "w"}, "rows": rows, "n": 100,
+            "models": {"deer": "m + a"}, "machine": machine_key(), "tiny": False}
+    p = tmp_path / "precision_verdict_deer.json"
+    for bad, says in (({"tiny": True}, "a --tiny run"), ({"machine": {"cpu": "elsewhere"}}, "not on this machine"),
+                      ({"verdict": {**page["verdict"], "pick": "int8"}}, "not kept: read on deer only")):
+        p.write_text(json.dumps({**page, **bad}))
+        with pytest.raises(SystemExit, match=says): main(["--keep", str(p)])
+    assert read_verdict() is None
+    p.write_text(json.dumps(page)); main(["--keep", str(p)])
+    assert read_verdict()["pick"] == "fp32" and read_verdict("training") is None
+    p.write_text(json.dumps({**page, "kind": "training", "verdict": {**page["verdict"], "pick": "fp32"}}))
+    main(["--keep", str(p)])
+    assert read_verdict("training")["pick"] == "fp32"
