@@ -402,6 +402,27 @@ def cpu_units() -> str:
     return ", ".join(have) if have else "none (no avx512_bf16 / amx / avx512_vnni / avx_vnni)"
 
 
+def kept_verdicts() -> dict:
+    """This machine's kept precision verdicts (`toolpaper.precision.read_verdict`): {'pick', 'page'} of generation's,
+    'training': training's pick; empty where none is kept."""
+    from toolpaper.precision import read_verdict
+    gen, tr = read_verdict(), read_verdict("training")
+    out = {"pick": gen["pick"], "page": gen.get("evidence", {}).get("page") or "kept without a page"} if gen else {}
+    if tr: out["training"] = tr["pick"]
+    return out
+
+
+def matmul_params(model: str) -> int | None:
+    "Weights in the decoder layers' matrix products of `model` (what a prefill multiplies every token by)."
+    try:
+        from transformers import AutoConfig
+        from toolpaper.models import ensure_model
+        c = AutoConfig.from_pretrained(ensure_model(model))
+    except Exception: return None
+    h, i, kv = c.hidden_size, c.intermediate_size, c.num_key_value_heads * (c.hidden_size // c.num_attention_heads)
+    return c.num_hidden_layers * (2 * h * h + 2 * h * kv + 3 * h * i)
+
+
 def targets(res: dict) -> list[str]:
     """The precision issue's targets (on a machine with bf16 / VNNI units) against what this run measured, each with its
     verdict and, where missed, where the time goes."""
@@ -414,15 +435,26 @@ def targets(res: dict) -> list[str]:
         best = min((r for r in (fp, q8, b16, w8) if r), key=lambda r: r["s / prompt"])
         pre = {k: r.get("prefill s", 0) / r["prompts"] for k, r in (("fp32", fp), ("bf16", b16), ("int8", q8),
                                                                       ("w8", w8)) if r}
+        v = res.get("verdict") or {}
+        picked = by.get(f"toolpaper engine ({v.get('pick')})")
+        judged = picked or best
+        n_tok = fp["prompt tokens"] // fp["prompts"]
+        flops = (res.get("floors") or {}).get(f"{v.get('pick')} GFLOP/s")
+        floor = (f" At the measured {v['pick']} product ({flops} GFLOP/s) the weight products of one ~{n_tok}-token "
+                 f"prefill alone take at least {2 * res['matmul_params'] * n_tok / flops / 1e9:.2f} s."
+                 if picked and flops and res.get("matmul_params") else "")
         out.append(
-            f"Seal-Tools workload <= 1.0 s per prompt in the precision the verdict picks: "
-            f"{'met' if best['s / prompt'] <= 1.0 else 'NOT met'} (best {best['s / prompt']} s, {best['path']}; fp32 "
+            "Seal-Tools workload <= 1.0 s per prompt in the precision the verdict picks"
+            + (f" ({v['pick']}: this machine's kept verdict, {v['page']})" if picked else
+               " (no verdict kept on this machine: judged on the fastest path)") + ": "
+            f"{'met' if judged['s / prompt'] <= 1.0 else 'NOT met'} ({judged['path']} {judged['s / prompt']} s; "
+            f"fastest {best['s / prompt']} s, {best['path']}; fp32 "
             f"{fp['s / prompt']}, int8 {q8['s / prompt']} with {q8['identical outputs']} outputs identical to the "
             f"reference, bf16 {b16['s / prompt']} with {b16['identical outputs']}"
             + (f", w8 {w8['s / prompt']} with {w8['identical outputs']}" if w8 else "")
-            + "; the verdict's pick is on precision_verdict.md). This machine's matrix units: "
-            f"{units}. Prefill per ~{fp['prompt tokens'] // fp['prompts']}-token prompt: "
-            + ", ".join(f"{k} {v:.2f} s" for k, v in pre.items()) + "; the rest is decode."
+            + "). This machine's matrix units: "
+            f"{units}. Prefill per ~{n_tok}-token prompt: "
+            + ", ".join(f"{k} {v:.2f} s" for k, v in pre.items()) + "; the rest is decode." + floor
             + ("" if "bf16" in units else " Without bf16 units bf16 is emulated."))
     if "decode" in W:
         best = max(W["decode"], key=lambda r: r["tokens / s"])
@@ -437,8 +469,11 @@ def targets(res: dict) -> list[str]:
             f"{best['tokens / s']}: {best['path']}). One decode step reads every weight once: 540 MB in fp32, 270 MB "
             "in bf16, 135 MB in int8 and w8; the profile above says where a round's time goes."
             + ("" if "vnni" in units else " Without VNNI units the int8 products run on the AVX2 path."))
-    out.append("bf16 training >= 3x fp32's real tokens/s: measured in train_throughput.md; on this machine "
-               f"(units: {units}) `auto` trains in {res.get('auto_train', 'a precision not recorded')}.")
+    tv = (res.get("verdict") or {}).get("training")
+    out.append("bf16 training >= 3x fp32's real tokens/s: measured in train_throughput.md, with the profile that "
+               f"bounds bf16's gain there; on this machine (units: {units}) `auto` trains in "
+               f"{res.get('auto_train', 'a precision not recorded')}"
+               + (f" (the kept training verdict, {tv})." if tv else "."))
     if "umi" in W:                                       # the engine issue's targets, kept
         e = W["umi"][1]
         out.append(
@@ -512,8 +547,10 @@ def main():
     from toolpaper.precision import train_bf16
     here = cpu_units()
     # what `auto` trains in is this machine's: recorded with a run, or on a page re-rendered where it was measured
-    if not a.render or "units" not in res or ("auto_train" not in res and res["units"] == here):
+    if not a.render or "units" not in res or res["units"] == here:
         res["units"], res["auto_train"] = here, "bf16" if train_bf16() else "fp32"
+        res["verdict"] = kept_verdicts()
+    res.setdefault("matmul_params", matmul_params(res["model"]))
     res["targets"] = targets(res)
     md = markdown(res)
     print(md)

@@ -246,7 +246,8 @@ def train_main(a) -> dict:
     print(md)
     if a.save_verdict and not a.tiny:
         why = keepable(["deer"], verdict)
-        print("kept:", save_verdict(verdict, {"rows": rows, "n": n, "tasks": ["deer"]}, kind="training")) \
+        print("kept:", save_verdict(verdict, {"rows": rows, "n": n, "tasks": ["deer"],
+                                            "page": "precision_verdict_train.md"}, kind="training")) \
             if why is None else print("not kept:", why)
     if a.out: write_page(Path(a.out), "precision_verdict_train" + ("_tiny" if a.tiny else ""), res, md)
     return res
@@ -266,8 +267,8 @@ def keep_page(path: Path) -> dict:
         sys.exit(f"{path}: measured on {res['machine']}, not on this machine ({machine_key()}): run it here")
     why = keepable(tasks, res["verdict"])
     if why: sys.exit(f"{path}: not kept: {why}")
-    saved = save_verdict(res["verdict"], {"rows": res["rows"], "n": res["n"], "tasks": tasks, "page": Path(path).name,
-                                          "code": res.get("code")}, kind=kind)
+    saved = save_verdict(res["verdict"], {"rows": res["rows"], "n": res["n"], "tasks": tasks, "code": res.get("code"),
+                                          "page": Path(path).with_suffix(".md").name}, kind=kind)
     print(f"kept the {kind} verdict ({res['verdict']['pick']}): {saved}")
     return res
 
@@ -334,14 +335,14 @@ def main(argv=None):
            "resolved": {p: {t: r["precision"] for t, r in by.items()} for p, by in runs.items()}}
     md = page(res)
     print(md)
+    name = "precision_verdict" + ("_tiny" if a.tiny else "") + ("_" + "_".join(tasks) if len(tasks) < len(TASKS)
+                                                                  else "")
     if a.save_verdict and not a.tiny:
         why = keepable(tasks, verdict)
-        print("kept:", save_verdict(verdict, {"rows": rows, "n": n, "tasks": tasks})) if why is None else \
+        print("kept:", save_verdict(verdict, {"rows": rows, "n": n, "tasks": tasks, "page": f"{name}.md"})) \
+            if why is None else \
             print("not kept:", why)
-    if a.out:      # a subset of the tasks gets its own page beside the full verdict's
-        name = "precision_verdict" + ("_tiny" if a.tiny else "") + ("_" + "_".join(tasks) if len(tasks) < len(TASKS)
-                                                                      else "")
-        write_page(Path(a.out), name, res, md)
+    if a.out: write_page(Path(a.out), name, res, md)   # a subset of the tasks gets its own page
     return res
 
 

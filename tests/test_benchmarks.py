@@ -210,3 +210,20 @@ def test_keep_an_earlier_verdict(tmp_path, monkeypatch):
     p.write_text(json.dumps({**page, "kind": "training", "verdict": {**page["verdict"], "pick": "fp32"}}))
     main(["--keep", str(p)])
     assert read_verdict("training")["pick"] == "fp32"
+
+
+def test_seal_target_is_judged_in_the_kept_verdicts_precision():
+    "The Seal-Tools target reads the precision this machine's kept verdict picks, with that precision's prefill floor."
+    from generation_speed import targets
+    row = lambda p, s: {"path": f"toolpaper engine ({p})", "s / prompt": s, "prompts": 16, "prompt tokens": 16 * 1000,
+                        "prefill s": 16 * s / 2, "identical outputs": "1/16"}
+    res = {"workloads": {"seal": [row("fp32", 3.4), row("int8", 0.9), row("bf16", 2.3)]}, "units": "avx512_bf16",
+           "floors": {"fp32 GFLOP/s": 200.0}, "matmul_params": 100_000_000,
+           "verdict": {"pick": "fp32", "page": "precision_verdict_deer.md", "training": "fp32"}, "auto_train": "fp32"}
+    seal, training = targets(res)
+    assert "(fp32: this machine's kept verdict, precision_verdict_deer.md): NOT met (toolpaper engine (fp32) 3.4 s" \
+        in seal and "fastest 0.9 s" in seal and "alone take at least 1.00 s" in seal
+    assert training.endswith("`auto` trains in fp32 (the kept training verdict, fp32).")
+    res["verdict"] = {}
+    assert "(no verdict kept on this machine: judged on the fastest path): met (toolpaper engine (int8) 0.9 s" \
+        in targets(res)[0]
