@@ -371,13 +371,18 @@ def _prefill(self, slot: int, ids, start: int):
 Engine._prefill = _prefill
 
 # %% ../nbs/11_engine.ipynb
+def _visible(self, P, Lm: int):
+    "Which of cache positions 0..Lm-1 each query at positions `P` [B, T] sees: [B, T, Lm], True where seen."
+    return self._torch.arange(Lm, device=self.device)[None, None, :] <= P[:, :, None]
+
+# %% ../nbs/11_engine.ipynb
 def _stacked_bias(self, P, Lm: int):
     """The visibility bias of queries at positions `P` [B, T] over cache positions 0..Lm-1, one row per (query head of
     a key/value group, token) as `_stacked_attention` lays them out: [B, 1, G*T, Lm], 0 where seen, -inf where not."""
     torch = self._torch
     B, T = P.shape
-    vis = torch.arange(Lm, device=self.device)[None, None, :] <= P[:, :, None]
-    bias = torch.zeros(B, T, Lm, dtype=torch.float32, device=self.device).masked_fill_(~vis, float("-inf"))
+    bias = torch.zeros(B, T, Lm, dtype=torch.float32, device=self.device).masked_fill_(~_visible(self, P, Lm),
+                                                                                        float("-inf"))
     return bias[:, None, None].expand(B, 1, self.G, T, Lm).reshape(B, 1, self.G * T, Lm)
 
 # %% ../nbs/11_engine.ipynb
@@ -399,7 +404,8 @@ def _cache_rows(self, P, lens):
     valid = torch.arange(T, device=self.device)[None, :] < lens[:, None]
     return valid, torch.arange(B, device=self.device)[:, None].expand(B, T)[valid], P[valid]
 
-Engine._stacked_bias, Engine._stacked_attention, Engine._cache_rows = _stacked_bias, _stacked_attention, _cache_rows
+Engine._visible, Engine._stacked_bias, Engine._stacked_attention = _visible, _stacked_bias, _stacked_attention
+Engine._cache_rows = _cache_rows
 
 # %% ../nbs/11_engine.ipynb
 def _step(self, toks, pos, lens):
@@ -490,7 +496,7 @@ def _lean_pass(self, toks, pos, lens, slot: int | None = None):
         Lm, p0 = int((pos + lens).max()), int(pos[0])
         causal = B == 1 and p0 == 0                                                # nothing before: plain causal
         # a prompt's tokens after a reused prefix: the fused kernel with a visibility mask (as the first path)
-        mask = (torch.arange(Lm, device=self.device)[None, :] <= P[0][:, None]) if slot is not None and p0 else None
+        mask = self._visible(P[:1], Lm)[0] if slot is not None and p0 else None
         bias = None if causal or mask is not None else self._stacked_bias(P, Lm)
         one = B == 1 and int(lens[0]) == T              # one sequence, every token real: its cache rows by slicing
         s0 = 0 if slot is None else slot
