@@ -194,6 +194,16 @@ def loss_summary(log: dict) -> dict:
     return {"steps logged": len(losses), "mean loss": mean(losses), "mean loss, last fifth": mean(tail)}
 
 
+def loss_steps(a: dict, b: dict) -> dict:
+    "Log `b`'s losses against `a`'s at the steps both logged: the median relative difference, steps within 10%."
+    by = lambda log: {h["step"]: h["loss"] for h in log.get("history", []) if "step" in h and "loss" in h}
+    la, lb = by(a), by(b)
+    rel = sorted(abs(lb[k] - la[k]) / max(abs(la[k]), 1e-12) for k in la.keys() & lb.keys())
+    if not rel: return {"steps": 0}
+    return {"steps": len(rel), "median relative difference": rel[len(rel) // 2],
+            "within 10%": sum(r <= 0.1 for r in rel) / len(rel)}
+
+
 def train_page(res: dict) -> str:
     v, rows = res["verdict"], res["rows"]
     f = lambda x, d=4: "–" if x is None else f"{x:.{d}f}"
@@ -214,8 +224,11 @@ def train_page(res: dict) -> str:
     lines += _verdict_table(["trained in", "training s", "mean loss", "mean loss, last fifth"],
                             lambda r: [r["precision"], f(r["seconds"], 0), f(r["loss"]["mean loss"]),
                                        f(r["loss"]["mean loss, last fifth"])], rows, v)
-    lines += ["", f"The bf16 run against the fp32 one, step by step: {res['loss_agreement']} (the trajectories part "
-                  "as the weights drift apart; the means above say where each ends).",
+    st = res["loss_steps"]
+    lines += ["", f"The bf16 run against the fp32 one at each of their {st['steps']} logged steps: the loss differs by "
+                  f"a median {100 * st['median relative difference']:.1f}% (relative), and by at most 10% at "
+                  f"{100 * st['within 10%']:.0f}% of the steps (the trajectories part as the weights drift apart; the "
+                  "means above say where each ends)." if st["steps"] else "",
               "", f"**Verdict: train in {v['pick']}.** {v['why']}"]
     return "\n".join(lines)
 
@@ -223,7 +236,6 @@ def train_page(res: dict) -> str:
 def train_main(a) -> dict:
     "`--train`: the training verdict (see the module's text)."
     from toolpaper.precision import machine_key, precision_verdict, save_verdict
-    from toolpaper.stages import loss_agreement
     work = Path(a.work or tempfile.mkdtemp(prefix="train_verdict_"))
     load = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
     profile, n, data_dir = ("smoke", min(a.n, 3), "sample") if a.tiny else ("cpu", a.n, a.data_dir)
@@ -241,7 +253,7 @@ def train_main(a) -> dict:
     res = {"kind": "training", "verdict": verdict, "rows": rows, "n": n, "tiny": a.tiny, "load": load,
            "machine": machine_key(), "python": platform.python_version(), "n_examples": tr["n_examples"],
            "sources": {p: tr[p]["source"] for p in ("fp32", "bf16")},
-           "loss_agreement": loss_agreement(tr["fp32"]["log"], tr["bf16"]["log"])}
+           "loss_steps": loss_steps(tr["fp32"]["log"], tr["bf16"]["log"])}
     md = train_page(res)
     print(md)
     if a.save_verdict and not a.tiny:

@@ -180,7 +180,8 @@ def test_training_verdict_runs_end_to_end(tmp_path):
     assert [r["precision"] for r in res["rows"]] == ["fp32", "bf16"]
     assert all(v == (0.0, 0.0, 0.0) for v in res["rows"][0]["metrics"].values() if v[0] is not None)
     assert set(res["rows"][1]["metrics"]) == {"deer p_nocall", "deer p_call", "deer p_dc"}
-    assert res["rows"][1]["loss"]["steps logged"] > 0 and res["verdict"]["pick"] in ("fp32", "bf16")
+    assert res["rows"][1]["loss"]["steps logged"] > 0 and res["loss_steps"]["steps"] > 0
+    assert res["verdict"]["pick"] in ("fp32", "bf16")
     assert all(s.startswith("trained by this benchmark") for s in res["sources"].values())
     md = (tmp_path / "precision_verdict_train_tiny.md").read_text()
     assert f"**Verdict: train in {res['verdict']['pick']}.**" in md and "| bf16 |" in md
