@@ -14,7 +14,7 @@ Memory: the naive run pads every batch to --max-length; at batch 4 x 2048 tokens
 Targets (CPU): engine >= 2x the naive baseline and >= 50% of the measured peak; on a CPU with bf16 units, bf16 >= 1.8x
 fp32's real tokens/s with the loss curve within 2% (relative, per step).
 """
-import argparse, os, tempfile, time
+import argparse, json, os, tempfile, time
 from pathlib import Path
 import torch
 
@@ -179,6 +179,63 @@ def gen_speed(model: str, exs, n: int = 4, new_tokens: int = 32):
     }
 
 
+def auto_training(prof: dict) -> tuple[str, str]:
+    """What training precision `auto` picks on this machine (`toolpaper.precision.train_bf16`) and what decided it:
+    the kept training verdict where there is one, else the bf16 units and the measured products."""
+    from toolpaper.precision import read_verdict, train_bf16
+    v = read_verdict("training")
+    pick = "bf16" if train_bf16(prof, env={}) else "fp32"
+    if v: return pick, (f"this machine's kept training verdict, "
+                        f"{v.get('evidence', {}).get('page', 'precision_verdict_train.md')}: task metrics decide")
+    return pick, "no training verdict kept: bf16 only with bf16 units and a bf16 product >= 1.5x fp32"
+
+
+def page(res: dict) -> str:
+    """The page of a run's results `res` (what `main` records; runs recorded before batch and steps were default
+    ones). `auto_why` says what decided the training precision `auto` picks."""
+    e, n, b16 = res["toolpaper engine"], res["naive pad-to-max"], res["toolpaper engine, bf16"]
+    f32, full, peak = e, not res["lora"], res["fp32_matmul_peak_gflops"] * 1e9
+    prof = {"gflops": res["product_gflops"], "machine": res["machine"]}
+    why = res.get("auto_why", "bf16 only with bf16 units and a bf16 product >= 1.5x fp32")
+    md = (
+        f"# Training throughput ({res['model']}, {'LoRA' if not full else 'full'}, batch {res.get('batch', 2)}, "
+        f"{res.get('steps', 6)} steps, {res['threads']} threads)\n\n"
+        + (f"Load {res['load']} (1-minute average) when the run began.\n\n" if res.get("load") is not None else "")
+        + f"Measured fp32 matmul peak: {peak / 1e9:.1f} GFLOP/s (2048^3). The SmolLM2-shaped product "
+        f"({'x'.join(map(str, (1024, 576, 1536)))}, `toolpaper.precision`): fp32 {prof['gflops']['fp32']}, bf16 "
+        f"{prof['gflops']['bf16']}, int8 {prof['gflops']['int8']} GFLOP/s; CPU flags "
+        f"{', '.join(prof['machine']['flags'])}. Model FLOPs per real token: {'4' if not full else '6'} x "
+        "parameters; bf16 MFU is against the measured bf16 product.\n\n"
+        "| setup | real tokens/s | MFU |\n|:--|--:|--:|\n"
+        f"| naive pad-to-max Trainer (fp32) | {n['tokens_per_s']:.1f} | {n['mfu']:.1%} |\n"
+        f"| toolpaper engine (fp32) | {e['tokens_per_s']:.1f} | {e['mfu']:.1%} |\n"
+        "| toolpaper engine (bf16 autocast, fp32 master weights) | "
+        f"{b16['tokens_per_s']:.1f} | {b16['mfu']:.1%} |\n\n"
+        f"Speed-up {res['speedup']:.2f}x over the naive Trainer; bf16 runs at {res['bf16_speedup']:.2f}x fp32's "
+        f"speed, its loss curve at most {res['bf16_loss_max_rel_diff']:.2%} (relative) from fp32's per step "
+        f"(losses fp32 {', '.join(f'{x:.4f}' for x in f32['losses'])}; bf16 "
+        f"{', '.join(f'{x:.4f}' for x in b16['losses'])}). Training precision `auto` picks here: "
+        f"**{res['auto_trains_in']}** ({why}). Greedy "
+        f"generation: {res['generation']['tokens_per_s']:.1f} tokens/s (batch 4, fp32).\n"
+    )
+    return md + profile_section(res)
+
+
+def render(path: Path, out) -> dict:
+    """`--render`: the page of an earlier run; where this machine is the kind it measured (`machine_key` equal), what
+    `auto` trains in is read anew (a training verdict kept since then decides it)."""
+    from toolpaper.precision import machine_profile
+    res = json.loads(path.read_text())
+    prof = machine_profile()
+    if prof["machine"] == res["machine"]: res["auto_trains_in"], res["auto_why"] = auto_training(prof)
+    md = page(res)
+    print(md)
+    if out:
+        from _index import write_page
+        write_page(Path(out), "train_throughput", res, md)
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="smollm2-135m-instruct")
@@ -188,7 +245,11 @@ def main():
     ap.add_argument("--full", action="store_true", help="full fine-tuning instead of LoRA")
     ap.add_argument("--no-profile", action="store_true", help="leave out the profile of the engine's training steps")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--render", default=None, metavar="JSON",
+                    help="write the page from an earlier run's JSON (no run); on the machine kind it measured, what "
+                    "`auto` trains in is read anew")
     a = ap.parse_args()
+    if a.render: return render(Path(a.render), a.out)
     torch.manual_seed(0)
     peak = matmul_peak()
     exs = examples(a.steps * a.batch)
@@ -199,10 +260,11 @@ def main():
         "fp32_matmul_peak_gflops": peak / 1e9,
         "load": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
     }
-    from toolpaper.precision import machine_profile, train_bf16
+    from toolpaper.precision import machine_profile
     prof = machine_profile(refresh=True)
     res["machine"], res["product_gflops"] = prof["machine"], prof["gflops"]
-    res["auto_trains_in"] = "bf16" if train_bf16(prof, env={}) else "fp32"
+    res["batch"], res["steps"] = a.batch, a.steps
+    res["auto_trains_in"], res["auto_why"] = auto_training(prof)
     peaks = {False: peak, True: prof["gflops"]["bf16"] * 1e9}
     for name, naive, bf16 in (("naive pad-to-max", True, False), ("toolpaper engine", False, False),
                               ("toolpaper engine, bf16", False, True)):
@@ -229,32 +291,8 @@ def main():
         f"{res['generation']['tokens_per_s']:.1f} tokens/s"
     )
     if a.out:
-        out = Path(a.out)
-        e, n = res["toolpaper engine"], res["naive pad-to-max"]
-        md = (
-            f"# Training throughput ({a.model}, {'LoRA' if not a.full else 'full'}, batch {a.batch}, {a.steps} steps, "
-            f"{res['threads']} threads)\n\n"
-            f"Load {res['load']} (1-minute average) when the run began.\n\n"
-            f"Measured fp32 matmul peak: {peak / 1e9:.1f} GFLOP/s (2048^3). The SmolLM2-shaped product "
-            f"({'x'.join(map(str, (1024, 576, 1536)))}, `toolpaper.precision`): fp32 {prof['gflops']['fp32']}, bf16 "
-            f"{prof['gflops']['bf16']}, int8 {prof['gflops']['int8']} GFLOP/s; CPU flags "
-            f"{', '.join(prof['machine']['flags'])}. Model FLOPs per real token: {'4' if not a.full else '6'} x "
-            "parameters; bf16 MFU is against the measured bf16 product.\n\n"
-            "| setup | real tokens/s | MFU |\n|:--|--:|--:|\n"
-            f"| naive pad-to-max Trainer (fp32) | {n['tokens_per_s']:.1f} | {n['mfu']:.1%} |\n"
-            f"| toolpaper engine (fp32) | {e['tokens_per_s']:.1f} | {e['mfu']:.1%} |\n"
-            "| toolpaper engine (bf16 autocast, fp32 master weights) | "
-            f"{b16['tokens_per_s']:.1f} | {b16['mfu']:.1%} |\n\n"
-            f"Speed-up {res['speedup']:.2f}x over the naive Trainer; bf16 runs at {res['bf16_speedup']:.2f}x fp32's "
-            f"speed, its loss curve at most {res['bf16_loss_max_rel_diff']:.2%} (relative) from fp32's per step "
-            f"(losses fp32 {', '.join(f'{x:.4f}' for x in f32['losses'])}; bf16 "
-            f"{', '.join(f'{x:.4f}' for x in b16['losses'])}). Training precision `auto` picks here: "
-            f"**{res['auto_trains_in']}** (bf16 only with bf16 units and a bf16 product >= 1.5x fp32). Greedy "
-            f"generation: {res['generation']['tokens_per_s']:.1f} tokens/s (batch 4, fp32).\n"
-        )
-        md += profile_section(res)
         from _index import write_page
-        write_page(out, "train_throughput", res, md)
+        write_page(Path(a.out), "train_throughput", res, page(res))
 
 
 if __name__ == "__main__":

@@ -228,3 +228,23 @@ def test_seal_target_is_judged_in_the_kept_verdicts_precision():
     res["verdict"] = {}
     assert "(no verdict kept on this machine: judged on the fastest path): met (toolpaper engine (int8) 0.9 s" \
         in targets(res)[0]
+
+
+def test_train_throughput_page_says_what_decides_auto(tmp_path, monkeypatch):
+    "The training page names what `auto` trains in and what decided it: a kept training verdict, or the products."
+    from toolpaper.precision import machine_profile, save_verdict
+    from train_throughput import auto_training, page
+    monkeypatch.setenv("TOOLPAPER_CACHE", str(tmp_path))
+    prof = {"machine": {"flags": ["avx2"]}, "gflops": {"fp32": 100.0, "bf16": 20.0, "int8": 150.0}}
+    assert auto_training(prof) == ("fp32", "no training verdict kept: bf16 only with bf16 units and a bf16 product "
+                                           ">= 1.5x fp32")
+    save_verdict({"pick": "fp32"}, {"page": "precision_verdict_train.md"}, kind="training")
+    pick, why = auto_training(machine_profile())
+    assert pick == "fp32" and why.startswith("this machine's kept training verdict, precision_verdict_train.md")
+    run = {"tokens_per_s": 10.0, "mfu": 0.1, "losses": [1.0, 0.9]}
+    res = {"model": "m", "lora": True, "threads": 2, "fp32_matmul_peak_gflops": 100.0, "product_gflops": prof["gflops"],
+           "machine": prof["machine"], "naive pad-to-max": run, "toolpaper engine": run, "toolpaper engine, bf16": run,
+           "speedup": 1.0, "bf16_speedup": 1.0, "bf16_loss_max_rel_diff": 0.0, "generation": {"tokens_per_s": 5.0},
+           "auto_trains_in": pick, "auto_why": why}
+    md = page(res)
+    assert "picks here: **fp32** (this machine's kept training verdict" in md and "Load" not in md
