@@ -142,9 +142,9 @@ def page(res: dict) -> str:
 def _log(folder: Path, key: str) -> dict | None:
     "The training log kept beside a folder trained under `key` here, when its weights are still there."
     import json
-    from toolpaper.stages import _stage_key, weights_bytes
+    from toolpaper.stages import holds_stage
     p = folder / "train_log.json"
-    if _stage_key(folder) != key or weights_bytes(folder) == 0 or not p.exists(): return None
+    if not holds_stage(folder, key) or not p.exists(): return None
     return json.loads(p.read_text())
 
 
@@ -158,7 +158,7 @@ def train_runs(deer_work: Path, work: Path, data_dir, profile: str, log=print) -
     from toolpaper import data as D, deer as DE
     from toolpaper.io import atomic_write_text
     from toolpaper.report import profile_data_root
-    from toolpaper.stages import _stage_key, train_key, weights_bytes
+    from toolpaper.stages import holds_stage, train_key
     from toolpaper.train import finetune
     root = profile_data_root(profile, data_dir)
     cfg = DE.DeerExpConfig.for_profile(profile)
@@ -170,7 +170,7 @@ def train_runs(deer_work: Path, work: Path, data_dir, profile: str, log=print) -
         key = train_key(cfg.model, None, ex, cfg_p, spans)
         own = Path(run.output_dir)
         committed = deer_work / "stages" / "train" / f"{own.name}-{key}.json"
-        if committed.exists() and _stage_key(own) == key and weights_bytes(own) > 0:
+        if committed.exists() and holds_stage(own, key):
             out[p] = {"folder": own, "log": json.loads(committed.read_text()), "key": key,
                       "source": f"the deer experiment's stage cache (key {key})"}
             continue

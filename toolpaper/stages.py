@@ -16,9 +16,10 @@ from .models import default_device
 from .precision import gen_precision, train_bf16
 
 # %% auto 0
-__all__ = ['STAGE_VERSION', 'GENERATION_VERSION', 'git_commit', 'GenSettings', 'weights_bytes', 'checkpoint_minutes',
-           'peer_stage', 'peer_requests', 'copy_weights', 'loss_agreement', 'train_key', 'StageCache', 'current',
-           'finetune', 'client', 'release', 'tuned_client', 'staged', 'load_summary', 'summary_precisions', 'verify']
+__all__ = ['STAGE_VERSION', 'GENERATION_VERSION', 'git_commit', 'GenSettings', 'weights_bytes', 'holds_stage',
+           'checkpoint_minutes', 'peer_stage', 'peer_requests', 'copy_weights', 'loss_agreement', 'train_key',
+           'StageCache', 'current', 'finetune', 'client', 'release', 'tuned_client', 'staged', 'load_summary',
+           'summary_precisions', 'verify']
 
 # %% ../nbs/12_stages.ipynb
 STAGE_VERSION = 1          # training stages: bump when toolpaper.train changes what a run learns
@@ -104,6 +105,11 @@ def _stage_key(folder) -> str | None:
     except (json.JSONDecodeError, AttributeError, UnicodeDecodeError): return None
 
 # %% ../nbs/12_stages.ipynb
+def holds_stage(folder, key: str) -> bool:
+    "Does `folder` hold the weights of training stage `key` (its `stage.json` names the key, weights are there)?"
+    return _stage_key(folder) == key and weights_bytes(folder) > 0
+
+# %% ../nbs/12_stages.ipynb
 def _read_log(p: Path, warn: bool = True) -> dict | None:
     """A training stage's log, or None when it is missing or unreadable (then the stage is not cached: it trains
     again; an unreadable one is said in one line naming the file)."""
@@ -151,7 +157,7 @@ def peer_stage(root, key: str, out, weights: bool = True) -> tuple[Path, Path] |
         if not isinstance(rel, str): continue
         folder = (log.parent / rel).resolve()
         if folder == out.resolve(): continue
-        if not weights or (_stage_key(folder) == key and weights_bytes(folder) > 0): return log, folder
+        if not weights or holds_stage(folder, key): return log, folder
     return None
 
 # %% ../nbs/12_stages.ipynb
@@ -176,14 +182,16 @@ def copy_weights(src, dst) -> None:
 # %% ../nbs/12_stages.ipynb
 def loss_agreement(logged: dict, rerun: dict) -> str:
     """How training log `rerun`'s losses compare with `logged`'s at the steps both logged: 'losses equal at all N
-    logged steps', or the largest relative difference."""
+    logged steps', or the median and the largest relative difference."""
     by_step = lambda log: {h["step"]: h["loss"] for h in log.get("history", []) if "step" in h and "loss" in h}
     a, b = by_step(logged), by_step(rerun)
     steps = sorted(a.keys() & b.keys())
     if not steps: return "no logged step to compare losses at"
-    worst = max(abs(a[s] - b[s]) / max(abs(a[s]), 1e-12) for s in steps)
-    if worst == 0: return f"losses equal at all {len(steps)} logged steps"
-    return f"losses within {100 * worst:.2g}% of the log's at {len(steps)} logged steps"
+    rel = sorted(abs(a[s] - b[s]) / max(abs(a[s]), 1e-12) for s in steps)
+    if rel[-1] == 0: return f"losses equal at all {len(steps)} logged steps"
+    pct = lambda x: f"{100 * x:,.1f}%" if x >= 1e-3 else f"{100 * x:.2g}%"
+    return (f"losses a median {pct(rel[len(rel) // 2])} (at most {pct(rel[-1])}) from the log's at {len(steps)} logged "
+            "steps")
 
 # %% ../nbs/12_stages.ipynb
 def train_key(model: str | None, adapter: str | None, examples, cfg, span_labels=None) -> str:
@@ -251,7 +259,7 @@ class StageCache:
 
         def build():
             # the folder's key, the log and the weights themselves (a clone has the first two, never the weights)
-            if _stage_key(out) == key and weights_bytes(out) > 0 and _read_log(log_p, warn=False) is not None \
+            if holds_stage(out, key) and _read_log(log_p, warn=False) is not None \
                     and not self.settings.fresh: return
             src = None if self.settings.fresh else peer_stage(self.root, key, out)
             if src is not None:                                     # another experiment's weights of this key
