@@ -152,13 +152,13 @@ def train_runs(deer_work: Path, work: Path, data_dir, profile: str, log=print) -
     """The DEER experiment's main adapter recipe (its examples, settings and span labels: `deer.main_training`) in fp32
     and bf16: {precision: {'folder', 'log', 'key', 'source'}}. fp32 is the experiment's own training when `deer_work`
     holds its log and weights under the same key (nothing trained); otherwise, and for bf16, it trains into `work`
-    (kept there: a rerun reuses it)."""
+    (kept there: a rerun reuses it, and one cut off resumes from its last checkpoint)."""
     import json
     from dataclasses import replace
     from toolpaper import data as D, deer as DE
     from toolpaper.io import atomic_write_text
     from toolpaper.report import profile_data_root
-    from toolpaper.stages import holds_stage, train_key
+    from toolpaper.stages import checkpoint_minutes, holds_stage, train_key
     from toolpaper.train import finetune
     root = profile_data_root(profile, data_dir)
     cfg = DE.DeerExpConfig.for_profile(profile)
@@ -176,11 +176,16 @@ def train_runs(deer_work: Path, work: Path, data_dir, profile: str, log=print) -
             continue
         folder = work / f"train-{p}"
         rec = _log(folder, key)
-        if rec is None:
-            log(f"training the recipe in {p} ({len(ex)} examples) into {folder}")
-            rec = finetune(cfg.model, ex, replace(cfg_p, output_dir=str(folder)), span_labels=spans)
+        if rec is None:     # a run of this key cut off earlier resumes from its last checkpoint (as the stage cache's)
+            pending = folder / "stage_pending.json"
+            resume = pending.exists() and json.loads(pending.read_text()) == {"key": key}
+            log(f"training the recipe in {p} ({len(ex)} examples) into {folder}" + (" (resumed)" if resume else ""))
+            folder.mkdir(parents=True, exist_ok=True); atomic_write_text(pending, json.dumps({"key": key}))
+            rec = finetune(cfg.model, ex, replace(cfg_p, output_dir=str(folder)), span_labels=spans, resume=resume,
+                           checkpoint_minutes=checkpoint_minutes())
             atomic_write_text(folder / "train_log.json", json.dumps(rec, default=str) + "\n")
             atomic_write_text(folder / "stage.json", json.dumps({"key": key}) + "\n")
+            pending.unlink()
         out[p] = {"folder": folder, "log": rec, "key": key, "source": f"trained by this benchmark (key {key})"}
     out["model"], out["n_examples"] = cfg.model, len(ex)
     return out

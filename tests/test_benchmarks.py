@@ -183,6 +183,7 @@ def test_training_verdict_runs_end_to_end(tmp_path):
     assert res["rows"][1]["loss"]["steps logged"] > 0 and res["loss_steps"]["steps"] > 0
     assert res["verdict"]["pick"] in ("fp32", "bf16")
     assert all(s.startswith("trained by this benchmark") for s in res["sources"].values())
+    assert not list((tmp_path / "runs").glob("train-*/stage_pending.json"))      # finished: nothing left to resume
     md = (tmp_path / "precision_verdict_train_tiny.md").read_text()
     assert f"**Verdict: train in {res['verdict']['pick']}.**" in md and "| bf16 |" in md
     again = main(args)                                               # both trainings reused: the same losses
