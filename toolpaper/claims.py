@@ -17,8 +17,8 @@ from .suites import get_suite
 
 # %% auto 0
 __all__ = ['SCORED', 'VERDICTS', 'CLAIMS', 'BASE_CHECKS', 'save_scored', 'load_scored', 'pool', 'resample', 'contrast', 'verdict',
-           'Claim', 'select', 'run_precision', 'evaluate', 'base_table', 'branch_table', 'ledger', 'ledger_sources',
-           'write_ledger']
+           'Claim', 'select', 'run_precision', 'evaluate', 'umi_setup', 'base_table', 'branch_table', 'ledger',
+           'ledger_sources', 'write_ledger']
 
 # %% ../nbs/91_claims.ipynb
 SCORED = "scored.json"
@@ -141,8 +141,9 @@ class Claim:
     note: str = ""
     # the difference the paper printed for this contrast, in points on the paper's side (None: it printed none)
     paper_diff: float | None = None
-    # how toolpaper's comparison differs from the paper's ('' when it is the paper's own)
-    setup: str = ""
+    # how toolpaper's comparison differs from the paper's ('' when it is the paper's own); a function of the reports
+    # folder where the experiment's page says it (what a run built depends on the code that ran it)
+    setup: object = ""
 
     @property
     def comparison(self) -> str:
@@ -197,6 +198,12 @@ def run_precision(work) -> str:
     return _precision_label(summary_precisions(work))[0]
 
 # %% ../nbs/91_claims.ipynb
+def _setup_text(claim: Claim, reports) -> str:
+    "The ledger's `setup` cell: 'the paper's', or how the comparison differs (a function of `reports` where so given)."
+    s = claim.setup(reports) if callable(claim.setup) else claim.setup
+    return f"differs: {s}" if s else "the paper's"
+
+# %% ../nbs/91_claims.ipynb
 def evaluate(claim: Claim, reports, n_boot: int = 2000, seed: int = 0) -> dict:
     "The ledger row of `claim` from the scored conditions under `reports` (a folder of report folders)."
     row = {"paper": claim.paper, "claim": claim.claim, "paper's evidence": f"{claim.evidence}: {claim.paper_says}",
@@ -209,7 +216,7 @@ def evaluate(claim: Claim, reports, n_boot: int = 2000, seed: int = 0) -> dict:
         return row | {"mode": claim.mode, "precision": prec, "toolpaper": "–", "difference [95% CI]": "–", "n": "–",
                       "verdict": "not run",
                       "why": f"{claim.experiment}: {e.args[0]}", "detectable": "–", "n for the paper's difference": "–",
-                      "setup": f"differs: {claim.setup}" if claim.setup else "the paper's"}
+                      "setup": _setup_text(claim, reports)}
     suites = {s for s, _ in got}
     if len(suites) != 1: raise ValueError(f"{claim.claim}: its conditions come from different suites {suites}")
     suite, mode = suites.pop(), claim.mode
@@ -235,7 +242,7 @@ def evaluate(claim: Claim, reports, n_boot: int = 2000, seed: int = 0) -> dict:
         note = f"the experiment's stages ran in more than one precision ({prec})"
         why = f"{why}; {note}" if why else note
     return row | {"mode": mode, "precision": prec, "toolpaper": " / ".join(pct(x) for x in r["terms"]),
-                  **_power(v, r, claim), "setup": f"differs: {claim.setup}" if claim.setup else "the paper's",
+                  **_power(v, r, claim), "setup": _setup_text(claim, reports),
                   "difference [95% CI]": f"{pct(r['value'])} [{pct(r['low'])}, {pct(r['high'])}]",
                   "n": " / ".join(str(n) for n in r["n"]) if len(set(r["n"])) > 1 else str(r["n"][0]),
                   "verdict": v, "why": why}
@@ -317,10 +324,26 @@ CLAIMS: list[Claim] = [
 ]
 
 # %% ../nbs/91_claims.ipynb
+_UMI_TEMPLATE = ("trajectories built from Seal-Tools with one planner template over three candidate tools "
+                 "(ToolBench's planner reasons in free text among more functions)")
+
+def umi_setup(reports, one_stage: bool = False) -> str:
+    """How the alpha_umi page's comparisons differ from the paper's, read from that page: a run on reasoned
+    trajectories writes `umi_trajectory_stats` (its corpus beside ToolBench's dialogues; Multi-LLM one-stage then makes
+    as many passes per role as GLPFT); an earlier run's page has none (one planner template; one-stage one epoch per
+    role, said where `one_stage`)."""
+    p = Path(reports) / "alpha_umi" / "umi_trajectory_stats.csv"
+    if not p.exists(): return _UMI_TEMPLATE + ("; one-stage gets one epoch per role" if one_stage else "")
+    t = pd.read_csv(p)
+    built, tb = t.iloc[0], t.iloc[-1]
+    f = lambda k, d=1: f"{built[k]:.{d}f} vs {tb[k]:.{d}f}"
+    return ("trajectories built from Seal-Tools with reasoned planner turns, matched to ToolBench's out-of-domain "
+            f"dialogues ({f('candidate functions')} candidate functions, {f('planner steps')} planner steps, "
+            f"{f('dialogues giving up %', 0)}% giving up; umi_trajectory_stats), not ToolBench's own")
+
+# %% ../nbs/91_claims.ipynb
 _RECIPE_DEER = ("each strategy adapter learns from 600 samples for one epoch (the authors: about 9.6k samples, 10 "
                 "epochs)")
-_UMI = ("trajectories built from Seal-Tools with one planner template over three candidate tools (ToolBench's "
-        "planner reasons in free text among more functions)")
 _PAPER = {   # claim -> (the paper's printed difference in points, how toolpaper's comparison differs)
     "fine-tuning raises Tool F1 over the base model": (45.92, ""),
     "fine-tuning raises Parameter F1 over the base model": (47.59, ""),
@@ -340,13 +363,13 @@ _PAPER = {   # claim -> (the paper's printed difference in points, how toolpaper
     "keeping NoSearch samples preserves general dialogue (retention vs the base model's answers)": (
         7.6, "the template-driven model is the same base fine-tuned on DEER's tool chains only, not ToolLLaMA / "
              "ToolAlpaca"),
-    **{f"alpha-UMi (GLPFT) beats Single-LLM on {k}": (d, _UMI) for k, d in (
+    **{f"alpha-UMi (GLPFT) beats Single-LLM on {k}": (d, umi_setup) for k, d in (
         ("Plan ACC", 7.0), ("Act EM", 5.68), ("Hallucination (lower)", 1.75), ("Arg F1", 6.67))},
-    "GLPFT beats one-stage multi-LLM fine-tuning on Act EM": (13.83, _UMI + "; one-stage gets one epoch per role"),
-    "GLPFT beats one-stage multi-LLM fine-tuning on Arg F1": (14.22, _UMI + "; one-stage gets one epoch per role"),
-    "more training data helps alpha-UMi (Act EM)": (None, _UMI),
-    "more data helps alpha-UMi more than Single-LLM (Act EM, difference of gains)": (None, _UMI),
-    "reusing the stage-1 instructions in stage 2 beats fresh ones (w/o reuse)": (3.44, _UMI),
+    "GLPFT beats one-stage multi-LLM fine-tuning on Act EM": (13.83, lambda r: umi_setup(r, one_stage=True)),
+    "GLPFT beats one-stage multi-LLM fine-tuning on Arg F1": (14.22, lambda r: umi_setup(r, one_stage=True)),
+    "more training data helps alpha-UMi (Act EM)": (None, umi_setup),
+    "more data helps alpha-UMi more than Single-LLM (Act EM, difference of gains)": (None, umi_setup),
+    "reusing the stage-1 instructions in stage 2 beats fresh ones (w/o reuse)": (3.44, umi_setup),
     "program-aided alpha-UMi beats Single-LLM on GSM8K": (
         11.83, "trajectories built from GSM8K's calculator annotations (the paper's came from GPT-3.5 / GPT-4)"),
 }
