@@ -139,27 +139,17 @@ def page(res: dict) -> str:
     return "\n".join(lines)
 
 
-def _log(folder: Path, key: str) -> dict | None:
-    "The training log kept beside a folder trained under `key` here, when its weights are still there."
-    import json
-    from toolpaper.stages import holds_stage
-    p = folder / "train_log.json"
-    if not holds_stage(folder, key) or not p.exists(): return None
-    return json.loads(p.read_text())
-
-
 def train_runs(deer_work: Path, work: Path, data_dir, profile: str, log=print) -> dict:
     """The DEER experiment's main adapter recipe (its examples, settings and span labels: `deer.main_training`) in fp32
     and bf16: {precision: {'folder', 'log', 'key', 'source'}}. fp32 is the experiment's own training when `deer_work`
-    holds its log and weights under the same key (nothing trained); otherwise, and for bf16, it trains into `work`
-    (kept there: a rerun reuses it, and one cut off resumes from its last checkpoint)."""
+    holds its log and weights under the same key (nothing trained); otherwise, and for bf16, it trains through a stage
+    cache under `work` (a rerun reuses it, one cut off resumes from its last checkpoint)."""
     import json
     from dataclasses import replace
     from toolpaper import data as D, deer as DE
-    from toolpaper.io import atomic_write_text
     from toolpaper.report import profile_data_root
-    from toolpaper.stages import checkpoint_minutes, holds_stage, train_key
-    from toolpaper.train import finetune
+    from toolpaper.stages import StageCache, holds_stage, train_key
+    from toolpaper.stages import finetune as stages_finetune
     root = profile_data_root(profile, data_dir)
     cfg = DE.DeerExpConfig.for_profile(profile)
     tools, valid, test = (D.load(f"tooldeer:{s}", root) for s in ("tools", "valid", "test"))
@@ -174,18 +164,12 @@ def train_runs(deer_work: Path, work: Path, data_dir, profile: str, log=print) -
             out[p] = {"folder": own, "log": json.loads(committed.read_text()), "key": key,
                       "source": f"the deer experiment's stage cache (key {key})"}
             continue
+        # trained through a stage cache of its own under `work`: kept, resumed from its checkpoint when cut off
         folder = work / f"train-{p}"
-        rec = _log(folder, key)
-        if rec is None:     # a run of this key cut off earlier resumes from its last checkpoint (as the stage cache's)
-            pending = folder / "stage_pending.json"
-            resume = pending.exists() and json.loads(pending.read_text()) == {"key": key}
-            log(f"training the recipe in {p} ({len(ex)} examples) into {folder}" + (" (resumed)" if resume else ""))
-            folder.mkdir(parents=True, exist_ok=True); atomic_write_text(pending, json.dumps({"key": key}))
-            rec = finetune(cfg.model, ex, replace(cfg_p, output_dir=str(folder)), span_labels=spans, resume=resume,
-                           checkpoint_minutes=checkpoint_minutes())
-            atomic_write_text(folder / "train_log.json", json.dumps(rec, default=str) + "\n")
-            atomic_write_text(folder / "stage.json", json.dumps({"key": key}) + "\n")
-            pending.unlink()
+        log(f"the recipe in {p} ({len(ex)} examples): {folder}")
+        with StageCache(work) as sc:
+            rec = stages_finetune(cfg.model, ex, replace(cfg_p, output_dir=str(folder)), span_labels=spans)
+            sc.materialize(folder)                          # its weights, for the answers below
         out[p] = {"folder": folder, "log": rec, "key": key, "source": f"trained by this benchmark (key {key})"}
     out["model"], out["n_examples"] = cfg.model, len(ex)
     return out
@@ -201,9 +185,8 @@ def loss_summary(log: dict) -> dict:
 
 def loss_steps(a: dict, b: dict) -> dict:
     "Log `b`'s losses against `a`'s at the steps both logged: the median relative difference, steps within 10%."
-    by = lambda log: {h["step"]: h["loss"] for h in log.get("history", []) if "step" in h and "loss" in h}
-    la, lb = by(a), by(b)
-    rel = sorted(abs(lb[k] - la[k]) / max(abs(la[k]), 1e-12) for k in la.keys() & lb.keys())
+    from toolpaper.stages import loss_differences
+    rel = loss_differences(a, b)
     if not rel: return {"steps": 0}
     return {"steps": len(rel), "median relative difference": rel[len(rel) // 2],
             "within 10%": sum(r <= 0.1 for r in rel) / len(rel)}
@@ -253,8 +236,7 @@ def train_main(a) -> dict:
     for r in rows:
         r["seconds"] = tr[r["precision"]]["log"]["train_seconds"]
         r["loss"] = loss_summary(tr[r["precision"]]["log"])
-    verdict = precision_verdict(rows)
-    verdict["why"] = verdict["why"].replace(" s per item,", " s of training,")
+    verdict = precision_verdict(rows, unit="s of training")
     res = {"kind": "training", "verdict": verdict, "rows": rows, "n": n, "tiny": a.tiny, "load": load,
            "machine": machine_key(), "python": platform.python_version(), "n_examples": tr["n_examples"],
            "sources": {p: tr[p]["source"] for p in ("fp32", "bf16")},

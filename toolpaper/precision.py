@@ -148,11 +148,12 @@ def bf16_activations(precision: str) -> bool:
 # %% ../nbs/10_precision.ipynb
 VERDICT_TOLERANCE = 2.0
 
-def precision_verdict(rows: list[dict], tolerance: float = VERDICT_TOLERANCE, reference: str = "fp32") -> dict:
-    """The precision `auto` should generate in: `rows` are {'precision', 'seconds' (per item), 'metrics': {name:
-    (difference to `reference` in points, low, high)}}; eligible: `reference` and every precision whose intervals
-    all lie within ±`tolerance` (a metric without an interval rules it out); the pick is the fastest eligible.
-    {'pick', 'eligible', 'tolerance', 'why'}."""
+def precision_verdict(rows: list[dict], tolerance: float = VERDICT_TOLERANCE, reference: str = "fp32",
+                      unit: str = "s per item") -> dict:
+    """The precision `auto` should generate (or train) in: `rows` are {'precision', 'seconds' (in `unit`: per item, or
+    of training), 'metrics': {name: (difference to `reference` in points, low, high)}}; eligible: `reference` and every
+    precision whose intervals all lie within ±`tolerance` (a metric without an interval rules it out); the pick is the
+    fastest eligible. {'pick', 'eligible', 'tolerance', 'why'}."""
     by = {r["precision"]: r for r in rows}
     if reference not in by: raise ValueError(f"no {reference} row: the verdict compares every precision with it")
     outside = {}
@@ -164,7 +165,7 @@ def precision_verdict(rows: list[dict], tolerance: float = VERDICT_TOLERANCE, re
         if bad: outside[p] = bad
     eligible = sorted((p for p in by if p not in outside), key=lambda p: by[p]["seconds"])
     pick = eligible[0]
-    why = [f"{p}: {by[p]['seconds']:.2f} s per item, every metric within ±{tolerance:g} points of {reference}"
+    why = [f"{p}: {by[p]['seconds']:.2f} {unit}, every metric within ±{tolerance:g} points of {reference}"
            for p in eligible if p != reference]
     why += [f"{p}: outside ±{tolerance:g} points on {', '.join(b)}" for p, b in outside.items()]
     return {"pick": pick, "eligible": eligible, "tolerance": tolerance,

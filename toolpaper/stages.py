@@ -17,9 +17,9 @@ from .precision import gen_precision, train_bf16
 
 # %% auto 0
 __all__ = ['STAGE_VERSION', 'GENERATION_VERSION', 'git_commit', 'GenSettings', 'weights_bytes', 'holds_stage',
-           'checkpoint_minutes', 'peer_stage', 'peer_requests', 'copy_weights', 'loss_agreement', 'train_key',
-           'StageCache', 'current', 'finetune', 'client', 'release', 'tuned_client', 'staged', 'load_summary',
-           'summary_precisions', 'verify']
+           'checkpoint_minutes', 'peer_stage', 'peer_requests', 'copy_weights', 'loss_differences', 'loss_agreement',
+           'train_key', 'StageCache', 'current', 'finetune', 'client', 'release', 'tuned_client', 'staged',
+           'load_summary', 'summary_precisions', 'verify']
 
 # %% ../nbs/12_stages.ipynb
 STAGE_VERSION = 1          # training stages: bump when toolpaper.train changes what a run learns
@@ -180,17 +180,21 @@ def copy_weights(src, dst) -> None:
         shutil.copy2(f, tmp); os.replace(tmp, dst / rel)
 
 # %% ../nbs/12_stages.ipynb
+def loss_differences(logged: dict, rerun: dict) -> list[float]:
+    "Relative differences of training log `rerun`'s losses from `logged`'s at the steps both logged, smallest first."
+    by_step = lambda log: {h["step"]: h["loss"] for h in log.get("history", []) if "step" in h and "loss" in h}
+    a, b = by_step(logged), by_step(rerun)
+    return sorted(abs(a[s] - b[s]) / max(abs(a[s]), 1e-12) for s in a.keys() & b.keys())
+
+# %% ../nbs/12_stages.ipynb
 def loss_agreement(logged: dict, rerun: dict) -> str:
     """How training log `rerun`'s losses compare with `logged`'s at the steps both logged: 'losses equal at all N
     logged steps', or the median and the largest relative difference."""
-    by_step = lambda log: {h["step"]: h["loss"] for h in log.get("history", []) if "step" in h and "loss" in h}
-    a, b = by_step(logged), by_step(rerun)
-    steps = sorted(a.keys() & b.keys())
-    if not steps: return "no logged step to compare losses at"
-    rel = sorted(abs(a[s] - b[s]) / max(abs(a[s]), 1e-12) for s in steps)
-    if rel[-1] == 0: return f"losses equal at all {len(steps)} logged steps"
+    rel = loss_differences(logged, rerun)
+    if not rel: return "no logged step to compare losses at"
+    if rel[-1] == 0: return f"losses equal at all {len(rel)} logged steps"
     pct = lambda x: f"{100 * x:,.1f}%" if x >= 1e-3 else f"{100 * x:.2g}%"
-    return (f"losses a median {pct(rel[len(rel) // 2])} (at most {pct(rel[-1])}) from the log's at {len(steps)} logged "
+    return (f"losses a median {pct(rel[len(rel) // 2])} (at most {pct(rel[-1])}) from the log's at {len(rel)} logged "
             "steps")
 
 # %% ../nbs/12_stages.ipynb
