@@ -20,7 +20,8 @@ from .precision import train_bf16
 
 # %% auto 0
 __all__ = ['tokenize_example', 'SpanCollator', 'SpanTrainer', 'lower_outputs', 'top_layers_only', 'training_args',
-           'build_dataset', 'lora_config', 'TimedCheckpoints', 'finetune', 'compile_decoder_layers', 'eval_loss']
+           'build_dataset', 'lora_config', 'TimedCheckpoints', 'name_base', 'finetune', 'compile_decoder_layers',
+           'eval_loss']
 
 # %% ../nbs/10_train.ipynb
 def tokenize_example(tok, ex: PromptExample, span_labels: Sequence[str], max_length: int = 1024) -> dict:
@@ -304,6 +305,20 @@ def _elapsed(ckpt: Path | None) -> float:
     return float(json.loads(f.read_text())["seconds"]) if ckpt and f.exists() else 0.0
 
 # %% ../nbs/10_train.ipynb
+def name_base(folder, model_name: str) -> bool:
+    """Name the base model in `folder`'s adapter_config.json as the caller named it (`model_name`: a registered name,
+    Hugging Face id or folder) where PEFT wrote the folder it resolved to on this machine (a registered model's cache
+    copy), so a committed adapter config holds no machine path; True when the file changed."""
+    from toolpaper.models import ensure_model
+    f = Path(folder, "adapter_config.json")
+    if not f.exists(): return False
+    conf, resolved = json.loads(f.read_text(encoding="utf-8")), ensure_model(model_name)
+    if resolved == model_name or conf.get("base_model_name_or_path") != resolved: return False
+    conf["base_model_name_or_path"] = model_name
+    atomic_write_text(f, json.dumps(conf, indent=2) + "\n")
+    return True
+
+# %% ../nbs/10_train.ipynb
 def finetune(model_name: str, examples: Sequence[PromptExample], cfg: SFTConfig, adapter: str | None = None,
              span_labels: Sequence[str] | None = None, resume: bool = False, callbacks: list | None = None,
              checkpoint_minutes: float | None = None) -> dict:
@@ -347,7 +362,7 @@ def finetune(model_name: str, examples: Sequence[PromptExample], cfg: SFTConfig,
     with top_layers_only(model, start) if start else contextlib.nullcontext():
         trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
     secs = timed.seconds() if timed else time.perf_counter() - t0
-    trainer.save_model(cfg.output_dir); tok.save_pretrained(cfg.output_dir)
+    trainer.save_model(cfg.output_dir); tok.save_pretrained(cfg.output_dir); name_base(cfg.output_dir, model_name)
     if timed and not cfg.save_steps:
         for old in out.glob("checkpoint-*"): shutil.rmtree(old)
     hist = [h for h in trainer.state.log_history if "loss" in h]
