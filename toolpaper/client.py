@@ -51,6 +51,8 @@ class Usage:
     reused_tokens: int = 0
     seconds: float = 0.0
     cost_usd: float = 0.0
+    answers: int = 0         # completions handed to callers (generated or read back; failures not counted)
+    cut: int = 0             # of those, the ones that stopped at their token limit (finish reason `length`)
 
     def __post_init__(self): self._lock = threading.Lock()
 
@@ -177,6 +179,8 @@ class Client:
                   replace(params, schema=texts[id(schemas[i])]) if schemas[i] is not None else params)
                  for i, p in enumerate(prompts)]
         out = self._complete(items, progress) if items else []
+        done = [c for c in out if isinstance(c, Completion)]
+        self.usage.add(answers=len(done), cut=sum(c.finish_reason == "length" for c in done))
         if errors == "raise":
             bad = next((r for r in out if isinstance(r, LLMError)), None)
             if bad is not None: raise bad

@@ -231,11 +231,23 @@ def _umi_methods(n: int, corpus: dict, cfg: UmiExpConfig) -> tuple[tuple, list |
                            "trajectories are left")
 
 # %% ../nbs/19_umi.ipynb
+def _served(ag) -> tuple[int, int]:
+    "The answers the models of agent `ag` have handed out so far, and how many of them stopped at their token limit."
+    cs = {id(c): c for c in (getattr(ag, a, None) for a in ("planner", "caller", "summarizer", "model")) if c}
+    return sum(c.usage.answers for c in cs.values()), sum(c.usage.cut for c in cs.values())
+
+def _cut_pct(ag, before: tuple[int, int]) -> float | None:
+    "The share (percent) of the answers `ag` handed out since `before` (a `_served` reading) that were cut."
+    (a0, c0), (a1, c1) = before, _served(ag)
+    return pct((c1 - c0) / (a1 - a0), 1) if a1 > a0 else None
+
 def _umi_step_row(ag, m: str, n: int, dialogues: list, cfg: UmiExpConfig, work=None, names=()) -> dict:
-    """Step-level stage: one method's metrics in both modes, with dialogue-bootstrap intervals, as a results row; the
-    per-step scores go to `work/scored.json` under each of `names` (for the claims ledger)."""
+    """Step-level stage: one method's metrics in both modes, with dialogue-bootstrap intervals, as a results row (with
+    `replies cut %`: the share of its replies that stopped at the token limit); the per-step scores go to
+    `work/scored.json` under each of `names` (for the claims ledger)."""
+    before = _served(ag)
     preds = static_predictions(ag, dialogues)
-    row, items = {"method": m, "train trajectories": n}, {}
+    row, items = {"method": m, "train trajectories": n, "replies cut %": _cut_pct(ag, before)}, {}
     for mode in ("compat", "strict"):
         res = umi_scores(preds, dialogues, mode)
         items[mode] = res["items"]
@@ -328,11 +340,14 @@ def umi_fitting(dialogues: Sequence[Trajectory], model: str, new_tokens: int, st
 # %% ../nbs/19_umi.ipynb
 def _umi_ood_rows(ag, m: str, ood: list, cfg: UmiExpConfig) -> list[dict]:
     "Out-of-domain stage: one method's step-level metrics on the released ToolBench dialogues, a row per mode."
+    before = _served(ag)
     opreds, rows = static_predictions(ag, ood), []
+    cut = _cut_pct(ag, before)
     for mode in ("compat", "strict"):
         res = umi_scores(opreds, ood, mode)
         ci = bootstrap_ci("umi", res["items"], mode, seed=cfg.seed)
-        orow = {"method": m, "mode": mode, "dialogues": len(ood), "steps": res["metrics"]["n_steps"]}
+        orow = {"method": m, "mode": mode, "dialogues": len(ood), "steps": res["metrics"]["n_steps"],
+                "replies cut %": cut}
         for k in UMI_COLS:
             orow[k] = pct(res["metrics"][k], 2)
             orow[f"{k} lo"], orow[f"{k} hi"] = ci_pct(ci, k)
@@ -416,7 +431,7 @@ def umi_table1(run: UmiRun) -> pd.DataFrame:
     ours = pd.DataFrame([{"method": UMI_NAMES[r.method], "mode": mode,
                           **{f"{c}{e}": r.get(f"{c} ({mode}){e}") for c in UMI_COLS for e in ("", " lo", " hi")},
                           **{f"pass rate{e}": r.get(f"pass rate{' (compat)' if mode == 'compat' else ''}{e}")
-                             for e in ("", " lo", " hi")}}
+                             for e in ("", " lo", " hi")}, "replies cut %": r.get("replies cut %")}
                          for mode in ("compat", "strict") for _, r in main.iterrows()])
     ours = with_ci(ours, UMI_COLS + ["pass rate"])
     quoted = pd.DataFrame(
