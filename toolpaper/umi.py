@@ -236,11 +236,13 @@ def _served(ag) -> tuple[int, int]:
     cs = {id(c): c for c in (getattr(ag, a, None) for a in ("planner", "caller", "summarizer", "model")) if c}
     return sum(c.usage.answers for c in cs.values()), sum(c.usage.cut for c in cs.values())
 
+# %% ../nbs/19_umi.ipynb
 def _cut_pct(ag, before: tuple[int, int]) -> float | None:
     "The share (percent) of the answers `ag` handed out since `before` (a `_served` reading) that were cut."
     (a0, c0), (a1, c1) = before, _served(ag)
     return pct((c1 - c0) / (a1 - a0), 1) if a1 > a0 else None
 
+# %% ../nbs/19_umi.ipynb
 def _umi_step_row(ag, m: str, n: int, dialogues: list, cfg: UmiExpConfig, work=None, names=()) -> dict:
     """Step-level stage: one method's metrics in both modes, with dialogue-bootstrap intervals, as a results row (with
     `replies cut %`: the share of its replies that stopped at the token limit); the per-step scores go to
