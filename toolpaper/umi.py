@@ -231,10 +231,16 @@ def _umi_methods(n: int, corpus: dict, cfg: UmiExpConfig) -> tuple[tuple, list |
                            "trajectories are left")
 
 # %% ../nbs/19_umi.ipynb
+def _agent_clients(ag) -> list:
+    "The distinct models (clients) of agent `ag`, in role order, each once however many roles it serves."
+    cs = {id(c): c for c in (getattr(ag, a, None) for a in ("planner", "caller", "summarizer", "model")) if c}
+    return list(cs.values())
+
+# %% ../nbs/19_umi.ipynb
 def _served(ag) -> tuple[int, int]:
     "The answers the models of agent `ag` have handed out so far, and how many of them stopped at their token limit."
-    cs = {id(c): c for c in (getattr(ag, a, None) for a in ("planner", "caller", "summarizer", "model")) if c}
-    return sum(c.usage.answers for c in cs.values()), sum(c.usage.cut for c in cs.values())
+    cs = _agent_clients(ag)
+    return sum(c.usage.answers for c in cs), sum(c.usage.cut for c in cs)
 
 # %% ../nbs/19_umi.ipynb
 def _cut_pct(ag, before: tuple[int, int]) -> float | None:
@@ -275,8 +281,8 @@ def _umi_realtime(ag, m: str, test: list, tools, cfg: UmiExpConfig, inst_by_id: 
     """Real-time stage (main size): the pass rate with its interval goes into `row` — strict (a planner reply with no
     `Next:` decision ends the run) and compat (`pass rate (compat)`: such a run goes on as the authors' inference does,
     asked only when some strict run ended that way); (rows per test group, strict, and the evaluation record)."""
-    clients = {id(c): c for c in (getattr(ag, a, None) for a in ("planner", "caller", "summarizer", "model")) if c}
-    use = lambda k: sum(getattr(getattr(c, "usage", None), k, 0) for c in clients.values())
+    clients = _agent_clients(ag)
+    use = lambda k: sum(getattr(getattr(c, "usage", None), k, 0) for c in clients)
     before = {k: use(k) for k in ("requests", "seconds", "cache_hits")}
     rt, _ = realtime_eval(ag, test, ToolEnv(list(tools), seed=cfg.seed))
     # inference time: the model's seconds for the answers this run generated (an answer replayed from the stage cache,
