@@ -237,10 +237,14 @@ def _agent_clients(ag) -> list:
     return list(cs.values())
 
 # %% ../nbs/19_umi.ipynb
+def _agent_usage(ag, key: str):
+    "The sum of usage counter `key` (`requests`, `seconds`, `answers`, `cut`...) over the distinct models of `ag`."
+    return sum(getattr(getattr(c, "usage", None), key, 0) for c in _agent_clients(ag))
+
+# %% ../nbs/19_umi.ipynb
 def _served(ag) -> tuple[int, int]:
     "The answers the models of agent `ag` have handed out so far, and how many of them stopped at their token limit."
-    cs = _agent_clients(ag)
-    return sum(c.usage.answers for c in cs), sum(c.usage.cut for c in cs)
+    return _agent_usage(ag, "answers"), _agent_usage(ag, "cut")
 
 # %% ../nbs/19_umi.ipynb
 def _cut_pct(ag, before: tuple[int, int]) -> float | None:
@@ -281,8 +285,7 @@ def _umi_realtime(ag, m: str, test: list, tools, cfg: UmiExpConfig, inst_by_id: 
     """Real-time stage (main size): the pass rate with its interval goes into `row` — strict (a planner reply with no
     `Next:` decision ends the run) and compat (`pass rate (compat)`: such a run goes on as the authors' inference does,
     asked only when some strict run ended that way); (rows per test group, strict, and the evaluation record)."""
-    clients = _agent_clients(ag)
-    use = lambda k: sum(getattr(getattr(c, "usage", None), k, 0) for c in clients)
+    use = lambda k: _agent_usage(ag, k)
     before = {k: use(k) for k in ("requests", "seconds", "cache_hits")}
     rt, _ = realtime_eval(ag, test, ToolEnv(list(tools), seed=cfg.seed))
     # inference time: the model's seconds for the answers this run generated (an answer replayed from the stage cache,
