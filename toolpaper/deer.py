@@ -4,7 +4,7 @@
 
 # %% ../nbs/15_deer.ipynb 3
 from __future__ import annotations
-import json, random, time
+import json, random, re, time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,11 +32,12 @@ from toolpaper.sampling import (
 __all__ = ['PAPER_TRAIN_COUNTS', 'PAPER_TRAIN_MIX', 'PAPER_VALID_MIX', 'AUTHORS_DEER_TRAIN', 'AUTHORS_DEER_SAMPLES', 'PAPER_DEER',
            'TABLE1_COLS', 'TABLE3_SETS', 'TABLE4_COLS', 'DEER_SPANS', 'ABLATION_AXES', 'PAPER_ABLATION',
            'DEER_HEADLINE', 'DEER_SUITE', 'stratified', 'pool_text', 'gold_prefix', 'deer_generate', 'compact_chain',
-           'demonstrations', 'DeerExpConfig', 'deer_recipe', 'mixture_of', 'DeerRun', 'decision_only', 'is_nosearch',
-           'retention_answers', 'run_deer_experiment', 'table1', 'table3', 'table4', 'plot_strategies',
-           'plot_span_losses', 'main_training', 'CallPilotConfig', 'CallPilot', 'run_call_pilot', 'pilot_table',
-           'pilot_recipe', 'DeerAblation', 'DeerAblationConfig', 'run_deer_ablation', 'ablation_table', 'plot_ablation',
-           'DeerOptions', 'DeerPredictor', 'read_deer_gold', 'deer_quotes']
+           'demonstrations', 'DeerExpConfig', 'deer_recipe', 'mixture_of', 'DeerRun', 'decision_only', 'answer_text',
+           'is_nosearch', 'retention_answers', 'seeded_name', 'run_deer_experiment', 'at_seed', 'table1', 'table3',
+           'table4', 'plot_strategies', 'plot_span_losses', 'seed_table', 'main_training', 'CallPilotConfig',
+           'CallPilot', 'run_call_pilot', 'pilot_table', 'pilot_recipe', 'DeerAblation', 'DeerAblationConfig',
+           'run_deer_ablation', 'ablation_table', 'plot_ablation', 'DeerOptions', 'DeerPredictor', 'read_deer_gold',
+           'deer_quotes']
 
 # %% ../nbs/15_deer.ipynb
 PAPER_TRAIN_COUNTS = {"NoSearch": 1807, "NoCall": 3114, "Call": 4664}    # DEER Table 2, training split
@@ -186,6 +187,9 @@ class DeerExpConfig(Profiled):
     answer_tokens: int = 64
     gen_batch_size: int = 8
     seed: int = 0
+    # training seeds per fine-tuned model: `seed`, `seed + 1`, ... — the same data and test items, another LoRA
+    # initialisation, dropout and batch order; a comparison of recipes reads its seed-to-seed spread from them
+    train_seeds: int = 1
     PROFILES: ClassVar[dict] = {
         "smoke": dict(
             model="tiny-random-llama",
@@ -201,6 +205,7 @@ class DeerExpConfig(Profiled):
             max_new_tokens=8,
             answer_tokens=8,
             train=dict(max_steps=2, batch_size=2),
+            train_seeds=2,
         ),
         # the claims' sizes: each strategy adapter (and the retention control) on 600 samples, 200 valid items, all 743
         # released test items (Figure 5 on the whole test set), 40 per baseline set, 200 retention queries asked (97
@@ -217,6 +222,7 @@ class DeerExpConfig(Profiled):
             retention_n=200,
             shots=(4,),
             train=dict(batch_size=1),
+            train_seeds=3,
         ),
         "paper": dict(
             model="meta-llama/Llama-2-7b-hf",
@@ -232,6 +238,7 @@ class DeerExpConfig(Profiled):
             answer_tokens=256,
             gen_batch_size=32,
             train=AUTHORS_DEER_TRAIN,          # the authors' released run (see above)
+            train_seeds=3,
         ),
     }
 
@@ -417,6 +424,29 @@ def decision_only(text: str) -> bool:
     return t.startswith("#Begin#") and t.endswith("#End#")
 
 # %% ../nbs/15_deer.ipynb
+_ROLE = r"(?:user|assistant|system|human|Assistant|User|System|Human)"
+_TURN = re.compile(rf"(?:^|(?<=[\s#>.!?]))(?i:{_ROLE})[ \t]*(?:[#:]|\n)|<\|im_(?:start|end)\|>")
+_DECISION = re.compile(
+    r"#Begin#.*?(?:#End#|#SearchAPI#|$)|#NoCallAPI#.*?(?:#End#|$)|#\w+#"
+    r"|(?i:(?:don't|do not|no)\s+need\s+(?:to\s+)?(?:look\s+up|check)\s+the\s+(?:api|tool)\s+pool[^.#\n]*\.?)"
+    r"|(?i:need\s+to\s+(?:look\s+up|check)\s+the\s+(?:api|tool)\s+pool[^.#\n]*\.?)"
+    r"|(?i:there\s+is\s+no\s+(?:proper|suitable)\s+(?:api|tool)[^.#\n]*\.?)"
+    r"|(?i:(?:no,?\s+)?i\s+(?:need\s+to|can)\s+answer\s+this[^.#\n]*(?:knowledge|know)[^.#\n]*\.?)",
+    re.S,
+)
+
+def answer_text(text: str | None) -> str:
+    """The answer in a reply: cut at the first turn the model invents (a role tag after the opening one), with every
+    decision chain, decision phrase, `#NoCallAPI#` explanation and marker removed; '' when no letter or digit is left."""
+    t = (text or "").strip()
+    lead = re.match(r"\s*(?i:assistant)[ \t]*(?:[#:]|\n)", t)             # the reply's own opening role tag
+    if lead: t = t[lead.end():]
+    cut = _TURN.search(t)
+    if cut: t = t[: cut.start()]
+    t = re.sub(r"\s+", " ", _DECISION.sub(" ", t)).strip(" \t\n#:.,;-")
+    return t if re.search(r"\w", t) else ""
+
+# %% ../nbs/15_deer.ipynb
 def is_nosearch(text: str) -> bool:
     "Did a round-one decision choose NoSearch: a chain from '#Begin#' to '#End#' that never reaches '#SearchAPI#'?"
     t = text or ""
@@ -447,24 +477,36 @@ def retention_answers(gen, samples: Sequence[DecisionSample], max_new_tokens: in
     return out
 
 # %% ../nbs/15_deer.ipynb
-def _deer_retention(gen, name: str, ret_q: list, refs: list, cfg: DeerExpConfig, work: Path, progress: bool = False):
-    """Table 4 stage: a fine-tuned model's answers to the retention queries (`retention_answers`: after a NoSearch
-    decision, its own continuation of its chain, end token banned) against the base model's plain-chat answers; its
-    row."""
-    ra = retention_answers(gen, ret_q, cfg.max_new_tokens, cfg.answer_tokens, cfg.prompt_style, progress)
-    hyps = [r["answer"] for r in ra]
+def _deer_retention(gen, name: str, ret_q: list, refs: list, cfg: DeerExpConfig, work: Path, progress: bool = False,
+                    chat: bool = False):
+    """Table 4 stage: a fine-tuned model's answers to the retention queries — `retention_answers` (after a NoSearch
+    decision its own continuation of its chain, end token banned), or with `chat` each query asked in the model's plain
+    chat format — scored on their `answer_text` against the base model's plain-chat answers (a reply with no answer
+    left scores 0 and is not `answered`); its row."""
+    if chat:
+        convs = [[{"role": "user", "content": s.query}] for s in ret_q]
+        outs = gen.generate(convs, max_tokens=cfg.answer_tokens, progress=progress) if ret_q else []
+        ra = [{"decision": None, "nosearch": False, "after_chain": None, "answer": o.strip(), "chat_answer": o.strip()}
+              for o in outs]
+    else: ra = retention_answers(gen, ret_q, cfg.max_new_tokens, cfg.answer_tokens, cfg.prompt_style, progress)
+    for r in ra: r["scored_answer"] = answer_text(r["answer"])
+    hyps = [r["scored_answer"] for r in ra]
     _save_deer_outputs(work, name, "retention", ret_q, ra)
     r, rci = retention_scores(hyps, refs), retention_ci(hyps, refs, seed=cfg.seed)
     per = rouge_pairs(hyps, refs)
     save_scored(work, f"{name}@retention", "values",
-                [{"id": s.id, "values": {k: v[i] for k, v in per.items()}} for i, s in enumerate(ret_q)])
-    row = {"model": name, "n": len(ret_q), "NoSearch decisions": sum(r["nosearch"] for r in ra),
-           "nothing after the chain": sum(r["nosearch"] and not r["after_chain"] for r in ra),
-           "decision phrase only": sum(not r["answer"] or decision_only(r["answer"]) for r in ra),
-           "chat answer is a decision chain": sum(r["nosearch"] and decision_only(r["chat_answer"]) for r in ra)}
+                [{"id": s.id, "values": {**{k: v[i] for k, v in per.items()}, "answered": float(bool(hyps[i]))}}
+                 for i, s in enumerate(ret_q)])
+    row = {"model": name, "asked": "chat format" if chat else "DEER prompt", "n": len(ret_q),
+           "NoSearch decisions": sum(r["nosearch"] for r in ra) if not chat else None,
+           "nothing after the chain": sum(r["nosearch"] and not r["after_chain"] for r in ra) if not chat else None,
+           "answered %": pct(sum(map(bool, hyps)) / len(hyps)) if hyps else None,
+           "chat answer is a decision chain": sum(bool(r["chat_answer"]) and decision_only(r["chat_answer"])
+                                                  for r in ra)}
     for c, k in zip(TABLE4_COLS, ("bleu", "rouge_1", "rouge_2", "rouge_l")):
         row[c] = pct(r[k]); row[f"{c} lo"], row[f"{c} hi"] = ci_pct(rci, k, 1)
     return row
+
 
 # %% ../nbs/15_deer.ipynb
 DEER_SPANS = ("decision", "call")     # the spans a DEER adapter's loss is logged by
@@ -475,40 +517,67 @@ def _variant_examples(d, cfg: DeerExpConfig, mix: dict | None = None, n: int | N
     return train, [deer_prompt(s, style=cfg.prompt_style, score_pool=cfg.score_pool) for s in train]
 
 # %% ../nbs/15_deer.ipynb
+def seeded_name(name: str, train_seed: int, cfg: DeerExpConfig) -> str:
+    "A fine-tuned model's name for training seed `train_seed`: the plain name at the experiment's seed, else `name (seed s)`."
+    return name if train_seed == cfg.seed else f"{name} (seed {train_seed})"
+
+# %% ../nbs/15_deer.ipynb
 def _deer_variant_train(name: str, d, cfg: DeerExpConfig, work: Path, mix: dict | None = None,
-                        n: int | None = None, epochs: int | None = None) -> tuple[dict, dict, Path]:
+                        n: int | None = None, epochs: int | None = None,
+                        train_seed: int | None = None) -> tuple[dict, dict, Path]:
     """Train stage of one sampling variant (branch shares `mix`, default the experiment's; `n` training samples and
-    `epochs`, default the experiment's): (training log, its training-set counts row, the adapter folder)."""
+    `epochs`, default the experiment's; `train_seed`, default the experiment's seed, names its own adapter folder):
+    (training log, its training-set counts row, the adapter folder)."""
     train, ex = _variant_examples(d, cfg, mix, n)
     c = Counter(s.branch for s in train)
     count = {
         "model": name, "train samples": len(train), **{b: c.get(b, 0) for b in ("NoSearch", "NoCall", "Call")},
         "pools by strategy": dict(Counter(s.strategy for s in train if s.strategy is not None)),
     }
-    out = work / f"adapter_{_slug(name)}"
-    run = cfg.train.for_run(out, seed=cfg.seed, **({} if epochs is None else {"epochs": epochs}))
+    s = cfg.seed if train_seed is None else train_seed
+    out = work / f"adapter_{_slug(seeded_name(name, s, cfg))}"
+    run = cfg.train.for_run(out, seed=s, **({} if epochs is None else {"epochs": epochs}))
     info = stages.finetune(cfg.model, ex, run, span_labels=list(DEER_SPANS))
     return info, count, out
 
 # %% ../nbs/15_deer.ipynb
-def _deer_control(name: str, dd, ret_q: list, refs: list, cfg: DeerExpConfig, work: Path, progress: bool = False):
+def _deer_control(name: str, dd, ret_q: list, refs: list, cfg: DeerExpConfig, work: Path, progress: bool = False,
+                  train_seed: int | None = None):
     """Retention control stage: the main variant's data and recipe without NoSearch samples (the same number of
-    samples, NoCall and Call in their shares); (training log, counts row, retention row)."""
+    samples, NoCall and Call in their shares), asked each query in its plain chat format — a template-driven model is
+    used that way, it has no NoSearch decision to make; (training log, counts row, retention row)."""
     mix = {b: w for b, w in (cfg.train_mix or PAPER_TRAIN_MIX).items() if b != "NoSearch"}
-    info, count, out = _deer_variant_train(name, dd, cfg, work, mix)
+    s = cfg.seed if train_seed is None else train_seed
+    info, count, out = _deer_variant_train(name, dd, cfg, work, mix, train_seed=s)
     gen = stages.client(cfg.model, out, cfg.gen_batch_size)
-    row = _deer_retention(gen, name, ret_q, refs, cfg, work, progress)
+    row = _deer_retention(gen, seeded_name(name, s, cfg), ret_q, refs, cfg, work, progress, chat=True)
     stages.release(gen)
     return info, count, row
+
+# %% ../nbs/15_deer.ipynb
+def _deer_adapter(name: str, d, evals: dict, ret_q: list, refs: list, cfg: DeerExpConfig, work: Path, s: int,
+                  progress: bool = False) -> tuple[dict, dict, list, dict | None, float]:
+    """One sampling variant at training seed `s`: train, score on `evals`, and (with `ret_q`) retention; (training log,
+    counts row, metric rows tagged with the seed, retention row or None, evaluation seconds)."""
+    info, count, out = _deer_variant_train(name, d, cfg, work, train_seed=s)
+    t1 = time.perf_counter(); label = seeded_name(name, s, cfg)
+    gen = stages.client(cfg.model, out, cfg.gen_batch_size)
+    rows = [dict(r, seed=s) for r in _deer_evaluate(gen, label, evals, cfg, work, (), progress)]
+    ret = dict(_deer_retention(gen, label, ret_q, refs, cfg, work, progress), seed=s) if ret_q else None
+    stages.release(gen)                                  # one variant's model at a time
+    return info, count, rows, ret, time.perf_counter() - t1
+
 
 # %% ../nbs/15_deer.ipynb
 @staged
 def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample], released_test: list[DecisionSample],
                         baselines: dict[str, list[DecisionSample]], cfg: DeerExpConfig, work_dir: str | Path,
                         progress: bool = False) -> DeerRun:
-    """Build the decision data of every sampling variant, fine-tune one LoRA model each and evaluate: valid and test
-    (Figure 5), the baseline sets (Table 3), few-shot base-model rows (Tables 1, 3) and retention (Table 4), with the
-    main recipe trained without NoSearch samples as retention's control (`retention_control`)."""
+    """Build the decision data of every sampling variant, fine-tune one LoRA model each per training seed
+    (`train_seeds`) and evaluate: valid and test (Figure 5), the baseline sets (Table 3, the experiment's seed), few-shot
+    base-model rows (Tables 1, 3) and retention (Table 4, the main variant's seeds), with the main recipe trained
+    without NoSearch samples as retention's control (`retention_control`, every seed). Stages run seed by seed (every
+    variant at the experiment's seed first), the controls last."""
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter(); timings = {}
     datas = _deer_datas(tools, released_valid, released_test, cfg)
@@ -522,21 +591,28 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
     ret_q = dd.heldout_nosearch[: cfg.retention_n] if cfg.retention_n is not None else dd.heldout_nosearch
     t1 = time.perf_counter()
     rows, refs = _deer_base(dd, evals, ret_q, cfg, work, progress)
+    rows = [dict(r, seed=None) for r in rows]
     timings["base_eval_s"] = time.perf_counter() - t1
     ret_rows, infos, counts = [], {}, []
-    for name, d in datas.items():
-        infos[name], count, out = _deer_variant_train(name, d, cfg, work)
-        counts.append(count)
-        t1 = time.perf_counter()
-        gen = stages.client(cfg.model, out, cfg.gen_batch_size)
-        rows += _deer_evaluate(gen, name, {**evals, **(base_sets if name == main else {})}, cfg, work, (), progress)
-        if ret_q: ret_rows.append(_deer_retention(gen, name, ret_q, refs, cfg, work, progress))
-        stages.release(gen)                                  # one variant's model at a time
-        timings[f"{name}_train_s"] = infos[name]["train_seconds"]; timings[f"{name}_eval_s"] = time.perf_counter() - t1
+    seeds = [cfg.seed + k for k in range(max(cfg.train_seeds, 1))]
+    for s in seeds:
+        for name, d in datas.items():
+            first = s == cfg.seed
+            label = seeded_name(name, s, cfg)
+            sets = {**evals, **(base_sets if name == main and first else {})}
+            infos[label], count, r, ret, ev_s = _deer_adapter(name, d, sets, ret_q if name == main or first else [],
+                                                               refs, cfg, work, s, progress)
+            if first: counts.append(count)
+            rows += r
+            if ret: ret_rows.append(ret)
+            timings[f"{label}_train_s"] = infos[label]["train_seconds"]; timings[f"{label}_eval_s"] = ev_s
     if cfg.retention_control and ret_q:
-        name = f"{main} w/o NoSearch"
-        infos[name], count, row = _deer_control(name, dd, ret_q, refs, cfg, work, progress)
-        counts.append(count); ret_rows.append(row)
+        for s in seeds:
+            name = f"{main} w/o NoSearch"
+            label = seeded_name(name, s, cfg)
+            infos[label], count, row = _deer_control(name, dd, ret_q, refs, cfg, work, progress, train_seed=s)
+            if s == cfg.seed: counts.append(count)
+            ret_rows.append(dict(row, seed=s))
     timings["total_s"] = time.perf_counter() - t0
     sizes = {k: dict(Counter(s.branch for s in v)) for k, v in {**evals, **base_sets}.items()} | {
         "retention": {"NoSearch": len(ret_q)}
@@ -545,11 +621,18 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
     atomic_write_text(work / "decisions.csv", dec.to_csv(index=False))
     return DeerRun(asdict(cfg), dec, pd.DataFrame(ret_rows), pd.DataFrame(counts), infos, timings, sizes)
 
+
+# %% ../nbs/15_deer.ipynb
+def at_seed(df: pd.DataFrame, run: DeerRun) -> pd.DataFrame:
+    "The rows of `df` at the experiment's own training seed (and the base model's rows, which train nothing)."
+    if "seed" not in df.columns: return df
+    return df[df["seed"].isna() | (df["seed"] == run.config["seed"])]
+
 # %% ../nbs/15_deer.ipynb
 def table1(run: DeerRun, mode: str = "compat") -> pd.DataFrame:
     """Decision-Search / Decision-Call on the valid set (seen tools), our rows (with 95% intervals) then the quoted
     paper rows."""
-    d = run.decisions[(run.decisions["eval"] == "valid") & (run.decisions["mode"] == mode)]
+    d = at_seed(run.decisions, run); d = d[(d["eval"] == "valid") & (d["mode"] == mode)]
     d = with_ci(d[["model", "mode", "n"] + [c for c in d.columns if c.split(" ")[0] in TABLE1_COLS]], TABLE1_COLS)
     q = pd.DataFrame(
         [
@@ -563,7 +646,7 @@ def table1(run: DeerRun, mode: str = "compat") -> pd.DataFrame:
 def table3(run: DeerRun, mode: str = "compat") -> pd.DataFrame:
     """P_NoCall / P_Call / P_DC on unseen tools (test.json) and on the ToolBench / ToolCorpus sets, our rows then the
     quoted paper rows."""
-    d = run.decisions[(run.decisions["mode"] == mode) & run.decisions["eval"].isin(TABLE3_SETS)]
+    d = at_seed(run.decisions, run); d = d[(d["mode"] == mode) & d["eval"].isin(TABLE3_SETS)]
     d = with_ci(d, ["P_NoCall", "P_Call", "P_DC"])
     cols = [f"{s} {m}" for s in TABLE3_SETS for m in ("P_NoCall", "P_Call", "P_DC")]
     rows = []
@@ -577,13 +660,14 @@ def table3(run: DeerRun, mode: str = "compat") -> pd.DataFrame:
 
 # %% ../nbs/15_deer.ipynb
 def table4(run: DeerRun) -> pd.DataFrame:
-    "Retention rows (with 95% intervals over the answers), then the quoted paper rows."
+    "Retention rows at the experiment's training seed (with 95% intervals over the answers), then the quoted paper rows."
+    ret = at_seed(run.retention, run).drop(columns=["seed"], errors="ignore")
 
     q = pd.DataFrame(
         [{"model": f"{k} [quoted]", "n": None, **dict(zip(TABLE4_COLS, v))} for k, v in PAPER_DEER["table4"].items()]
     )
     return pd.concat(
-        [with_ci(run.retention, TABLE4_COLS) if len(run.retention) else run.retention, q], ignore_index=True
+        [with_ci(ret, TABLE4_COLS) if len(ret) else ret, q], ignore_index=True
     )
 
 # %% ../nbs/15_deer.ipynb
@@ -592,11 +676,8 @@ def plot_strategies(run: DeerRun, mode: str = "compat"):
     with its 95% interval."""
     import matplotlib.pyplot as plt
 
-    d = run.decisions[
-        (run.decisions["mode"] == mode)
-        & run.decisions["eval"].isin(["valid", "test"])
-        & ~run.decisions["model"].str.startswith("base")
-    ]
+    d = at_seed(run.decisions, run)
+    d = d[(d["mode"] == mode) & d["eval"].isin(["valid", "test"]) & ~d["model"].str.startswith("base")]
     models = list(dict.fromkeys(d["model"]))
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.4), sharey=True)
     for ax, m in zip(axes, ["P_NoCall", "P_Call", "P_DC"]):
@@ -626,12 +707,37 @@ def plot_span_losses(run: DeerRun):
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.2), sharex=True)
     for name, info in run.train_info.items():
+        if name.endswith(")") and " (seed " in name: continue          # the experiment's seed: one line per variant
         h = pd.DataFrame(info["history"])
         for ax, span in zip(axes, ["decision", "call"]):
             if f"loss_{span}" in h: ax.plot(h["step"], h[f"loss_{span}"], marker=".", label=name)
     for ax, span in zip(axes, ["decision", "call"]): ax.set_title(f"{span} span loss"); ax.set_xlabel("step")
     axes[0].legend(fontsize=8); fig.tight_layout()
     return fig
+
+# %% ../nbs/15_deer.ipynb
+def seed_table(run: DeerRun, mode: str = "compat", metrics=("P_NoCall", "P_Call", "P_DC")) -> pd.DataFrame:
+    """Per fine-tuned model × evaluation set (valid, test) × metric: the value at each training seed, the seeds
+    trained, their mean and sd (retention: `answered %` and ROUGE-L per seed, evaluation set `retention`)."""
+    import numpy as np
+    rows = []
+    d = run.decisions
+    d = d[(d["mode"] == mode) & d["eval"].isin(["valid", "test"]) & d["seed"].notna()] if "seed" in d else d.iloc[:0]
+    base = lambda m: m.split(" (seed ")[0]
+    parts = [(d.assign(model=d["model"].map(base)), ["eval"], metrics)]
+    if len(run.retention) and "seed" in run.retention:
+        r = run.retention.assign(model=run.retention["model"].map(base), eval="retention")
+        parts.append((r, ["eval"], ("answered %", "ROUGE-L")))
+    for df, keys, ms in parts:
+        for (model, ev), g in df.groupby(["model", "eval"], sort=False):
+            for m in ms:
+                v = {int(s): x for s, x in zip(g["seed"], g[m]) if x == x and x is not None}
+                vals = np.array(list(v.values()), dtype=float)
+                rows.append({"model": model, "eval": ev, "metric": m, "seeds": len(v),
+                             "by seed": ", ".join(f"{s}: {x:.1f}" for s, x in sorted(v.items())),
+                             "mean": round(vals.mean(), 1) if len(vals) else None,
+                             "sd across seeds": round(vals.std(ddof=1), 1) if len(vals) > 1 else None})
+    return pd.DataFrame(rows)
 
 # %% ../nbs/15_deer.ipynb
 def main_training(tools: list[Tool], released_valid: list[DecisionSample], released_test: list[DecisionSample],
