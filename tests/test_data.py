@@ -37,6 +37,28 @@ def test_seal_errata_is_the_only_forward_reference(released):
     assert [n[0] for n in noted] == ["test_out_domain-difficult-241"]
 
 
+def test_released_record_reads_under_any_file_name(released, tmp_path):
+    "Released data is read as released, however it is named: the erratum follows the record, not the file name."
+    import subprocess, sys
+    copy = tmp_path / "ood.jsonl"
+    shutil.copy(released / "seal-tools" / "test_out_domain.jsonl", copy)
+    got = {i.id: i.notes for i in D.read_seal_instances(copy)}
+    assert len(got) == 654 and got["test_out_domain-difficult-241"]
+    # `toolpaper eval` with the released file by path (under its own name and another) scores every record
+    pred = tmp_path / "pred.jsonl"
+    pred.write_text("".join(json.dumps({"id": k, "output": "[]"}) + "\n" for k in got))
+    for gold in (released / "seal-tools" / "test_out_domain.jsonl", copy):
+        cmd = [sys.executable, "-m", "toolpaper", "eval", "seal", "--pred", str(pred), "--gold", str(gold)]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+    # an edited record is not excused: its forward reference is an error naming file, line and field
+    rows = [json.loads(x) for x in copy.read_text().splitlines()]
+    k = next(n for n, r in enumerate(rows) if r["id"] == "test_out_domain-difficult-241")
+    rows[k]["calling"][0]["api"] += "_edited"
+    copy.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    expect(lambda: D.read_seal_instances(copy), f"ood.jsonl:{k + 1}:", "calling[0].parameters.target", "later call")
+
+
 def test_seal_other_files(released):
     fields = D.load("seal-tools:fields", released)
     assert len(fields) == 146 and sum(map(len, fields.values())) == 5859

@@ -4,7 +4,7 @@
 
 # %% ../nbs/91_claims.ipynb 3
 from __future__ import annotations
-import json, math
+import json, math, re
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -12,35 +12,57 @@ import numpy as np
 import pandas as pd
 from .io import atomic_write_text
 from .metrics import df_markdown
-from .stages import current, summary_precisions
+from .stages import SCORED, current, summary_precisions
 from .suites import get_suite
 
 # %% auto 0
-__all__ = ['SCORED', 'VERDICTS', 'CLAIMS', 'BASE_CHECKS', 'save_scored', 'load_scored', 'pool', 'resample', 'contrast', 'verdict',
-           'Claim', 'select', 'run_precision', 'evaluate', 'umi_setup', 'base_table', 'branch_table', 'ledger',
-           'ledger_sources', 'write_ledger']
+__all__ = ['FACTS', 'VERDICTS', 'PAPER_SETUP', 'MIN_SEEDS', 'CLAIMS', 'BASE_CHECKS', 'SUMMARY_START', 'SUMMARY_END',
+           'save_scored', 'load_scored', 'save_facts', 'load_facts', 'pool', 'resample', 'contrast', 'seeded_contrast',
+           'defined_n', 'units', 'verdict', 'Claim', 'select', 'run_precision', 'setup_cells', 'seed_conditions',
+           'evaluate', 'umi_setup', 'base_table', 'branch_table', 'ledger', 'ledger_sources', 'write_ledger',
+           'claims_summary', 'sync_summary']
 
 # %% ../nbs/91_claims.ipynb
-SCORED = "scored.json"
 _KEEP = ("id", "subsets", "branch", "dialogue", "plan", "counts", "values")
 
 def save_scored(work, condition: str, suite: str, items) -> None:
     """Keep `condition`'s per-item scores in `work/scored.json`: `items` is a list (one mode, compat) or {mode: list};
     `suite` is a registered suite name, or 'values' for items carrying `values` to average. Inside an experiment (its
-    stage cache is current for `work`) the file holds this run's conditions only, none left from an earlier run."""
+    stage cache is current for `work`) the file holds this run's conditions only, none left from an earlier run, and is
+    written when the run finishes (`StageCache`): until then the last finished run's scores stay in place."""
     p, sc = Path(work) / SCORED, current()
-    if sc is not None and sc.root.parent.resolve() == Path(work).resolve(): data = sc.scored
-    else: data = json.loads(p.read_text()) if p.exists() else {}
+    inside = sc is not None and sc.root.parent.resolve() == Path(work).resolve()
+    data = sc.scored if inside else json.loads(p.read_text()) if p.exists() else {}
     by_mode = items if isinstance(items, dict) else {"compat": items}
     data[condition] = {"suite": suite, "modes": {m: [{k: it[k] for k in _KEEP if k in it} for it in v]
                                                  for m, v in by_mode.items()}}
-    atomic_write_text(p, json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n")
+    if not inside: atomic_write_text(p, json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n")
 
 # %% ../nbs/91_claims.ipynb
 def load_scored(work) -> dict:
     "{condition: {'suite', 'modes': {mode: items}}} kept in an experiment's work folder (empty when it keeps none)."
     p = Path(work) / SCORED
     if not p.exists(): return {}
+    try: return json.loads(p.read_text())
+    except json.JSONDecodeError as e: raise ValueError(f"{p}: not JSON ({e}); rerun the experiment") from None
+
+# %% ../nbs/91_claims.ipynb
+FACTS = "facts.json"
+
+def save_facts(work, *, model: str, params: int | None, train: tuple | None, released: dict[str, int],
+               data: str) -> None:
+    """Keep an experiment's setup facts in `work/facts.json`: `model` and its `params`, `train` (samples, epochs) of
+    each fine-tuned model (None: nothing trained), `released` {evaluation set ('' for the experiment's main one):
+    released
+    items it draws from}, and `data` (where the training data came from: released, rebuilt, templated, generated)."""
+    rec = {"model": model, "params": params, "train": list(train) if train else None, "released": released,
+           "data": data}
+    atomic_write_text(Path(work) / FACTS, json.dumps(rec, indent=1, sort_keys=True) + "\n")
+
+def load_facts(work) -> dict | None:
+    "The facts `save_facts` kept in an experiment's work folder (None when its run kept none)."
+    p = Path(work) / FACTS
+    if not p.exists(): return None
     try: return json.loads(p.read_text())
     except json.JSONDecodeError as e: raise ValueError(f"{p}: not JSON ({e}); rerun the experiment") from None
 
@@ -107,7 +129,72 @@ def contrast(suite: str, terms: list[tuple[float, list[dict]]], metric: str, mod
             "undefined": float(np.isnan(total).mean())}
 
 # %% ../nbs/91_claims.ipynb
-VERDICTS = ("reproduced", "contradicted", "inconclusive at this scale", "not run")
+def seeded_contrast(suite: str, terms: list[tuple[float, list[list[dict]]]], metric: str, mode: str = "compat",
+                    n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> dict:
+    """`contrast` of terms trained with several seeds: `terms` is [(weight, [items at seed 1, at seed 2, ...])]. Each
+    draw resamples every term's seeds, then the items within each seed (the same item draw for every seed and term);
+    a term is the mean over its seeds. Adds 'seeds' (per term) and 'seed_sd' (per term; None with one seed)."""
+    ids = None
+    for _, per_seed in terms:
+        for items in per_seed:
+            got = sorted(it["id"] for it in items)
+            if ids is None: ids = got
+            elif got != ids:
+                raise ValueError(f"a seeded contrast needs the same items at every seed and term; they differ on "
+                                 f"{sorted(set(got) ^ set(ids))[:3]}")
+    rng = np.random.default_rng(seed + 7919)               # the seed draws: apart from the item draws
+    value, total, points, sds = 0.0, np.zeros(n_boot), [], []
+    for w, per_seed in terms:
+        fulls, boots = zip(*(resample(suite, sorted(items, key=lambda it: it["id"]), metric, mode, n_boot, seed)
+                             for items in per_seed))
+        B = np.vstack(boots)                                # seeds × draws
+        k = len(per_seed)
+        pick = rng.integers(0, k, (n_boot, k))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            draws = B[pick, np.arange(n_boot)[:, None]].mean(1)
+        v = None if any(f is None for f in fulls) else float(np.mean(fulls))
+        points.append(v)
+        sds.append(float(np.std(fulls, ddof=1)) if k > 1 and v is not None else None)
+        value = None if v is None or value is None else value + w * v
+        total = total + w * draws
+    ok = total[~np.isnan(total)]
+    lo, hi = 100 * (1 - level) / 2, 100 * (1 + level) / 2
+    defined = len(ok) and value is not None
+    low, high = (float(np.percentile(ok, lo)), float(np.percentile(ok, hi))) if defined else (None, None)
+    return {"value": value, "low": low, "high": high, "terms": points, "n": [len(ids or [])] * len(terms),
+            "undefined": float(np.isnan(total).mean()), "seeds": [len(s) for _, s in terms], "seed_sd": sds}
+
+# %% ../nbs/91_claims.ipynb
+class _Each:
+    "A stand-in random generator whose draw i takes unit i alone (a resampler then scores every unit on its own)."
+    def integers(self, low, high=None, size=None):
+        n = low if high is None else high
+        return np.repeat(np.arange(n)[:, None], size[1], axis=1)[: size[0]]
+
+_PART_OF_THE_ITEMS = ("deer", "umi")   # suites whose metrics count a part of the items: a branch, a kind of step
+
+def defined_n(suite: str, items: list[dict], metric: str, mode: str = "compat") -> int:
+    """How many of `items` the metric is counted on: for the suites whose metrics count a part of the items (DEER's
+    branches, alpha-UMi's kinds of step) the items on which it is defined scored alone (alpha-UMi steps each as their
+    own unit); a mean of values, the items carrying it; otherwise every item (Seal-Tools' micro-averaged F1 counts an
+    item with no predicted tool in its recall too)."""
+    if not items: return 0
+    if suite == "values":
+        vals = [it["values"].get(metric) for it in items]
+        return sum(1 for v in vals if v is not None and v == v)
+    if suite not in _PART_OF_THE_ITEMS: return len(items)
+    alone = [dict(it, dialogue=it["id"]) if "dialogue" in it else it for it in items]
+    got = np.asarray(get_suite(suite).boot(alone, _Each(), len(alone), mode)[metric], dtype=float)
+    return int((~np.isnan(got)).sum())
+
+def units(items: list[dict]) -> str:
+    "What the bootstrap resamples in `items`: 'items', or 'dialogues (k)' for alpha-UMi steps."
+    if items and "dialogue" in items[0]: return f"dialogues ({len({it['dialogue'] for it in items})})"
+    return "items"
+
+# %% ../nbs/91_claims.ipynb
+VERDICTS = ("reproduced", "contradicted", "inconclusive at this scale", "not run", "not measurable at this scale")
 
 def verdict(low: float | None, high: float | None, expect: str = "higher", margin: float = 0.0) -> str:
     "The verdict of an interval of A − B for a claim that A is `higher`, `lower` or `no worse` (within `margin`)."
@@ -144,6 +231,12 @@ class Claim:
     # how toolpaper's comparison differs from the paper's ('' when it is the paper's own); a function of the reports
     # folder where the experiment's page says it (what a run built depends on the code that ran it)
     setup: object = ""
+    # the terms are models trained with different recipes: the verdict needs their seed-to-seed spread (MIN_SEEDS)
+    recipes: bool = False
+    # 'values' items carrying `answered`: the least share of answered items in every term for a measurable comparison
+    answered: float | None = None
+    # more metrics of the same conditions said under 'why' (label, metric), e.g. another reading of the same ranking
+    also: tuple = ()
 
     @property
     def comparison(self) -> str:
@@ -198,10 +291,151 @@ def run_precision(work) -> str:
     return _precision_label(summary_precisions(work))[0]
 
 # %% ../nbs/91_claims.ipynb
-def _setup_text(claim: Claim, reports) -> str:
-    "The ledger's `setup` cell: 'the paper's', or how the comparison differs (a function of `reports` where so given)."
-    s = claim.setup(reports) if callable(claim.setup) else claim.setup
-    return f"differs: {s}" if s else "the paper's"
+# the papers' setups (their text and appendices; the authors' released scripts where the paper does not say)
+PAPER_SETUP = {
+    "seal_tools": {"model": "LLaMA2-7B", "params": 6.74e9, "train": "the train split (not released)",
+                   "data": "released"},
+    "seal_generated": {"model": "LLaMA2-7B", "params": 6.74e9, "train": "the train split (not released)",
+                       "data": "released"},
+    "retrieval": {"model": "DPR", "params": None, "train": "DPR on the train split (not released)", "data": "released"},
+    "deer": {"model": "LLaMA-2 7B", "params": 6.74e9, "train": (9585, 10), "data": "released"},
+    "alpha_umi": {"model": "LLaMA-2 7B", "params": 6.74e9, "train": (62694, "2 + 1/1/2"),
+                  "data": "ToolBench trajectories"},
+    "alpha_umi_math": {"model": "LLaMA-2 7B", "params": 6.74e9, "train": (6213, "2 + 1/1/2"),
+                       "data": "GPT-3.5 / GPT-4 trajectories (not released)"},
+}
+
+def _size(n) -> str: return "–" if not n else f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.1f}M"
+
+def _train_text(t) -> str:
+    if not t: return "none"
+    if isinstance(t, str): return t
+    return f"{t[0]:,} × {t[1]:g}" if isinstance(t[1], (int, float)) else f"{t[0]:,} × {t[1]}"
+
+def setup_cells(claim: Claim, reports, used: int) -> dict:
+    """The facts of `claim`'s setup beside the paper's — `model`, `training` (samples × epochs), `test items` (used of
+    released) and `data` — and `setup`: 'the paper's' only when every fact matches, else 'differs: ' and which (with
+    the claim's own note on how its comparison differs)."""
+    f, paper = load_facts(Path(reports) / claim.experiment / "work"), PAPER_SETUP.get(claim.experiment, {})
+    note = claim.setup(reports) if callable(claim.setup) else claim.setup
+    if f is None:
+        return {"model": "–", "training": "–", "test items": "–", "data": "–",
+                "setup": f"facts not recorded (rerun {claim.experiment})" + (f"; {note}" if note else "")}
+    ev = claim.terms[0][1].split("[")[0].partition("@")[2]
+    released = f["released"].get(ev, f["released"].get(""))
+    differ = [k for k, same in (
+        ("model", f["params"] is not None and paper.get("params") is not None
+         and abs(f["params"] - paper["params"]) / paper["params"] < 0.05),
+        ("training", f["train"] is not None and paper.get("train") is not None
+         and list(f["train"]) == list(paper["train"])),
+        ("test items", released is not None and used == released),
+        ("data", f["data"] == paper.get("data"))) if not same]
+    cells = {"model": f"{f['model']} {_size(f['params'])} (paper: {paper.get('model', '–')})",
+             "training": f"{_train_text(f['train'])} (paper: {_train_text(paper.get('train'))})",
+             "test items": f"{used:,} of {released:,}" if released else f"{used:,}",
+             "data": f"{f['data']} (paper: {paper.get('data', '–')})"}
+    setup = "the paper's" if not differ else "differs: " + ", ".join(differ) + (f"; {note}" if note else "")
+    return cells | {"setup": setup}
+
+# %% ../nbs/91_claims.ipynb
+def seed_conditions(scored: dict, condition: str) -> list[str]:
+    "`condition` at every training seed in `scored`: the plain name first, then 'name (seed k)' in seed order."
+    sub = ""
+    if condition.endswith("]"): condition, sub = condition[: condition.index("[")], condition[condition.index("["):]
+    head, at, tail = condition.partition("@")
+    pat = re.compile(re.escape(head) + r" \(seed (\d+)\)" + re.escape(at + tail) + "$")
+    found = sorted((int(m.group(1)), k) for k in scored if (m := pat.match(k)))
+    return [condition + sub] + [k + sub for _, k in found]
+
+# %% ../nbs/91_claims.ipynb
+MIN_SEEDS = 3
+_INC = "inconclusive at this scale"
+
+def _seed_rule(v: str, r: dict, claim: Claim) -> tuple[str, str]:
+    "(verdict, why) of a recipe comparison after the seed rule (see above)."
+    seeds = r.get("seeds") or [1] * len(claim.terms)
+    if not claim.recipes or v not in VERDICTS[:2] or min(seeds) >= MIN_SEEDS: return v, ""
+    sds = [s for s in r.get("seed_sd") or () if s is not None]
+    if not sds:
+        return _INC, ("one training seed per arm: how far two seeds of one recipe land apart is not measured, so this "
+                      f"difference cannot be told from training noise ({MIN_SEEDS} seeds per arm decide)")
+    noise = 1.96 * max(sds) * math.sqrt(sum(w * w / k for (w, _), k in zip(claim.terms, seeds)))
+    if abs(r["value"]) > noise: return v, ""
+    return _INC, (f"fewer than {MIN_SEEDS} seeds per arm and the difference lies within the seed noise "
+                  f"±{100 * noise:.1f} (largest sd across seeds {100 * max(sds):.1f})")
+
+# %% ../nbs/91_claims.ipynb
+def _answered_rule(claim: Claim, per_term: list[list[dict]]) -> str:
+    "Why the claim is not measurable (an arm answers under `claim.answered` of its queries), or ''."
+    if claim.answered is None: return ""
+    shares = []
+    for (_, c), items in zip(claim.terms, per_term):
+        a = [it["values"]["answered"] for it in items if "answered" in it.get("values", {})]
+        if a: shares.append((c.split("@")[0], sum(a) / len(a)))
+    low = [s for _, s in shares if s < claim.answered]
+    if not low: return ""
+    said = ", ".join(f"{c} answers {100 * s:.0f}%" for c, s in shares)
+    return (f"{said} of the queries (under {100 * claim.answered:.0f}%, what is scored is decision phrases or "
+            "nothing: the score would measure phrase overlap, not dialogue)")
+
+def _floor_text(suite: str, claim: Claim, r: dict, items: list[dict]) -> str:
+    "The `floor` cell: the majority-class share beside Plan ACC; `baseline at floor` when a baseline scores under 5%."
+    out = []
+    if suite == "umi" and claim.metric == "plan_acc" and items:
+        from collections import Counter
+        cls, k = Counter(it.get("plan") for it in items).most_common(1)[0]
+        out.append(f"majority class ({cls}) {100 * k / len(items):.1f}")
+    low = [x for (w, _), x in zip(claim.terms, r["terms"]) if w < 0 and x is not None and 100 * x < 5]
+    if low and len(claim.terms) == 2: out.append(f"baseline at floor ({100 * low[0]:.1f})")
+    return "; ".join(out) or "–"
+
+# %% ../nbs/91_claims.ipynb
+def _measure(claim: Claim, scored: dict, suite: str, mode: str, n_boot: int, seed: int) -> tuple[dict, list]:
+    """(interval of `claim` in `mode`, each term's items at its first seed): with several training seeds kept for every
+    term, `seeded_contrast`; otherwise the paired (or independent) `contrast` at the experiment's seed."""
+    per = [[select(scored, c, mode)[1] for c in seed_conditions(scored, cond)] for _, cond in claim.terms]
+    if claim.paired and max(len(p) for p in per) > 1:
+        r = seeded_contrast(suite, [(w, p) for (w, _), p in zip(claim.terms, per)], claim.metric, mode, n_boot, seed)
+    else:
+        r = contrast(suite, [(w, p[0]) for (w, _), p in zip(claim.terms, per)], claim.metric, mode, claim.paired,
+                     n_boot, seed)
+        r |= {"seeds": [1] * len(per), "seed_sd": [None] * len(per)}
+    return r, [p[0] for p in per]
+
+# %% ../nbs/91_claims.ipynb
+def _also(claim: Claim, scored: dict, suite: str, mode: str, n_boot: int, seed: int) -> str:
+    "The `also` metrics of `claim` in words: 'label: difference [interval]' each."
+    out = []
+    for label, metric in claim.also:
+        r, _ = _measure(replace(claim, metric=metric), scored, suite, mode, n_boot, seed)
+        f = lambda v: "–" if v is None else f"{100 * v:.1f}"
+        out.append(f"{label}: {f(r['value'])} [{f(r['low'])}, {f(r['high'])}]")
+    return "; ".join(out)
+
+def _reason_of(v: str, measured: str, seed_why: str, floor: bool, unanswered: str) -> str:
+    "What kept a row from being decided, in a few words ('' for a decided row): the `reason` column."
+    if v == VERDICTS[4]: return "an arm answers under the share a score of answers needs"
+    if v == VERDICTS[3]: return "a term is undefined on these items"
+    if v != VERDICTS[2]: return ""
+    if seed_why:
+        return (f"the interval is {measured}, but one training seed per arm" if seed_why.startswith("one")
+                else f"the interval is {measured}, but within the seed noise")
+    return "out of this model's reach" if floor else "the interval holds zero"
+
+def _seed_cells(r: dict) -> dict:
+    "The `seeds` and `seed sd` cells of a row (per term where they differ)."
+    s, sd = r["seeds"], r["seed_sd"]
+    seeds = "1 seed" if max(s) == 1 else " / ".join(map(str, s)) if len(set(s)) > 1 else f"{s[0]} seeds"
+    return {"seeds": seeds, "seed sd": " / ".join("–" if x is None else f"{100 * x:.1f}" for x in sd)
+            if any(x is not None for x in sd) else "–"}
+
+def _n_cells(suite: str, claim: Claim, items: list[list[dict]], metric_mode: str, r: dict) -> dict:
+    "The `n` the metric counts per term (r['n'] becomes it, for `_power`) and the units the bootstrap resamples."
+    ns = [defined_n(suite, it, claim.metric, metric_mode) for it in items]
+    r["n"] = ns
+    unit = units(items[0]) + (", within resampled seeds" if max(r["seeds"]) > 1 else "")
+    return {"n": " / ".join(map(str, ns)) if len(set(ns)) > 1 else str(ns[0]), "units": unit}
+
 
 # %% ../nbs/91_claims.ipynb
 def evaluate(claim: Claim, reports, n_boot: int = 2000, seed: int = 0) -> dict:
@@ -214,22 +448,21 @@ def evaluate(claim: Claim, reports, n_boot: int = 2000, seed: int = 0) -> dict:
         got = [select(scored, c, claim.mode) for _, c in claim.terms]
     except (KeyError, ValueError) as e:
         return row | {"mode": claim.mode, "precision": prec, "toolpaper": "–", "difference [95% CI]": "–", "n": "–",
-                      "verdict": "not run",
+                      "units": "–", "seeds": "–", "seed sd": "–", "floor": "–", "verdict": "not run",
+                      "reason": "a condition is not scored",
                       "why": f"{claim.experiment}: {e.args[0]}", "detectable": "–", "n for the paper's difference": "–",
-                      "setup": _setup_text(claim, reports)}
+                      **setup_cells(claim, reports, 0)}
     suites = {s for s, _ in got}
     if len(suites) != 1: raise ValueError(f"{claim.claim}: its conditions come from different suites {suites}")
-    suite, mode = suites.pop(), claim.mode
-    r = contrast(suite, [(w, items) for (w, _), (_, items) in zip(claim.terms, got)], claim.metric, mode,
-                 claim.paired, n_boot, seed)
+    suite, mode, used = suites.pop(), claim.mode, claim.mode
+    r, items = _measure(claim, scored, suite, mode, n_boot, seed)
     if mode == "compat" and (r["value"] is None or r["undefined"] > 0.05):
-        try: strict = [select(scored, c, "strict")[1] for _, c in claim.terms]
-        except KeyError: strict = None
-        if strict is not None:
+        try: [select(scored, c, "strict") for _, c in claim.terms]; has_strict = True
+        except KeyError: has_strict = False
+        if has_strict:
             why = "a term is undefined" if r["value"] is None else f"undefined in {100 * r['undefined']:.0f}% of draws"
-            mode = f"strict (compat: {why})"
-            r = contrast(suite, [(w, items) for (w, _), items in zip(claim.terms, strict)], claim.metric, "strict",
-                         claim.paired, n_boot, seed)
+            mode, used = f"strict (compat: {why})", "strict"
+            r, items = _measure(claim, scored, suite, "strict", n_boot, seed)
     pct = lambda v: "–" if v is None else f"{100 * v:.1f}"
     v = verdict(r["low"], r["high"], claim.expect, claim.margin)
     why = "" if v != "not run" else "a term is undefined on these items"
@@ -237,15 +470,21 @@ def evaluate(claim: Claim, reports, n_boot: int = 2000, seed: int = 0) -> dict:
     if v == VERDICTS[2] and floor:
         why = (f"out of this model's reach: every condition scores at most {claim.reach:g}%, so the number of items is "
                "not what is missing")
-    if claim.note and v != "not run": why = f"{why}; {claim.note}" if why else claim.note
-    if mixed:
-        note = f"the experiment's stages ran in more than one precision ({prec})"
-        why = f"{why}; {note}" if why else note
+    measured = v
+    v, seed_why = _seed_rule(v, r, claim)
+    unanswered = _answered_rule(claim, items) if v != "not run" else ""
+    if unanswered: v = VERDICTS[4]
+    reason = _reason_of(v, measured, seed_why, floor, unanswered)
+    notes = [seed_why, unanswered, _also(claim, scored, suite, used, n_boot, seed) if claim.also else "",
+             claim.note if v != "not run" else "",
+             f"the experiment's stages ran in more than one precision ({prec})" if mixed else ""]
+    why = "; ".join(x for x in [why, *notes] if x)
+    cells = {**_n_cells(suite, claim, items, used, r), **_seed_cells(r)}
     return row | {"mode": mode, "precision": prec, "toolpaper": " / ".join(pct(x) for x in r["terms"]),
-                  **_power(v, r, claim), "setup": _setup_text(claim, reports),
+                  **_power(v, r, claim), **setup_cells(claim, reports, len(items[0])),
                   "difference [95% CI]": f"{pct(r['value'])} [{pct(r['low'])}, {pct(r['high'])}]",
-                  "n": " / ".join(str(n) for n in r["n"]) if len(set(r["n"])) > 1 else str(r["n"][0]),
-                  "verdict": v, "why": why}
+                  **cells, "floor": _floor_text(suite, claim, r, items[-1]), "verdict": v, "reason": reason,
+                  "why": why}
 
 # %% ../nbs/91_claims.ipynb
 def _d(a: str, b: str) -> tuple: return ((1, a), (-1, b))
@@ -257,8 +496,10 @@ CLAIMS: list[Claim] = [
     Claim("Seal-Tools", "fine-tuning raises Parameter F1 over the base model", _SEAL_T2,
           "LLaMA2 7B 25.39 → fine-tuned 72.98 (+47.59)", "seal_tools", "param.f1", _d("ft:dense", "base:dense")),
     *[Claim("Seal-Tools", f"DPR retrieves the gold tools better than BM25 ({s})", "Figure 10 (Appendix D)",
-            "DPR's curve above BM25's (no numbers printed)", "retrieval", "recall@5",
-            _d(f"DPR (multi_positive)@{s}", f"BM25 (authors)@{s}"))
+            "DPR's curve above BM25's (no numbers printed)", "retrieval", "all_gold@5",
+            _d(f"DPR (multi_positive)@{s}", f"BM25 (authors)@{s}"), also=(("recall@5", "recall@5"),),
+            note="all_gold@K is the authors' count (retriever_result_analysis.py: a query is retrieved when all its "
+                 "gold tools are in the top K); K = 1…10 on the retrieval page")
       for s in ("test_in_domain", "test_out_domain")],
     Claim("Seal-Tools", "the fine-tuned model scores higher with DPR candidates than with BM25 (Tool F1)", "Table 2",
           "80.25 vs 77.15 (+3.10)", "seal_tools", "tool.f1", _d("ft:dense", "ft:bm25")),
@@ -279,7 +520,7 @@ CLAIMS: list[Claim] = [
       for m, k, a, b in (("Tool F1", "tool.f1", 34.33, 80.25), ("Parameter F1", "param.f1", 25.39, 72.98))],
     Claim("Seal-Tools", "with only the gold tools in the prompt, parameter filling improves", "Table 5",
           "fine-tuned, gold tools: Parameter F1 93.95 vs 72.98 with DPR candidates", "seal_tools", "param.f1",
-          _d("ftgold:gold", "ft:dense")),
+          _d("ftgold:gold", "ft:dense"), recipes=True),
     *[Claim("DEER", f"decision-aware fine-tuning beats few-shot prompting on {name}", "Table 1",
             f"ToolDEER-7B {t} vs GPT-4 (4-shot) {g}, LLaMA2-13B-Chat (4-shot) {l}", "deer", key,
             _d("mixture 2:1:2@valid", "base 4-shot@valid"))
@@ -287,40 +528,41 @@ CLAIMS: list[Claim] = [
                                  ("Decision-Call", "p_dc", 83.4, 87.3, 52.0))],
     Claim("DEER", "inter-class sampling is more accurate than intra-class on seen tools", "Figure 5, §5.1",
           "inter-class: best on the validation set; intra-class: lower (no numbers printed)", "deer", "p_dc",
-          _d("inter@valid", "intra@valid")),
+          _d("inter@valid", "intra@valid"), recipes=True),
     Claim("DEER", "intra-class sampling generalises better than inter-class to unseen tools", "Figure 5, §5.1",
           "intra-class: large gains on the test set; inter-class: unsatisfactory (no numbers printed)", "deer", "p_dc",
-          _d("intra@test", "inter@test")),
+          _d("intra@test", "inter@test"), recipes=True),
     *[Claim("DEER", f"the 2:1:2 mixture beats {s} sampling on unseen tools", "Figure 5",
             "the mixture is best on the test set (no numbers printed)", "deer", "p_dc",
-            _d("mixture 2:1:2@test", f"{s}@test"))
+            _d("mixture 2:1:2@test", f"{s}@test"), recipes=True)
       for s in ("random", "intra", "inter")],
     Claim("DEER", "keeping NoSearch samples preserves general dialogue (retention vs the base model's answers)",
           "Table 4, §5.2 RQ1", "ToolDEER-7B ROUGE-L 26.5 vs template-driven ToolLLaMA-7B 16.6, ToolAlpaca-7B 18.9",
-          "deer", "rouge_l", _d("mixture 2:1:2@retention", "mixture 2:1:2 w/o NoSearch@retention"),
-          note="after a NoSearch decision the model's own continuation of its chain is scored, its end token banned "
-               "for the answer's budget (free to stop, it writes nothing: the released chains end at #End#); the deer "
-               "page's Table 4 counts that and the chat-format answers"),
+          "deer", "rouge_l", _d("mixture 2:1:2@retention", "mixture 2:1:2 w/o NoSearch@retention"), recipes=True,
+          answered=0.5,
+          note="only the answer text is scored (decision phrases, invented turns and role tags removed); the control "
+               "answers in its chat format; deer_table4_retention"),
     *[Claim("alpha-UMi", f"alpha-UMi (GLPFT) beats Single-LLM on {label}", "Table 1 (ToolBench in-domain)",
             f"{a} vs {s}", "alpha_umi", key, _d("alpha_umi@heldout", "single@heldout"),
-            expect="lower" if key == "hallu" else "higher")
+            expect="lower" if key == "hallu" else "higher", recipes=True)
       for label, key, a, s in (("Plan ACC", "plan_acc", 88.92, 81.92), ("Act EM", "act_em", 58.94, 53.26),
                                ("Hallucination (lower)", "hallu", 0.57, 2.32), ("Arg F1", "arg_f1", 52.24, 45.57))],
     *[Claim("alpha-UMi", f"GLPFT beats one-stage multi-LLM fine-tuning on {label}", "Table 1",
-            f"{a} vs {o}", "alpha_umi", key, _d("alpha_umi@heldout", "multi_one_stage@heldout"))
+            f"{a} vs {o}", "alpha_umi", key, _d("alpha_umi@heldout", "multi_one_stage@heldout"), recipes=True)
       for label, key, a, o in (("Act EM", "act_em", 58.94, 45.11), ("Arg F1", "arg_f1", 52.24, 38.02))],
     Claim("alpha-UMi", "more training data helps alpha-UMi (Act EM)", "Figure 4",
           "alpha-UMi's curve rises with the data (no numbers printed)", "alpha_umi", "act_em",
-          _d("alpha_umi@largest", "alpha_umi@smallest")),
+          _d("alpha_umi@largest", "alpha_umi@smallest"), recipes=True),
     Claim("alpha-UMi", "more data helps alpha-UMi more than Single-LLM (Act EM, difference of gains)", "Figure 4",
           "alpha-UMi's curve rises faster than Single-LLM's (no numbers printed)", "alpha_umi", "act_em",
-          ((1, "alpha_umi@largest"), (-1, "alpha_umi@smallest"), (-1, "single@largest"), (1, "single@smallest"))),
+          ((1, "alpha_umi@largest"), (-1, "alpha_umi@smallest"), (-1, "single@largest"), (1, "single@smallest")),
+          recipes=True),
     Claim("alpha-UMi", "reusing the stage-1 instructions in stage 2 beats fresh ones (w/o reuse)", "Table 1",
           "Act EM 58.94 vs 55.50 w/o reuse", "alpha_umi", "act_em",
-          _d("alpha_umi@heldout", "alpha_umi_wo_reuse@heldout")),
+          _d("alpha_umi@heldout", "alpha_umi_wo_reuse@heldout"), recipes=True),
     Claim("alpha-UMi", "program-aided alpha-UMi beats Single-LLM on GSM8K", "Table 4 (Appendix D)",
           "7B: 49.73 vs 37.90; 13B: 54.20 vs 44.88", "alpha_umi_math", "accuracy", _d("alpha_umi", "single"),
-          reach=5),
+          reach=5, recipes=True),
 ]
 
 # %% ../nbs/91_claims.ipynb
@@ -460,11 +702,20 @@ def write_ledger(reports, claims: list[Claim] | None = None, n_boot: int = 2000,
              "Which of the three papers' findings toolpaper reproduces. Each row compares conditions that the "
              "experiments scored on the *same* test items (or, where marked, on disjoint subsets); `difference` is the "
              "first condition minus the second, in points, with a paired bootstrap 95% interval "
-             f"({n_boot} resamples of the items — of whole dialogues for alpha-UMi). The verdict is read off the "
+             f"({n_boot} resamples of the `units` — items, or whole dialogues for alpha-UMi; where a condition was "
+             "trained with several seeds, its seeds are resampled first and the items within each seed, and a term "
+             "is the mean over its seeds). The verdict is read off the "
              "interval: *reproduced* when it lies on the paper's side of zero, *contradicted* when it lies on the "
              "other "
-             "side, *inconclusive at this scale* when it holds zero; *not run* names what is missing. "
-             "`toolpaper` lists each condition's value; `n` the items (per condition where they differ). An "
+             "side, *inconclusive at this scale* when it holds zero; *not run* names what is missing. A row that "
+             f"compares training recipes is decided only with {MIN_SEEDS} seeds per arm, or by a difference beyond "
+             "the seed noise measured on its arms (`seeds`, `seed sd`: the sd across seeds per term, in points); "
+             "with one seed per arm the noise is unmeasured and the row stays inconclusive. A score of answers is "
+             "*not measurable at this scale* when an arm answers under half of its queries. `floor`: the "
+             "majority-class share beside Plan ACC, and `baseline at floor` when the compared baseline scores under "
+             "5% (beating it shows the format learned, little more). "
+             "`toolpaper` lists each condition's value; `n` the items the metric counts (DEER's P_DC: the NoCall and "
+             "Call samples; alpha-UMi's Act EM: the call steps), per condition where they differ. An "
              "inconclusive row says what its n can detect (`detectable`: the half-width of its interval, the "
              "smallest difference that would have decided it) and at what n the paper's own printed difference "
              "would be detectable (the interval shrinking as 1/√n). `precision`: what the experiment's stages "
@@ -492,3 +743,35 @@ def write_ledger(reports, claims: list[Claim] | None = None, n_boot: int = 2000,
     atomic_write_text(to / "CLAIMS.md", "\n".join(lines))
     atomic_write_text(to / "claims.csv", df.to_csv(index=False))
     return df
+
+# %% ../nbs/91_claims.ipynb
+SUMMARY_START = "<!-- claims summary: generated from reports/claims.csv by toolpaper.claims.sync_summary -->"
+SUMMARY_END = "<!-- end of the claims summary -->"
+
+def claims_summary(df: pd.DataFrame) -> str:
+    """The ledger `df` (as `claims.csv` holds it) as markdown: the counts, then one bullet per verdict and `reason`
+    listing its claims."""
+    counts = df["verdict"].value_counts()
+    head = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts.get(v, 0))
+    out = [f"Verdicts of the {len(df)} claims: **{head}**.", ""]
+    for v in VERDICTS:
+        rows = df[df["verdict"] == v]
+        by: dict[str, list[str]] = {}
+        for _, r in rows.iterrows():
+            why = r.get("reason", "")
+            by.setdefault(why if isinstance(why, str) else "", []).append(f"{r['paper']}: {r['claim']}")
+        for why, cs in by.items():
+            out.append(f"- *{v}*{f' ({why})' if why else ''}, {len(cs)}: " + "; ".join(cs) + ".")
+    return "\n".join(out)
+
+def sync_summary(page, summary: str) -> bool:
+    """Put `summary` between `SUMMARY_START` and `SUMMARY_END` in `page` (a markdown file, or a notebook's markdown
+    cell); whether the page changed. A page without the markers is an error."""
+    page = Path(page); text = page.read_text()
+    body = summary if page.suffix != ".ipynb" else json.dumps(summary)[1:-1]
+    pat = re.compile(re.escape(SUMMARY_START) + r".*?" + re.escape(SUMMARY_END), re.S)
+    if not pat.search(text): raise ValueError(f"{page}: no {SUMMARY_START!r} ... {SUMMARY_END!r} block")
+    nl = "\\n" if page.suffix == ".ipynb" else "\n"
+    new = pat.sub(lambda m: SUMMARY_START + nl + body + nl + SUMMARY_END, text)
+    if new != text: atomic_write_text(page, new)
+    return new != text

@@ -437,7 +437,8 @@ _DECISION = re.compile(
 
 def answer_text(text: str | None) -> str:
     """The answer in a reply: cut at the first turn the model invents (a role tag after the opening one), with every
-    decision chain, decision phrase, `#NoCallAPI#` explanation and marker removed; '' when no letter or digit is left."""
+    decision chain, decision phrase, `#NoCallAPI#` explanation and marker removed; '' when no letter or digit is
+    left."""
     t = (text or "").strip()
     lead = re.match(r"\s*(?i:assistant)[ \t]*(?:[#:]|\n)", t)             # the reply's own opening role tag
     if lead: t = t[lead.end():]
@@ -518,7 +519,7 @@ def _variant_examples(d, cfg: DeerExpConfig, mix: dict | None = None, n: int | N
 
 # %% ../nbs/15_deer.ipynb
 def seeded_name(name: str, train_seed: int, cfg: DeerExpConfig) -> str:
-    "A fine-tuned model's name for training seed `train_seed`: the plain name at the experiment's seed, else `name (seed s)`."
+    "A fine-tuned model's name at training seed `train_seed`: the plain name at the own seed, else 'name (seed s)'"
     return name if train_seed == cfg.seed else f"{name} (seed {train_seed})"
 
 # %% ../nbs/15_deer.ipynb
@@ -574,8 +575,9 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
                         baselines: dict[str, list[DecisionSample]], cfg: DeerExpConfig, work_dir: str | Path,
                         progress: bool = False) -> DeerRun:
     """Build the decision data of every sampling variant, fine-tune one LoRA model each per training seed
-    (`train_seeds`) and evaluate: valid and test (Figure 5), the baseline sets (Table 3, the experiment's seed), few-shot
-    base-model rows (Tables 1, 3) and retention (Table 4, the main variant's seeds), with the main recipe trained
+    (`train_seeds`) and evaluate: valid and test (Figure 5), the baseline sets (Table 3, the experiment's seed),
+    few-shot base-model rows (Tables 1, 3) and retention (Table 4, the main variant's seeds), with the main recipe
+    trained
     without NoSearch samples as retention's control (`retention_control`, every seed). Stages run seed by seed (every
     variant at the experiment's seed first), the controls last."""
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
@@ -660,7 +662,7 @@ def table3(run: DeerRun, mode: str = "compat") -> pd.DataFrame:
 
 # %% ../nbs/15_deer.ipynb
 def table4(run: DeerRun) -> pd.DataFrame:
-    "Retention rows at the experiment's training seed (with 95% intervals over the answers), then the quoted paper rows."
+    "Retention rows at the experiment's training seed (95% intervals over the answers), then the quoted paper rows."
     ret = at_seed(run.retention, run).drop(columns=["seed"], errors="ignore")
 
     q = pd.DataFrame(

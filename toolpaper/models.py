@@ -4,15 +4,15 @@
 
 # %% ../nbs/02_models.ipynb 3
 from __future__ import annotations
-import importlib.util, os, shutil, tempfile
+import functools, importlib.util, os, shutil, tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from .io import cache_root
 
 # %% auto 0
 __all__ = ['MODELS', 'ModelSpec', 'package_dir', 'models_cache', 'convert_gguf', 'make_tiny_llama', 'check_model_name',
-           'check_adapter', 'ensure_model', 'default_device', 'default_dtype', 'load_tokenizer', 'causal_lm',
-           'context_length', 'context_of', 'load_model', 'load_embedder', 'chat']
+           'check_adapter', 'ensure_model', 'model_params', 'default_device', 'default_dtype', 'load_tokenizer',
+           'causal_lm', 'context_length', 'context_of', 'load_model', 'load_embedder', 'chat']
 
 # %% ../nbs/02_models.ipynb
 @dataclass(frozen=True)
@@ -150,6 +150,17 @@ def ensure_model(name: str) -> str:
         if spec.kind == "gguf": convert_gguf(spec, dest)
         else: make_tiny_llama(dest)
     return str(dest)
+
+# %% ../nbs/02_models.ipynb
+@functools.lru_cache(maxsize=None)
+def model_params(name: str) -> int | None:
+    "Parameters of causal LM `name` (registered name, HF id or folder), counted on the meta device; None if unreadable."
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+    try: cfg = AutoConfig.from_pretrained(ensure_model(name))
+    except (OSError, ValueError): return None
+    with torch.device("meta"): m = AutoModelForCausalLM.from_config(cfg)
+    return sum(p.numel() for p in m.parameters())
 
 # %% ../nbs/02_models.ipynb
 def default_device() -> str:

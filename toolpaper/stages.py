@@ -16,7 +16,7 @@ from .models import default_device
 from .precision import gen_precision, train_bf16
 
 # %% auto 0
-__all__ = ['STAGE_VERSION', 'GENERATION_VERSION', 'git_commit', 'GenSettings', 'weights_bytes', 'holds_stage',
+__all__ = ['STAGE_VERSION', 'GENERATION_VERSION', 'SCORED', 'git_commit', 'GenSettings', 'weights_bytes', 'holds_stage',
            'checkpoint_minutes', 'peer_stage', 'peer_requests', 'copy_weights', 'loss_differences', 'loss_agreement',
            'train_key', 'StageCache', 'current', 'finetune', 'client', 'release', 'tuned_client', 'staged',
            'load_summary', 'summary_precisions', 'verify']
@@ -124,6 +124,7 @@ def _read_log(p: Path, warn: bool = True) -> dict | None:
 
 # %% ../nbs/12_stages.ipynb
 _CURRENT: contextvars.ContextVar = contextvars.ContextVar("toolpaper_stage_cache", default=None)
+SCORED = "scored.json"      # an experiment's per-item scores, beside its stage cache (toolpaper.claims.save_scored)
 
 # %% ../nbs/12_stages.ipynb
 def checkpoint_minutes(env=None) -> float:
@@ -229,6 +230,11 @@ class StageCache:
     def __exit__(self, *exc):
         _CURRENT.reset(self._token)
         self.save_summary()
+        # the per-item scores of a run that finished replace the file at once: a run cut off midway, or one in
+        # progress, leaves the last complete run's scores in place (the claims ledger reads them)
+        if exc[0] is None and self.scored:
+            atomic_write_text(self.root.parent / SCORED,
+                              json.dumps(self.scored, sort_keys=True, separators=(",", ":")) + "\n")
         run = os.environ.get("TOOLPAPER_RUN_ID")
         if run and self.used:           # for `reproduce`: which cache files this run used (appended: caches nest)
             append_jsonl(self.root / f".used-{run}.jsonl", [sorted(str(p.relative_to(self.root)) for p in self.used)])
