@@ -379,14 +379,15 @@ def _answered_rule(claim: Claim, per_term: list[list[dict]]) -> str:
             "nothing: the score would measure phrase overlap, not dialogue)")
 
 def _floor_text(suite: str, claim: Claim, r: dict, items: list[dict]) -> str:
-    "The `floor` cell: the majority-class share beside Plan ACC; `baseline at floor` when a baseline scores under 5%."
+    """The `floor` cell: the majority-class share beside Plan ACC; `baseline at floor` when the baseline of a claim
+    that A scores higher scores under 5%."""
     out = []
     if suite == "umi" and claim.metric == "plan_acc" and items:
         from collections import Counter
         cls, k = Counter(it.get("plan") for it in items).most_common(1)[0]
         out.append(f"majority class ({cls}) {100 * k / len(items):.1f}")
     low = [x for (w, _), x in zip(claim.terms, r["terms"]) if w < 0 and x is not None and 100 * x < 5]
-    if low and len(claim.terms) == 2: out.append(f"baseline at floor ({100 * low[0]:.1f})")
+    if low and len(claim.terms) == 2 and claim.expect == "higher": out.append(f"baseline at floor ({100 * low[0]:.1f})")
     return "; ".join(out) or "–"
 
 # %% ../nbs/91_claims.ipynb
