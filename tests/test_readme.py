@@ -154,3 +154,20 @@ def test_readme_stays_short_and_dateless():
     text = (ROOT / "README.md").read_text()
     assert len(text.encode()) <= 25_000, len(text.encode())
     assert not re.search(r"20\d\d-\d\d-\d\d", text), "the README states no dates: history belongs to git"
+
+
+def test_claims_summary_is_the_ledgers():
+    "The README's and the index notebook's claims summary are what `claims_summary` makes of reports/claims.csv."
+    import json
+    import pandas as pd
+    from toolpaper.claims import SUMMARY_END, SUMMARY_START, claims_summary
+    want = claims_summary(pd.read_csv(ROOT / "reports" / "claims.csv"))
+    index = json.loads((ROOT / "nbs" / "index.ipynb").read_text())
+    pages = {"README.md": (ROOT / "README.md").read_text(),
+             "nbs/index.ipynb": "".join("".join(c["source"]) for c in index["cells"])}
+    for name, text in pages.items():
+        block = re.search(re.escape(SUMMARY_START) + r"\n(.*?)\n" + re.escape(SUMMARY_END), text, re.S)
+        assert block, f"{name}: no generated claims summary"
+        assert block.group(1) == want, f"{name}: the claims summary differs from reports/claims.csv (rerun claims)"
+    counts = pd.read_csv(ROOT / "reports" / "claims.csv")["verdict"].value_counts()
+    assert f"**{counts.get('reproduced', 0)} reproduced" in want

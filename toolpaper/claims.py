@@ -16,11 +16,11 @@ from .stages import SCORED, current, summary_precisions
 from .suites import get_suite
 
 # %% auto 0
-__all__ = ['FACTS', 'VERDICTS', 'PAPER_SETUP', 'MIN_SEEDS', 'CLAIMS', 'BASE_CHECKS', 'SUMMARY_START', 'SUMMARY_END',
-           'save_scored', 'load_scored', 'save_facts', 'load_facts', 'pool', 'resample', 'contrast', 'seeded_contrast',
-           'defined_n', 'units', 'verdict', 'Claim', 'select', 'run_precision', 'setup_cells', 'seed_conditions',
-           'evaluate', 'umi_setup', 'base_table', 'branch_table', 'ledger', 'ledger_sources', 'write_ledger',
-           'claims_summary', 'sync_summary']
+__all__ = ['FACTS', 'VERDICTS', 'PAPER_SETUP', 'MIN_SEEDS', 'CLAIMS', 'UMI_STATS_TOLERANCE', 'BASE_CHECKS', 'SUMMARY_START',
+           'SUMMARY_END', 'save_scored', 'load_scored', 'save_facts', 'load_facts', 'pool', 'resample', 'contrast',
+           'seeded_contrast', 'defined_n', 'units', 'verdict', 'Claim', 'select', 'run_precision', 'setup_cells',
+           'seed_conditions', 'evaluate', 'umi_setup', 'base_table', 'branch_table', 'ledger', 'ledger_sources',
+           'write_ledger', 'claims_summary', 'sync_summary']
 
 # %% ../nbs/91_claims.ipynb
 _KEEP = ("id", "subsets", "branch", "dialogue", "plan", "counts", "values")
@@ -567,6 +567,8 @@ CLAIMS: list[Claim] = [
 ]
 
 # %% ../nbs/91_claims.ipynb
+UMI_STATS_TOLERANCE = 0.25    # a corpus statistic further than this (relative) from ToolBench's is named as differing
+
 _UMI_TEMPLATE = ("trajectories built from Seal-Tools with one planner template over three candidate tools "
                  "(ToolBench's planner reasons in free text among more functions)")
 
@@ -579,10 +581,14 @@ def umi_setup(reports, one_stage: bool = False) -> str:
     if not p.exists(): return _UMI_TEMPLATE + ("; one-stage gets one epoch per role" if one_stage else "")
     t = pd.read_csv(p)
     built, tb = t.iloc[0], t.iloc[-1]
-    f = lambda k, d=1: f"{built[k]:.{d}f} vs {tb[k]:.{d}f}"
-    return ("trajectories built from Seal-Tools with reasoned planner turns, matched to ToolBench's out-of-domain "
-            f"dialogues ({f('candidate functions')} candidate functions, {f('planner steps')} planner steps, "
-            f"{f('dialogues giving up %', 0)}% giving up; umi_trajectory_stats), not ToolBench's own")
+    cols = [c for c in t.columns if c not in ("corpus", "dialogues") and pd.api.types.is_numeric_dtype(t[c])]
+    far = [c for c in cols if abs(built[c] - tb[c]) > UMI_STATS_TOLERANCE * max(abs(tb[c]), 1e-9)]
+    near = [c for c in cols if c not in far]
+    said = lambda cs: ", ".join(f"{c} {built[c]:.3g} vs {tb[c]:.3g}" for c in cs) or "none"
+    return ("trajectories built from Seal-Tools, planner turns slot-filled from phrase templates "
+            "(toolpaper.trajectories), not ToolBench's; beside ToolBench's out-of-domain dialogues "
+            "(umi_trajectory_stats) they differ by over "
+            f"{UMI_STATS_TOLERANCE:.0%} on: {said(far)}; within it on: {', '.join(near) or 'none'}")
 
 # %% ../nbs/91_claims.ipynb
 _RECIPE_DEER = ("each strategy adapter learns from 600 samples for one epoch (the authors: about 9.6k samples, 10 "

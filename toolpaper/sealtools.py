@@ -34,8 +34,8 @@ __all__ = ['METRIC_COLS', 'CI_KEYS', 'PAPER_SEAL', 'MODELS', 'CANDIDATES', 'SETT
            'gold_examples', 'setting_label', 'seal_prompts', 'run_seal_experiment', 'seal_table', 'cut_answers',
            'looping_tail', 'nested_vs_multiple', 'error_taxonomy', 'param_by_kind', 'plot_param_by_kind',
            'plot_taxonomy', 'candidate_groups', 'candidate_lists', 'GeneratedExpConfig', 'GeneratedRun',
-           'run_generated_experiment', 'native_calls', 'seal_answer_schema', 'SealOptions', 'SealPredictor',
-           'seal_quotes']
+           'run_generated_experiment', 'cut_share', 'native_calls', 'seal_answer_schema', 'SealOptions',
+           'SealPredictor', 'seal_quotes']
 
 # %% ../nbs/14_sealtools.ipynb
 def subsample(instances: Sequence[Instance], n: int | None, seed: int = 0, min_nested: int = 0) -> list[Instance]:
@@ -765,7 +765,7 @@ class GeneratedExpConfig(Profiled):
     min_nested: int = 3
     max_train: int | None = None                # cap on the generated instances trained on (None: all)
     train: SFTConfig = field(default_factory=_gen_recipe)
-    max_new_tokens: int = 160
+    max_new_tokens: int = 384                   # the seal_tools experiment's limit: (nearly) no fine-tuned answer cut
     gen_batch_size: int = 8
     seed: int = 0
     PROFILES: ClassVar[dict] = {
@@ -782,7 +782,8 @@ class GeneratedExpConfig(Profiled):
 # %% ../nbs/14_sealtools.ipynb
 @dataclass
 class GeneratedRun:
-    "What `run_generated_experiment` returns: config, scores, the generation, training logs, test set, timings."
+    """What `run_generated_experiment` returns: config, scores, the generation, training logs, test set, timings, and
+    which answers the token limit cut (model -> [cut?] per test instance)."""
     config: dict
     scores: pd.DataFrame
     generation: GenResult
@@ -790,6 +791,7 @@ class GeneratedRun:
     trained: dict                   # 'generated' / 'released' -> training log (examples, seconds, ...)
     test: list
     timings: dict
+    cut: dict = field(default_factory=dict)
 
 # %% ../nbs/14_sealtools.ipynb
 @staged
@@ -812,7 +814,7 @@ def run_generated_experiment(tools: list[Tool], dev: list[Instance], test: list[
     prompts = {"generated": gold_examples(ginsts, gtools, cfg.seed), "released": gold_examples(rel, tools, cfg.seed)}
     test = subsample(test, cfg.test_n, cfg.seed, cfg.min_nested)
     ex, _ = seal_prompts(test, tools, "gold", "toolpaper", seed=cfg.seed)
-    trained, frames = {}, []
+    trained, frames, cut = {}, [], {}
     for name in ("base", "generated", "released"):
         if name == "base": g = stages.client(cfg.model, None, cfg.gen_batch_size)
         else:
@@ -821,7 +823,8 @@ def run_generated_experiment(tools: list[Tool], dev: list[Instance], test: list[
             trained[name]["examples"] = len(prompts[name])
             g = stages.tuned_client(cfg.model, folder, cfg.train.lora, cfg.gen_batch_size)
         t1 = time.perf_counter()
-        outs = g.generate([e.messages for e in ex], max_tokens=cfg.max_new_tokens, progress=progress)
+        done = g.complete([e.messages for e in ex], max_tokens=cfg.max_new_tokens, progress=progress)
+        outs, cut[name] = [c.text for c in done], [c.finish_reason == "length" for c in done]
         timings[f"{name}_answer_s"] = time.perf_counter() - t1
         frames.append(score_setting(outs, test, f"{name}:gold"))
         save_scored(work, f"{name}:gold", "seal",
@@ -829,7 +832,13 @@ def run_generated_experiment(tools: list[Tool], dev: list[Instance], test: list[
         stages.release(g)
     timings["total_s"] = time.perf_counter() - t0
     return GeneratedRun(asdict(cfg), pd.concat(frames, ignore_index=True), gen, dataset_shape(gtools, ginsts), trained,
-                        test, timings)
+                        test, timings, cut)
+
+# %% ../nbs/14_sealtools.ipynb
+def cut_share(run: GeneratedRun) -> pd.DataFrame:
+    "Per model: answers, those the token limit cut, and their share in percent."
+    return pd.DataFrame([{"model": k, "answers": len(v), "cut": sum(v), "cut %": pct(sum(v) / len(v)) if v else None}
+                         for k, v in run.cut.items()])
 
 # %% ../nbs/14_sealtools.ipynb
 def native_calls(text: str) -> str:
