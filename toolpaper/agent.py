@@ -22,8 +22,8 @@ from toolpaper.trajectories import (
 
 # %% auto 0
 __all__ = ['PLAN_STOPS', 'UNDECIDED', 'ROLES', 'METHODS', 'EXTRA_METHODS', 'UmiAgent', 'split_backbone',
-           'split_released_backbone', 'SingleAgent', 'AgentRun', 'run_agent', 'static_predictions', 'gold_calls',
-           'passed', 'realtime_eval', 'GLPFTConfig', 'train_methods', 'trained_seconds', 'make_agent']
+           'split_released_backbone', 'backbone_reading', 'SingleAgent', 'AgentRun', 'run_agent', 'static_predictions',
+           'gold_calls', 'passed', 'realtime_eval', 'GLPFTConfig', 'train_methods', 'trained_seconds', 'make_agent']
 
 # %% ../nbs/18_agent.ipynb
 PLAN_STOPS = ("Next: caller", "Next: conclusion", "Next: give up")
@@ -134,6 +134,26 @@ def split_released_backbone(text: str) -> tuple[str, str]:
     return head + " Next: conclusion.", answer
 
 # %% ../nbs/18_agent.ipynb
+_BACKBONE_MARKS = {"toolpaper": ("Next: give up", "Next: conclusion", "Answer:"),
+                   "released": ("conclusion: give up", "conclusion: ", "conclusion: ")}
+
+def backbone_reading(text: str | None, style: str = "toolpaper") -> dict:
+    """The authors' backbone evaluator's reading of one Single-LLM reply: {'planner' (its decision), 'action',
+    'action_input' (a call) or 'summarizer' (a conclusion's answer)}, to be scored as it stands."""
+    t = text or ""
+    give_up, concl, ans = _BACKBONE_MARKS[style]
+    if give_up in t: return {"planner": "Next: give up.", "caller": None, "summarizer": None}
+    if concl in t:
+        answer = t[t.rindex(ans) + len(ans):] if ans in t else t
+        return {"planner": "Next: conclusion.", "caller": None, "summarizer": answer.strip()}
+    raw = t[t.rindex("Action Input:") + len("Action Input:"):].strip() if "Action Input:" in t else "{}"
+    action = "none"
+    if "Action:" in t:
+        action = t[t.rindex("Action:") + len("Action:"):].strip()
+        if "Action Input:" in action: action = action[: action.index("Action Input:")].strip()
+    return {"planner": "Next: caller.", "caller": None, "summarizer": None, "action": action, "action_input": raw}
+
+# %% ../nbs/18_agent.ipynb
 class SingleAgent(_Layout):
     """One model writes thought + action or answer in one reply (the backbone format; `style='released'`: the authors'
     backbone layout)."""
@@ -150,13 +170,17 @@ class SingleAgent(_Layout):
         outs = self.model.generate(
             [self._prompt("backbone", ts, h) for ts, h in zip(tools, histories)], max_tokens=self.max_new_tokens
         )
-        res = []
+        res, self.last_raw = [], list(outs)
         for h, o in zip(histories, outs):
             thought, rest = split_released_backbone(o) if self.style == "released" else split_backbone(o)
             dec = planner_decision(thought)
             if dec == "conclusion": self._pending[history_text(h)] = rest.removeprefix("Answer:").strip()
             res.append((thought, rest if dec == "caller" else None))
         return res
+
+    def backbone_compat(self, raw: str) -> dict:
+        "The authors' backbone evaluator's reading of one reply (`backbone_reading`), in this agent's layout."
+        return backbone_reading(raw, self.style)
 
     def authors_fallback(self, tools, histories, thoughts) -> list[tuple[str, str]]:
         """The authors' backbone evaluator on replies with no decision: a call, its action read from the reply itself
@@ -247,7 +271,8 @@ def static_predictions(agent, trajs: Sequence[Trajectory]) -> list[dict]:
     """Step-level predictions from the gold history: per trajectory {step index: {'planner', 'caller',
     'summarizer'}}, the input `toolpaper.metrics.umi_scores` reads. A step whose planner reply has no `Next:` decision
     also holds 'compat': the authors' reading of it (`authors_fallback`: for alpha-UMi the caller run on the thought
-    with 'Next: caller.' appended), which `umi_scores` scores in compat mode."""
+    with 'Next: caller.' appended), which `umi_scores` scores in compat mode; a single model's every step holds the
+    authors' backbone evaluator's reading of its whole reply (`backbone_reading`)."""
     jobs = []
     for k, t in enumerate(trajs):
         s = 0
@@ -255,13 +280,15 @@ def static_predictions(agent, trajs: Sequence[Trajectory]) -> list[dict]:
             if u.role == "planner" and planner_decision(u.content) is not None:
                 jobs.append((k, s, t.tools, t.turns[:i])); s += 1
     outs = agent.decide([j[2] for j in jobs], [j[3] for j in jobs]) if jobs else []
+    raws = list(getattr(agent, "last_raw", None) or []) if hasattr(agent, "backbone_compat") else []
     comp = _authors_outs(agent, [j[2] for j in jobs], [j[3] for j in jobs], outs)
     preds = [dict() for _ in trajs]
     concl = []
-    for (k, s, tools, h), (thought, action), (ct, ca) in zip(jobs, outs, comp):
+    for j, ((k, s, tools, h), (thought, action), (ct, ca)) in enumerate(zip(jobs, outs, comp)):
         dec = planner_decision(thought)
         preds[k][s] = {"planner": thought, "caller": action if dec == "caller" else None, "summarizer": None}
         if dec is None and planner_decision(ct) is not None: preds[k][s]["compat"] = {"planner": ct, "caller": ca}
+        if len(raws) == len(jobs): preds[k][s]["compat"] = agent.backbone_compat(raws[j])
         if dec == "conclusion": concl.append((k, s, h + [Turn(role="planner", content=thought)]))
     if concl:
         for (k, s, _), a in zip(concl, agent.answer([c[2] for c in concl])): preds[k][s]["summarizer"] = a

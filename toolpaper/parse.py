@@ -280,7 +280,8 @@ def parse_umi(pred: Any, mode: Mode = "compat") -> UmiStep:
     """Parse one predicted step, given in the authors' single-string layout or as a {'planner', 'caller', 'summarizer'}
     dict (a value that is not text counts as missing). Malformed text gives empty fields; only a bad `mode` raises.
     compat reads a conclusion's answer as the authors' evaluator does: the text after its last `conclusion: `, with
-    `</s>` removed."""
+    `</s>` removed. A dict that names its `action` (and `action_input`) itself — a reading already made, as the
+    authors' backbone evaluator makes it (`toolpaper.agent.backbone_reading`) — is taken as it stands."""
     check_mode(mode)
     if isinstance(pred, dict):
         text = lambda k: pred.get(k) if isinstance(pred.get(k), str) else None
@@ -300,4 +301,9 @@ def parse_umi(pred: Any, mode: Mode = "compat") -> UmiStep:
         if whole is not None: answer = whole.rsplit("conclusion: ", 1)[-1].replace("</s>", "").strip()
     step = UmiStep(plan=PLAN_LABELS.get(dec) if dec else None, planner=planner.strip(), answer=answer)
     if caller is not None: step.action, step.action_input, step.arguments = parse_caller(caller, mode)
+    if isinstance(pred, dict) and isinstance(pred.get("action"), str):
+        raw = pred.get("action_input") if isinstance(pred.get("action_input"), str) else None
+        step.action, step.action_input = pred["action"], raw
+        try: step.arguments = json.loads(raw) if raw is not None else None
+        except MALFORMED: step.arguments = None
     return step
