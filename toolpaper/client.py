@@ -201,6 +201,10 @@ class Client:
             for j, c in enumerate(res): on_done(j, c)
         return res
 
+    def check_schema(self, schema) -> None:
+        "A ValueError when `schema` cannot constrain this client's answers (`toolpaper.grammar.Grammars.check`)."
+        if hasattr(self.engine, "grammars"): self.engine.grammars().check(schema)
+
     def clear_cache(self) -> None:
         "Free cached engine state (a local engine's prefix cache); a wrapping client passes it to the client inside."
         inner = getattr(self, "inner", None)

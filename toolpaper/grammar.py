@@ -38,6 +38,7 @@ class _XgrMatcher:
     def accept(self, token: int) -> None:
         if not self.m.accept_token(int(token)): raise ValueError(f"token {token} does not continue the schema")
     def done(self) -> bool: return self.m.is_terminated()
+    def error(self) -> str: return ""
 
 # %% ../nbs/11_grammar.ipynb
 class _LlgMatcher:
@@ -54,6 +55,16 @@ class _LlgMatcher:
         if not self.m.consume_token(int(token)): raise ValueError(f"token {token} does not continue the schema: "
                                                                  f"{self.m.get_error()}")
     def done(self) -> bool: return self.m.is_stopped()
+    def error(self) -> str: return self.m.get_error() or ""
+
+# %% ../nbs/11_grammar.ipynb
+def _refs(node) -> list[str]:
+    "Every `$ref` value in a JSON schema, depth first."
+    if isinstance(node, dict):
+        own = [node["$ref"]] if isinstance(node.get("$ref"), str) else []
+        return own + [r for v in node.values() for r in _refs(v)]
+    if isinstance(node, list): return [r for v in node for r in _refs(v)]
+    return []
 
 # %% ../nbs/11_grammar.ipynb
 class Grammars:
@@ -82,3 +93,18 @@ class Grammars:
         s = schema_text(schema)
         if self.backend == "xgrammar": return _XgrMatcher(self._compile(s), self.vocab)
         return _LlgMatcher(self._lltok, self._compile(s), self.vocab)
+
+    def check(self, schema: dict | str) -> None:
+        """A ValueError saying why `schema` cannot constrain an answer: a `$ref` outside the document (nothing is
+        fetched), a schema the backend cannot compile (a look-around `pattern`, a missing definition ...), or one no
+        JSON document satisfies (`minimum` > `maximum` ...); None when it can."""
+        s = schema_text(schema)
+        far = [r for r in _refs(json.loads(s)) if not r.startswith("#")]
+        if far: raise ValueError(f"the schema refers to {far[0]!r}, outside the document (nothing is fetched)")
+        try: m = self.matcher(s)
+        except Exception as e:                                  # the backends raise their own error types
+            why = " ".join(str(e).split())
+            raise ValueError(f"the schema cannot be compiled to a grammar ({self.backend}): {why}"[:300]) from None
+        if m.error() or m.done():
+            why = " ".join(m.error().split()) or "no JSON document satisfies it"
+            raise ValueError(f"the schema cannot constrain an answer ({self.backend}): {why}"[:300])

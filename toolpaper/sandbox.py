@@ -4,7 +4,7 @@
 
 # %% ../nbs/22_sandbox.ipynb 3
 from __future__ import annotations
-import json, os, resource, shutil, signal, subprocess, sys, tempfile, time
+import json, os, resource, selectors, shutil, signal, subprocess, sys, tempfile, time, warnings
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,14 +23,16 @@ class SandboxLimits:
     memory_mb: int = 1024        # address space (RLIMIT_AS)
     file_mb: float = 1.0         # largest file it may write, standard output included (RLIMIT_FSIZE)
     open_files: int = 64         # RLIMIT_NOFILE
-    output_chars: int = 2000     # observation length
+    output_chars: int = 2000     # observation length: its first and last halves are kept (the answer is printed last)
+    folder_mb: float = 16.0      # the run folder's total size (a running total: past it the run is stopped)
+    folder_files: int = 1000     # files and folders in the run folder
 
 # %% ../nbs/22_sandbox.ipynb
 @dataclass
 class ExecResult:
     """The outcome of one sandboxed run: status, what it printed, the error's last line, time, and whether output was
     cut."""
-    status: str                  # ok | error | blocked | timeout | memory | output_limit | killed
+    status: str                  # ok | error | blocked | timeout | memory | output_limit | disk_limit | killed
     output: str                  # what the program printed (truncated)
     error: str | None = None     # last line of the error, with its line number
     seconds: float = 0.0
@@ -63,8 +65,19 @@ _DENY = {
     "open_by_handle_at": 304, "setuid": 105, "setgid": 106, "setreuid": 113, "setregid": 114, "setresuid": 117,
     "setresgid": 119, "setfsuid": 122, "setfsgid": 123, "setgroups": 116, "capset": 126, "personality": 135,
     "vhangup": 153, "mknod": 133, "mknodat": 259, "process_madvise": 440, "seccomp": 317,
+    # file metadata (Landlock does not cover it): modes, owners, times, extended attributes; watches on other files
+    "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452, "chown": 92, "fchown": 93, "lchown": 94,
+    "fchownat": 260, "utime": 132, "utimes": 235, "futimesat": 261, "utimensat": 280, "setxattr": 188,
+    "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199,
+    "setxattrat": 463, "removexattrat": 466, "inotify_init": 253, "inotify_init1": 294, "inotify_add_watch": 254,
+    "fanotify_init": 300, "fanotify_mark": 301, "migrate_pages": 256, "move_pages": 279, "mbind": 237,
 }
 _CLONE, _CLONE3, _KILL, _TGKILL, _PRLIMIT = 56, 435, 62, 234, 302
+# scheduling and priority: on the sandbox itself only (its pid, or 0); (number, argument holding the pid, argument
+# holding a `which` and the value of it that means every process of the user)
+_OWN = {"sched_setaffinity": (203, 0, None, None), "sched_setscheduler": (144, 0, None, None),
+        "sched_setparam": (142, 0, None, None), "sched_setattr": (314, 0, None, None),
+        "setpriority": (141, 1, 0, 2), "ioprio_set": (251, 1, 0, 3)}
 
 def _bpf(pid):
     "The seccomp filter program (x86_64) as packed sock_filter structs."
@@ -81,6 +94,10 @@ def _bpf(pid):
     p += [(JEQ, 0, 5, _KILL), (LD, 0, 0, arg(0)), (JEQ, 2, 0, pid), (JEQ, 1, 0, 0), (RET, 0, 0, EPERM),
           (RET, 0, 0, ALLOW)]
     p += [(JEQ, 0, 4, _TGKILL), (LD, 0, 0, arg(0)), (JEQ, 1, 0, pid), (RET, 0, 0, EPERM), (RET, 0, 0, ALLOW)]
+    for nr, who, which, user in _OWN.values():
+        head = [(LD, 0, 0, arg(which)), (JEQ, 3, 0, user)] if which is not None else []   # every process of the user
+        p += [(JEQ, 0, len(head) + 5, nr), *head, (LD, 0, 0, arg(who)), (JEQ, 2, 0, 0), (JEQ, 1, 0, pid),
+              (RET, 0, 0, EPERM), (RET, 0, 0, ALLOW)]
     # prlimit64: reading a limit (new limit NULL) only
     p += [(JEQ, 0, 6, _PRLIMIT), (LD, 0, 0, arg(2)), (JEQ, 0, 3, 0), (LD, 0, 0, arg(2) + 4), (JEQ, 0, 1, 0),
           (RET, 0, 0, ALLOW), (RET, 0, 0, EPERM)]
@@ -187,15 +204,24 @@ def _make_hook(root, kernel):
                     raise PermissionError(f"sandbox: {event} on {a!r} is not allowed")
     return hook
 
+def _cut(text, n):
+    "`text` kept to its first and last n // 2 characters, saying how much was cut between them."
+    if len(text) <= n: return text
+    return text[: n // 2] + f"\n[... {len(text) - 2 * (n // 2)} characters cut ...]\n" + text[len(text) - n // 2:]
+
 def _main():
     os.environ.clear()
     sys.dont_write_bytecode = True
-    prog = json.loads(open("program.json", encoding="utf-8").read())
-    out = open("stdout.txt", "w", encoding="utf-8", buffering=1)
-    result = open("result.json", "w", encoding="utf-8")
+    with open("program.json", encoding="utf-8") as f: prog = json.loads(f.read())
+    os.remove("program.json")
+    res_fd = prog["result_fd"]         # a pipe the parent opened: what the program prints goes to another (stdout)
+    sys.stdout.reconfigure(line_buffering=True)
+    out = sys.stdout
     root = os.path.realpath(os.getcwd())
     contained = _confine(root) if prog.get("confine", True) else {"landlock": 0, "seccomp": False,
                                                                   "capabilities_dropped": False}
+    # the containment is reported before any model-written line runs: the parent reads it from this first line only
+    os.write(res_fd, (json.dumps({"contained": contained}) + "\n").encode())
     kernel = contained["landlock"] >= 1 and contained["seccomp"]
     # from here on the hook holds its rules in a closure only
     sys.addaudithook(_make_hook(root, kernel))
@@ -231,12 +257,12 @@ def _main():
             if isinstance(e, OSError) and e.errno == 27
             else "error"
         )
-        err = f"{type(e).__name__}: {e}" + (f" (line {line})" if line else "")
+        err = _cut(f"{type(e).__name__}: {e}", prog.get("error_chars", 2000)) + (f" (line {line})" if line else "")
     finally:
         try: sys.stdout.flush()
         except Exception: pass
         sys.stdout = sys.__stdout__
-    result.write(json.dumps({"status": status, "error": err, "contained": contained})); result.close()
+    os.write(res_fd, (json.dumps({"status": status, "error": err}) + "\n").encode())
 
 _main()
 '''
@@ -263,86 +289,172 @@ _SIGNALS = {
     signal.SIGXFSZ: "output_limit",
     signal.SIGSEGV: "killed",
 }
+_STATUSES = ("ok", "error", "blocked", "timeout", "memory", "output_limit", "disk_limit", "killed")
+_REPORTED = ("ok", "error", "blocked", "memory", "output_limit")      # what the runner itself may report
+
+class _Tail:
+    "A bounded reader of one pipe: the first and last `keep` bytes and the total (the rest is read and dropped)."
+    def __init__(self, keep: int): self.keep, self.head, self.tail, self.total = keep, b"", b"", 0
+    def add(self, b: bytes) -> None:
+        self.total += len(b)
+        room = self.keep - len(self.head)
+        if room > 0: self.head += b[:room]; b = b[room:]
+        if b: self.tail = (self.tail + b)[-self.keep:]
+    def text(self, n: int) -> tuple[str, bool]:
+        "The text kept (its first and last n // 2 characters when longer than n) and whether anything was cut."
+        whole = (self.head + self.tail).decode("utf-8", errors="replace")
+        cut = self.total > len(self.head) + len(self.tail) or len(whole) > n
+        if not cut: return whole, False
+        h, t = whole[: n // 2], whole[-(n // 2):] if n // 2 else ""
+        return h + f"\n[... {max(self.total - len(h.encode()) - len(t.encode()), 0)} bytes cut ...]\n" + t, True
+
+def _folder_size(root: Path, cap: int) -> tuple[int, int]:
+    "(bytes, entries) under `root`, no link followed; stops counting past `cap` entries."
+    total = entries = 0
+    stack = [str(root)]
+    while stack and entries <= cap:
+        try: it = os.scandir(stack.pop())
+        except OSError: continue
+        with it:
+            for e in it:
+                entries += 1
+                try:
+                    if e.is_dir(follow_symlinks=False): stack.append(e.path)
+                    else: total += e.stat(follow_symlinks=False).st_size
+                except OSError: pass
+    return total, entries
+
+def _remove(work: Path) -> list[str]:
+    "Remove a run folder, giving back the owner's rights on every folder first; what could not be removed."
+    def allow(d):
+        try: os.chmod(d, 0o700, follow_symlinks=False)
+        except OSError: pass
+        try: subs = [e.path for e in os.scandir(d) if e.is_dir(follow_symlinks=False)]
+        except OSError: return
+        for s in subs: allow(s)
+    if work.exists(): allow(str(work))
+    shutil.rmtree(work, ignore_errors=True)
+    return [str(work)] if work.exists() else []
+
+def _result(lines: list[bytes]) -> tuple[dict | None, dict | None]:
+    """(containment, outcome) read from the result pipe: the first line is the runner's containment (written before
+    any program code ran), the last its outcome; each is checked to be the object it must be (else None)."""
+    def load(b):
+        try: v = json.loads(b.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError): return None
+        return v if isinstance(v, dict) else None
+    first = load(lines[0]) if lines else None
+    c = first.get("contained") if first else None
+    ok_c = isinstance(c, dict) and isinstance(c.get("landlock"), int) and isinstance(c.get("seccomp"), bool) and \
+        isinstance(c.get("capabilities_dropped"), bool)
+    last = load(lines[-1]) if len(lines) > 1 else None
+    ok_o = last is not None and last.get("status") in _REPORTED and isinstance(last.get("error"), (str, type(None)))
+    return (c if ok_c else None), (last if ok_o else None)
 
 class PythonSandbox:
     """Run Python programs in a fresh, limited child process (the kernel's boundary where Linux offers it, resource
     limits, audit hooks); `stats` counts runs by status, `contained` is the containment the last run had
-    (`describe_containment` says it in words).
+    (`describe_containment` says it in words), `leftovers` the run folders that could not be removed.
     `kernel=False` leaves out the kernel's boundary (hooks and limits only: to compare, never for untrusted code)."""
     def __init__(self, limits: SandboxLimits = SandboxLimits(), python: str | None = None, kernel: bool = True):
         self.limits, self.python, self.kernel = limits, python or sys.executable, kernel
         self.stats: Counter = Counter()
         self.seconds = 0.0
         self.contained: dict | None = None
+        self.leftovers: list[str] = []
+
+    def _spawn(self, work: Path, code: str, setup: Sequence[str]):
+        "Start the runner in `work`: (process, stdout pipe, result pipe), the parent's ends."
+        out_r, out_w = os.pipe(); res_r, res_w = os.pipe()
+        prog = {"code": code, "setup": list(setup), "confine": self.kernel, "result_fd": res_w,
+                "error_chars": self.limits.output_chars}
+        (work / "program.json").write_text(json.dumps(prog), encoding="utf-8")
+        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1",
+               "OMP_NUM_THREADS": "1"}
+        try:
+            proc = subprocess.Popen([self.python, "-I", "-c", _RUNNER], cwd=work, env=env, stdin=subprocess.DEVNULL,
+                                    stdout=out_w, stderr=subprocess.DEVNULL, pass_fds=(res_w,),
+                                    preexec_fn=_limits(self.limits), start_new_session=True)
+        finally: os.close(out_w); os.close(res_w)
+        return proc, out_r, res_r
+
+    def _watch(self, proc, work: Path, out_r: int, res_r: int) -> tuple[str | None, _Tail, list[bytes]]:
+        """Read both pipes until they close, bounded, while the wall clock, the printed bytes and the folder's running
+        total hold; (the limit that stopped the run or None, what was printed, the result lines)."""
+        lim, deadline = self.limits, time.monotonic() + self.limits.wall_s
+        out, res, stop, last_check = _Tail(4 * lim.output_chars + 4096), bytearray(), None, 0.0
+        sel = selectors.DefaultSelector()
+        sel.register(out_r, selectors.EVENT_READ); sel.register(res_r, selectors.EVENT_READ)
+        open_fds = 2
+        while open_fds and stop is None:
+            now = time.monotonic()
+            if now >= deadline: stop = "timeout"; break
+            for key, _ in sel.select(timeout=min(0.05, deadline - now)):
+                b = os.read(key.fd, 65536)
+                if not b: sel.unregister(key.fd); open_fds -= 1; continue
+                if key.fd == out_r: out.add(b)
+                elif len(res) < 65536: res.extend(b[: 65536 - len(res)])
+            if out.total > lim.file_mb * 1024 * 1024: stop = "output_limit"
+            elif now - last_check >= 0.05:
+                last_check = now
+                size, n = _folder_size(work, lim.folder_files)
+                if size > lim.folder_mb * 1024 * 1024 or n > lim.folder_files: stop = "disk_limit"
+        sel.close(); os.close(out_r); os.close(res_r)
+        if stop is None:                    # both pipes closed: the runner is ending (or the program closed them)
+            try: proc.wait(timeout=max(deadline - time.monotonic(), 0.01))
+            except subprocess.TimeoutExpired: stop = "timeout"
+        if stop is not None:
+            try: os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError): pass
+        return stop, out, bytes(res).splitlines()
+
+    def _status(self, stop: str | None, rc: int, outcome: dict | None) -> tuple[str, str | None]:
+        lim = self.limits
+        if stop == "timeout": return "timeout", f"TimeoutError: no result within {lim.wall_s:g} s of wall-clock time"
+        if stop == "output_limit": return "output_limit", f"OutputLimit: printed more than {lim.file_mb:g} MB"
+        if stop == "disk_limit":
+            return "disk_limit", (f"DiskLimit: the run folder passed {lim.folder_mb:g} MB or {lim.folder_files} "
+                                  "entries")
+        if rc < 0:
+            status = _SIGNALS.get(-rc, "killed")
+            return status, {"timeout": f"TimeoutError: over the {lim.cpu_s} s CPU limit",
+                            "output_limit": f"OutputLimit: wrote more than {lim.file_mb:g} MB"}.get(
+                status, f"killed by signal {signal.Signals(-rc).name}")
+        if outcome is not None and rc == 0:
+            status = outcome["status"]
+            return status, (f"OutputLimit: wrote more than {lim.file_mb:g} MB" if status == "output_limit"
+                            else outcome.get("error"))
+        return "killed", f"the interpreter exited with code {rc} before reporting"
 
     def run(self, code: str, setup: Sequence[str] = ()) -> ExecResult:
-        "Run `code` (after the `setup` blocks, whose output is discarded) and return what it printed or why it failed."
+        """Run `code` (after the `setup` blocks, whose output is discarded) and return what it printed or why it failed.
+        What the program prints and the runner's report come through pipes the parent opened: nothing is read from
+        the run folder, which the program controls."""
         if not isinstance(code, str): raise TypeError(f"code must be a string, got {type(code).__name__}")
-        lim, t0 = self.limits, time.perf_counter()
+        t0 = time.perf_counter()
         work = Path(tempfile.mkdtemp(prefix="toolpaper-sandbox-"))
         try:
-            prog = {"code": code, "setup": list(setup), "confine": self.kernel}
-            (work / "program.json").write_text(json.dumps(prog), encoding="utf-8")
-            env = {
-                "PATH": "/usr/bin:/bin",
-                "LANG": "C.UTF-8",
-                "PYTHONHASHSEED": "0",
-                "OPENBLAS_NUM_THREADS": "1",
-                "OMP_NUM_THREADS": "1",
-            }
-            proc = subprocess.Popen(
-                [self.python, "-I", "-c", _RUNNER],
-                cwd=work,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                preexec_fn=_limits(lim),
-                start_new_session=True,
-            )
-            timed_out = False
-            try: rc = proc.wait(timeout=lim.wall_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                try: os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError: pass
-                rc = proc.wait()
-            raw = (
-                (work / "stdout.txt").read_text(encoding="utf-8", errors="replace")
-                if (work / "stdout.txt").exists()
-                else ""
-            )
-            res = {}
-            if (work / "result.json").exists():
-                try: res = json.loads((work / "result.json").read_text(encoding="utf-8"))
-                except ValueError: res = {}
-            self.contained = res.get("contained", self.contained)
-            if timed_out: status, err = "timeout", f"TimeoutError: no result within {lim.wall_s:g} s of wall-clock time"
-            elif rc < 0:
-                status = _SIGNALS.get(-rc, "killed")
-                err = {
-                    "timeout": f"TimeoutError: over the {lim.cpu_s} s CPU limit",
-                    "output_limit": f"OutputLimit: wrote more than {lim.file_mb:g} MB",
-                }.get(status, f"killed by signal {signal.Signals(-rc).name}")
-            elif res.get("status") in ("ok", "error", "blocked", "memory", "output_limit"):
-                status, err = res["status"], res.get("error")
-                if status == "output_limit": err = f"OutputLimit: wrote more than {lim.file_mb:g} MB"
-            else: status, err = "killed", f"the interpreter exited with code {rc} before reporting"
-            out = raw[: lim.output_chars]
-            r = ExecResult(status, out, err, time.perf_counter() - t0, len(raw) > lim.output_chars)
+            proc, out_r, res_r = self._spawn(work, code, setup)
+            stop, out, lines = self._watch(proc, work, out_r, res_r)
+            rc = proc.wait()
+            contained, outcome = _result(lines)
+            if contained is not None: self.contained = contained
+            status, err = self._status(stop, rc, outcome)
+            text, cut = out.text(self.limits.output_chars)
+            r = ExecResult(status, text, err, time.perf_counter() - t0, cut)
         finally:
-            shutil.rmtree(work, ignore_errors=True)
+            left = _remove(work)
+            if left:
+                self.leftovers += left; self.stats["cleanup_failed"] += 1
+                warnings.warn(f"sandbox: could not remove the run folder {left[0]}", RuntimeWarning, stacklevel=2)
         self.stats[r.status] += 1; self.stats["runs"] += 1; self.seconds += r.seconds
         return r
 
     def summary(self) -> dict:
-        "Runs by status and the mean seconds per run."
+        "Runs by status, the mean seconds per run and the run folders left behind."
         n = self.stats["runs"]
-        return {
-            "runs": n,
-            **{k: self.stats[k] for k in ("ok", "error", "blocked", "timeout", "memory", "output_limit", "killed")},
-            "mean_s": round(self.seconds / n, 3) if n else None,
-        }
+        return {"runs": n, **{k: self.stats[k] for k in _STATUSES}, "mean_s": round(self.seconds / n, 3) if n else None,
+                "leftovers": len(self.leftovers)}
 
 # %% ../nbs/22_sandbox.ipynb
 _PROBED: dict = {}

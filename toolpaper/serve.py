@@ -138,6 +138,8 @@ def read_request(b: dict, client, chat: bool = True) -> list[tuple]:
     t = float(_number(b, "temperature", 0.0, 0.0, 2.0))
     min_tokens = _number(b, "min_tokens", 0, 0, 2 ** 63, True)      # vLLM's extension: no end token before that many
     schema = _schema(b)                  # response_format: the local engine decodes under the schema
+    # a schema the engine cannot compile, or one no document satisfies, is refused before anything is decoded
+    if schema is not None and hasattr(client, "check_schema"): client.check_schema(schema)
     if chat: items = [_chat_prompt(b)]
     else:
         ps = b.get("prompt")
