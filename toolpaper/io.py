@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 # %% auto 0
-__all__ = ['DataError', 'DataMissingError', 'cache_root', 'sha256', 'atomic_write_bytes', 'atomic_write_text', 'read_text',
-           'nonfinite_at', 'read_jsonl', 'read_json', 'read_json_list', 'fingerprint', 'repair_jsonl_tail',
-           'append_jsonl', 'jsonl_records']
+__all__ = ['REPAIRS_ENV', 'DataError', 'DataMissingError', 'cache_root', 'sha256', 'atomic_write_bytes', 'atomic_write_text',
+           'read_text', 'nonfinite_at', 'read_jsonl', 'read_json', 'read_json_list', 'fingerprint', 'CacheRepair',
+           'note_repair', 'repair_jsonl_tail', 'append_jsonl', 'jsonl_records']
 
 # %% ../nbs/00_io.ipynb
 class DataError(ValueError):
@@ -161,6 +161,18 @@ def fingerprint(*parts) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 # %% ../nbs/00_io.ipynb
+REPAIRS_ENV = "TOOLPAPER_REPAIRS"
+
+class CacheRepair(UserWarning):
+    "A cache file repaired or read around (a torn last line moved aside, a record skipped, a stage retrained)."
+
+def note_repair(message: str, stacklevel: int = 2) -> None:
+    "Say a cache repair: a `CacheRepair` warning, and a line in the file `$TOOLPAPER_REPAIRS` names (when set)."
+    warnings.warn(message, CacheRepair, stacklevel=stacklevel)
+    f = os.environ.get(REPAIRS_ENV)
+    if f: append_jsonl(f, [{"repair": message}])
+
+# %% ../nbs/00_io.ipynb
 def repair_jsonl_tail(path: str | os.PathLike) -> bytes:
     """Cut a last line that lacks its newline (a write cut short) off `path`, appending it to `<path>.torn`; the bytes
     cut (empty when the file was whole or absent)."""
@@ -185,7 +197,7 @@ def _cut_torn(fd: int, p: Path) -> bytes:
     torn = os.pread(fd, size - start, start)
     with open(p.with_name(p.name + ".torn"), "ab") as q: q.write(torn + b"\n"); q.flush(); os.fsync(q.fileno())
     os.ftruncate(fd, start); os.fsync(fd)
-    warnings.warn(f"{p}: a cut last line ({len(torn)} bytes) moved to {p.name}.torn", stacklevel=3)
+    note_repair(f"{p}: a cut last line ({len(torn)} bytes) moved to {p.name}.torn", stacklevel=4)
     return torn
 
 # %% ../nbs/00_io.ipynb
@@ -215,7 +227,7 @@ def jsonl_records(path: str | os.PathLike, check: Callable[[dict], str | None] |
     that is not a JSON object (or that `check` rejects by returning a reason) is skipped with a warning naming
     `file:line`; an absent file has none."""
     p = Path(path)
-    warn = warn or (lambda m: warnings.warn(m, stacklevel=3))
+    warn = warn or (lambda m: note_repair(m, stacklevel=4))
     if not p.exists(): return []
     raw = p.read_bytes()
     lines = raw.split(b"\n")

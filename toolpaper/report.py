@@ -8,14 +8,14 @@ import contextlib, datetime as _dt, importlib.metadata, json, os, platform, re, 
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
-from .io import atomic_write_bytes, atomic_write_text
+from .io import REPAIRS_ENV, atomic_write_bytes, atomic_write_text, jsonl_records, note_repair
 if TYPE_CHECKING: import pandas as pd     # pandas and the metrics load on first use: `toolpaper --help` stays fast
 
 # %% auto 0
 __all__ = ['PROFILES', 'EXPERIMENTS', 'VERSIONED', 'check_profile', 'profile_data_root', 'stage_lines', 'Report', 'Experiment',
            'repo_root', 'notebook_parameters', 'default_out', 'parse_params', 'code_state', 'package_versions',
-           'describe_failure', 'repo_relative', 'prune_stale', 'ExperimentBusy', 'experiment_lock', 'reproduce',
-           'verify_reports', 'write_index']
+           'describe_failure', 'repo_relative', 'prune_stale', 'ExperimentBusy', 'experiment_lock', 'say_repairs',
+           'reproduce', 'verify_reports', 'write_index']
 
 # %% ../nbs/90_report.ipynb
 PROFILES = ("smoke", "cpu", "paper")
@@ -429,6 +429,19 @@ def experiment_lock(exp_out: Path):
     finally: os.close(fd)
 
 # %% ../nbs/90_report.ipynb
+def say_repairs(path: Path, log=print, most: int = 8) -> list[str]:
+    """Print the cache repairs an experiment's kernel noted in `path` (`toolpaper.io.note_repair`: a torn line moved
+    aside, a record skipped, a stage retrained), at most `most` of them and how many more, then remove the file; the
+    repairs."""
+    seen = list(dict.fromkeys(r.get("repair", "") for _, r in jsonl_records(path, warn=lambda m: None)))
+    Path(path).unlink(missing_ok=True)
+    if seen:
+        log(f"    cache repairs: {len(seen)}")
+        for s in seen[:most]: log(f"      {s}")
+        if len(seen) > most: log(f"      ... and {len(seen) - most} more")
+    return seen
+
+# %% ../nbs/90_report.ipynb
 def _run_experiment(name: str, profile: str, params: dict | None, out: Path, root: Path, progress: bool,
                     log, step: str = "", prune_cache: bool = False) -> dict:
     """Execute one experiment notebook with papermill into `out/name` (`step`, e.g. '[2/5]', heads its log line);
@@ -540,11 +553,15 @@ def reproduce(
     for k, name in enumerate(names, 1):
         try:
             # the notebooks' kernels read the generation settings from the environment
-            run_env = {**gen.environ(), "TOOLPAPER_RUN_ID": uuid.uuid4().hex[:12]}
+            rid = uuid.uuid4().hex[:12]
+            repairs = out.resolve() / f".repairs-{name}-{rid}.jsonl"      # the cache repairs its kernel notes
+            run_env = {**gen.environ(), "TOOLPAPER_RUN_ID": rid, REPAIRS_ENV: str(repairs)}
             with experiment_lock(out / name), _environ(run_env):
-                runs[name] = _run_experiment(
-                    name, profile, params, out, root, progress, log, f"[{k}/{len(names)}]", prune_cache
-                )
+                try:
+                    runs[name] = _run_experiment(
+                        name, profile, params, out, root, progress, log, f"[{k}/{len(names)}]", prune_cache
+                    )
+                finally: say_repairs(repairs, log)
         except ExperimentBusy as e:                    # another run has it: leave its files and its record alone
             busy[name] = str(e); log(f"[{k}/{len(names)}] {name}: skipped: {e}"); continue
         if runs[name]["status"] != "ok": failed[name] = runs[name].get("error", "failed")

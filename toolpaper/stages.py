@@ -8,7 +8,7 @@ import contextvars, functools, inspect, json, os, random, subprocess, warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
-from .io import append_jsonl, atomic_write_text, fingerprint, jsonl_records
+from .io import append_jsonl, atomic_write_text, fingerprint, jsonl_records, note_repair
 from .client import LazyClient, LocalClient, OpenAIClient, RecordReplay, _record_problem
 from .engine import LEAN_REVISION
 from .grammar import DEFAULT_GRAMMAR
@@ -118,7 +118,7 @@ def _read_log(p: Path, warn: bool = True) -> dict | None:
     except (json.JSONDecodeError, UnicodeDecodeError, OSError) as e: v, why = None, f"{type(e).__name__}: {e}"
     else: why = None if isinstance(v, dict) else "not a JSON object"
     if why:
-        if warn: warnings.warn(f"{p}: unreadable training log ({why[:120]}): the stage is trained again", stacklevel=3)
+        if warn: note_repair(f"{p}: unreadable training log ({why[:120]}): the stage is trained again", stacklevel=4)
         return None
     return v
 
