@@ -59,6 +59,7 @@ def save_facts(work, *, model: str, params: int | None, train: tuple | None, rel
            "data": data}
     atomic_write_text(Path(work) / FACTS, json.dumps(rec, indent=1, sort_keys=True) + "\n")
 
+# %% ../nbs/91_claims.ipynb
 def load_facts(work) -> dict | None:
     "The facts `save_facts` kept in an experiment's work folder (None when its run kept none)."
     p = Path(work) / FACTS
@@ -172,6 +173,7 @@ class _Each:
         n = low if high is None else high
         return np.repeat(np.arange(n)[:, None], size[1], axis=1)[: size[0]]
 
+# %% ../nbs/91_claims.ipynb
 _PART_OF_THE_ITEMS = ("deer", "umi")   # suites whose metrics count a part of the items: a branch, a kind of step
 
 def defined_n(suite: str, items: list[dict], metric: str, mode: str = "compat") -> int:
@@ -188,6 +190,7 @@ def defined_n(suite: str, items: list[dict], metric: str, mode: str = "compat") 
     got = np.asarray(get_suite(suite).boot(alone, _Each(), len(alone), mode)[metric], dtype=float)
     return int((~np.isnan(got)).sum())
 
+# %% ../nbs/91_claims.ipynb
 def units(items: list[dict]) -> str:
     "What the bootstrap resamples in `items`: 'items', or 'dialogues (k)' for alpha-UMi steps."
     if items and "dialogue" in items[0]: return f"dialogues ({len({it['dialogue'] for it in items})})"
@@ -307,11 +310,13 @@ PAPER_SETUP = {
 
 def _size(n) -> str: return "–" if not n else f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.1f}M"
 
+# %% ../nbs/91_claims.ipynb
 def _train_text(t) -> str:
     if not t: return "none"
     if isinstance(t, str): return t
     return f"{t[0]:,} × {t[1]:g}" if isinstance(t[1], (int, float)) else f"{t[0]:,} × {t[1]}"
 
+# %% ../nbs/91_claims.ipynb
 def setup_cells(claim: Claim, reports, used: int) -> dict:
     """The facts of `claim`'s setup beside the paper's — `model`, `training` (samples × epochs), `test items` (used of
     released) and `data` — and `setup`: 'the paper's' only when every fact matches, else 'differs: ' and which (with
@@ -352,7 +357,8 @@ MIN_SEEDS = 3
 _INC = "inconclusive at this scale"
 
 def _seed_rule(v: str, r: dict, claim: Claim) -> tuple[str, str]:
-    "(verdict, why) of a recipe comparison after the seed rule (see above)."
+    """(verdict, why) of a claim after the seed rule: a comparison of training recipes is decided by its interval only
+    with `MIN_SEEDS` seeds per arm, or by a difference beyond the seed noise measured on its arms."""
     seeds = r.get("seeds") or [1] * len(claim.terms)
     if not claim.recipes or v not in VERDICTS[:2] or min(seeds) >= MIN_SEEDS: return v, ""
     sds = [s for s in r.get("seed_sd") or () if s is not None]
@@ -378,6 +384,7 @@ def _answered_rule(claim: Claim, per_term: list[list[dict]]) -> str:
     return (f"{said} of the queries (under {100 * claim.answered:.0f}%, what is scored is decision phrases or "
             "nothing: the score would measure phrase overlap, not dialogue)")
 
+# %% ../nbs/91_claims.ipynb
 def _floor_text(suite: str, claim: Claim, r: dict, items: list[dict]) -> str:
     """The `floor` cell: the majority-class share beside Plan ACC; `baseline at floor` when the baseline of a claim
     that A scores higher scores under 5%."""
@@ -413,6 +420,7 @@ def _also(claim: Claim, scored: dict, suite: str, mode: str, n_boot: int, seed: 
         out.append(f"{label}: {f(r['value'])} [{f(r['low'])}, {f(r['high'])}]")
     return "; ".join(out)
 
+# %% ../nbs/91_claims.ipynb
 def _reason_of(v: str, measured: str, seed_why: str, floor: bool, unanswered: str) -> str:
     "What kept a row from being decided, in a few words ('' for a decided row): the `reason` column."
     if v == VERDICTS[4]: return "an arm answers under the share a score of answers needs"
@@ -423,6 +431,7 @@ def _reason_of(v: str, measured: str, seed_why: str, floor: bool, unanswered: st
                 else f"the interval is {measured}, but within the seed noise")
     return "out of this model's reach" if floor else "the interval holds zero"
 
+# %% ../nbs/91_claims.ipynb
 def _seed_cells(r: dict) -> dict:
     "The `seeds` and `seed sd` cells of a row (per term where they differ)."
     s, sd = r["seeds"], r["seed_sd"]
@@ -430,13 +439,13 @@ def _seed_cells(r: dict) -> dict:
     return {"seeds": seeds, "seed sd": " / ".join("–" if x is None else f"{100 * x:.1f}" for x in sd)
             if any(x is not None for x in sd) else "–"}
 
+# %% ../nbs/91_claims.ipynb
 def _n_cells(suite: str, claim: Claim, items: list[list[dict]], metric_mode: str, r: dict) -> dict:
     "The `n` the metric counts per term (r['n'] becomes it, for `_power`) and the units the bootstrap resamples."
     ns = [defined_n(suite, it, claim.metric, metric_mode) for it in items]
     r["n"] = ns
     unit = units(items[0]) + (", within resampled seeds" if max(r["seeds"]) > 1 else "")
     return {"n": " / ".join(map(str, ns)) if len(set(ns)) > 1 else str(ns[0]), "units": unit}
-
 
 # %% ../nbs/91_claims.ipynb
 def evaluate(claim: Claim, reports, n_boot: int = 2000, seed: int = 0) -> dict:
@@ -771,6 +780,7 @@ def claims_summary(df: pd.DataFrame) -> str:
             out.append(f"- *{v}*{f' ({why})' if why else ''}, {len(cs)}: " + "; ".join(cs) + ".")
     return "\n".join(out)
 
+# %% ../nbs/91_claims.ipynb
 def sync_summary(page, summary: str) -> bool:
     """Put `summary` between `SUMMARY_START` and `SUMMARY_END` in `page` (a markdown file, or a notebook's markdown
     cell); whether the page changed. A page without the markers is an error."""

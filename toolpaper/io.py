@@ -165,7 +165,9 @@ REPAIRS_ENV = "TOOLPAPER_REPAIRS"
 
 class CacheRepair(UserWarning):
     "A cache file repaired or read around (a torn last line moved aside, a record skipped, a stage retrained)."
+    __module__ = "toolpaper.io"     # where the class is found by name (also when a notebook defines it: pytest-xdist)
 
+# %% ../nbs/00_io.ipynb
 def note_repair(message: str, stacklevel: int = 2) -> None:
     "Say a cache repair: a `CacheRepair` warning, and a line in the file `$TOOLPAPER_REPAIRS` names (when set)."
     warnings.warn(message, CacheRepair, stacklevel=stacklevel)

@@ -308,6 +308,7 @@ class _Tail:
         h, t = whole[: n // 2], whole[-(n // 2):] if n // 2 else ""
         return h + f"\n[... {max(self.total - len(h.encode()) - len(t.encode()), 0)} bytes cut ...]\n" + t, True
 
+# %% ../nbs/22_sandbox.ipynb
 def _folder_size(root: Path, cap: int) -> tuple[int, int]:
     "(bytes, entries) under `root`, no link followed; stops counting past `cap` entries."
     total = entries = 0
@@ -324,6 +325,7 @@ def _folder_size(root: Path, cap: int) -> tuple[int, int]:
                 except OSError: pass
     return total, entries
 
+# %% ../nbs/22_sandbox.ipynb
 def _remove(work: Path) -> list[str]:
     "Remove a run folder, giving back the owner's rights on every folder first; what could not be removed."
     def allow(d):
@@ -336,6 +338,7 @@ def _remove(work: Path) -> list[str]:
     shutil.rmtree(work, ignore_errors=True)
     return [str(work)] if work.exists() else []
 
+# %% ../nbs/22_sandbox.ipynb
 def _result(lines: list[bytes]) -> tuple[dict | None, dict | None]:
     """(containment, outcome) read from the result pipe: the first line is the runner's containment (written before
     any program code ran), the last its outcome; each is checked to be the object it must be (else None)."""
@@ -351,6 +354,7 @@ def _result(lines: list[bytes]) -> tuple[dict | None, dict | None]:
     ok_o = last is not None and last.get("status") in _REPORTED and isinstance(last.get("error"), (str, type(None)))
     return (c if ok_c else None), (last if ok_o else None)
 
+# %% ../nbs/22_sandbox.ipynb
 class PythonSandbox:
     """Run Python programs in a fresh, limited child process (the kernel's boundary where Linux offers it, resource
     limits, audit hooks); `stats` counts runs by status, `contained` is the containment the last run had
@@ -437,6 +441,9 @@ class PythonSandbox:
             proc, out_r, res_r = self._spawn(work, code, setup)
             stop, out, lines = self._watch(proc, work, out_r, res_r)
             rc = proc.wait()
+            if stop is None:                 # what the program left in the folder counts too, however fast it wrote
+                size, n = _folder_size(work, self.limits.folder_files)
+                if size > self.limits.folder_mb * 1024 * 1024 or n > self.limits.folder_files: stop = "disk_limit"
             contained, outcome = _result(lines)
             if contained is not None: self.contained = contained
             status, err = self._status(stop, rc, outcome)
