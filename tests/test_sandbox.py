@@ -10,8 +10,10 @@ REFUSED = "\nif r < 0 or r is None: raise PermissionError(ctypes.get_errno(), 'r
 
 
 def escapes(host: str, canary: str) -> dict[str, tuple[str, bool]]:
-    """{program: (status, needs the kernel's boundary)}; `host` a file outside the sandbox (its mode, times and
-    attributes must not change), `canary` a folder outside it (nothing may appear)."""
+    """{program: (status, needs the kernel's boundary: True, or 'private' for the root of its own)}; status 'hidden':
+    the path does not exist for a root of its own (FileNotFoundError), else it is refused; `host` a file
+    outside the sandbox (its mode, times and attributes must not change), `canary` a folder outside it (nothing may
+    appear)."""
     C, H, d = canary, host, os.path.dirname(host)
     plant = "import os, ctypes\nctypes.CDLL(None).symlink(b'{}', b'stdout.txt')\n"
     return {
@@ -37,6 +39,12 @@ def escapes(host: str, canary: str) -> dict[str, tuple[str, bool]]:
         LIBC + "r = libc.syscall(253)" + REFUSED: ("blocked", True),                            # inotify_init
         LIBC + "r = libc.syscall(294, 0)" + REFUSED: ("blocked", True),                         # inotify_init1
         LIBC + "r = libc.syscall(300, 0, 0)" + REFUSED: ("blocked", True),                      # fanotify_init
+        # what exists on the host, probed by metadata (a root of its own: other host paths do not exist)
+        f"import os\nos.stat('{H}')": ("hidden", "private"),
+        f"import os\nos.lstat('{C}')": ("hidden", "private"),
+        "import os\nos.stat('/etc/passwd')": ("hidden", "private"),
+        "import os\nos.stat('/proc/1/status')": ("hidden", "private"),
+        f"import os\nfd = os.open('/', os.O_PATH)\nos.stat('{H.lstrip('/')}', dir_fd=fd)": ("hidden", "private"),
         # other processes of the same user: scheduling and priority
         "import os\nos.setpriority(os.PRIO_PROCESS, os.getppid(), 19)": ("blocked", True),
         "import os\nos.setpriority(os.PRIO_USER, 0, 19)": ("blocked", True),
@@ -63,8 +71,8 @@ def escapes(host: str, canary: str) -> dict[str, tuple[str, bool]]:
         "while True: print('x' * 1000)": ("output_limit", False),
         "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)": ("blocked", False),
         "open('/proc/self/mem', 'r+b')": ("blocked", True),
-        "import os\nopen(f'/proc/{os.getppid()}/environ').read()": ("blocked", True),
-        "open('/etc/shadow').read()": ("blocked", True),
+        "import os\nopen(f'/proc/{os.getppid()}/environ').read()": ("hidden", True),
+        "open('/etc/shadow').read()": ("hidden", True),
         LIBC + "r = libc.syscall(319, b'x', 0)\nr = libc.syscall(322, r, b'', None, None, 0x1000)" + REFUSED:
             ("blocked", True),                                                                   # memfd + execveat
         LIBC + "r = libc.syscall(425, 8, ctypes.create_string_buffer(120))" + REFUSED: ("blocked", True),   # io_uring
@@ -130,9 +138,12 @@ def run_suite() -> dict:
     failed, n = {}, 0
     try:
         for code, (want, needs_kernel) in escapes(str(host), str(canary)).items():
-            if needs_kernel and not kernel: continue
+            if (needs_kernel and not kernel) or (needs_kernel == "private" and not c.get("private_root")): continue
             n += 1
             r = fast.run(code)
+            if want == "hidden":           # not there for a root of its own, else refused by Landlock
+                want = "error" if c.get("private_root") else "blocked"
+                if want == "error" and "FileNotFoundError" not in (r.error or ""): want = "FileNotFoundError"
             if r.status != want: failed[code] = (r.status, want, r.error)
             if "secret-canary-value" in r.output: failed[code] = ("the parent's environment leaked", want)
         calm = PythonSandbox(SandboxLimits(wall_s=30, cpu_s=20, output_chars=400))
@@ -149,18 +160,21 @@ def run_suite() -> dict:
     finally:
         shutil.rmtree(canary, ignore_errors=True); host.unlink(missing_ok=True)
     return {"failed": {k[:80]: [str(x) for x in v] for k, v in failed.items()}, "escapes": n,
-            "harmless": len(HARMLESS), "kernel": kernel}
+            "harmless": len(HARMLESS), "kernel": kernel, "private_root": bool(c.get("private_root"))}
 
 
 def check(res: dict) -> None:
     assert not res["failed"], json.dumps(res["failed"], indent=1)
     assert res["harmless"] >= 25
-    if res["kernel"]: assert res["escapes"] >= 45
+    if res["kernel"]: assert res["escapes"] >= 45 + 5 * res["private_root"]
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the kernel's boundary is Linux's")
 def test_sandbox_contains_every_case():
-    check(run_suite())
+    res = run_suite()
+    check(res)
+    if shutil.which("unshare") and subprocess.run(["unshare", "-Ur", "true"], capture_output=True).returncode == 0:
+        assert res["private_root"], "user namespaces work here, yet the sandbox did not take a root of its own"
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the kernel's boundary is Linux's")

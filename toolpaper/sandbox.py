@@ -130,6 +130,55 @@ def _landlock(libc, root, read):
     os.close(rfd)
     return abi if ok else 0
 
+def _private_root(libc, root, read):
+    """A mount namespace of its own, in a new user namespace: the root the program sees is an empty read-only tmpfs
+    holding only `read` (bound read-only) and `root` (its writable folder), so no other host path exists for it, not
+    even for stat. False where the kernel refuses a step (user namespaces off; uid 0 without CAP_SETFCAP), with the
+    host's view left as it was: Landlock and seccomp then hold alone."""
+    uid, gid = os.getuid(), os.getgid()
+    if libc.unshare(0x10000000 | 0x00020000) != 0: return False            # CLONE_NEWUSER | CLONE_NEWNS
+    try:
+        for f, v in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+            with open(f"/proc/self/{f}", "w") as h: h.write(v)
+    except OSError: return False
+    BIND, REC, PRIVATE, RDONLY, REMOUNT, NOSUID, NODEV, NOEXEC = 4096, 16384, 1 << 18, 1, 32, 2, 4, 8
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    mount = lambda s, t, fs, fl, d=None: libc.mount(s, t.encode(), fs, fl, d) == 0
+    if not mount(None, "/", None, REC | PRIVATE): return False
+    src = {}                              # opened in this namespace (as a bind source must be), before the tmpfs
+    for p in set(read) | {root, "/dev/null"}:
+        try: src[p] = os.open(p, os.O_PATH | os.O_CLOEXEC)
+        except OSError: pass
+    new = "/tmp"                          # any folder serves as the new root's mount point
+    if not mount(b"tmpfs", new, b"tmpfs", NOSUID | NODEV, b"size=1m,mode=0755"): return False
+    def undo():
+        libc.umount2(new.encode(), 2); os.chdir(root)
+        return False
+    covered = lambda p: any(q != p and q != root and p.startswith(q.rstrip("/") + "/") for q in src)
+    for p in sorted(src, key=lambda p: (p.count("/"), p)):
+        if p != root and covered(p): continue                 # inside a folder bound already
+        t, fd = new + p, f"/proc/self/fd/{src[p]}"
+        try:
+            if os.path.isdir(fd): os.makedirs(t, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(t), exist_ok=True)
+                if not os.path.exists(t): os.close(os.open(t, os.O_CREAT | os.O_WRONLY, 0o600))
+        except OSError: return undo()
+        if not mount(fd.encode(), t, None, BIND | REC): return undo()
+        if p != root:                     # read-only; the flags the host's mount has stay (they are locked)
+            f = os.statvfs(t).f_flag
+            lock = (NOSUID if f & os.ST_NOSUID else 0) | (NODEV if f & os.ST_NODEV else 0) | \
+                   (NOEXEC if f & os.ST_NOEXEC else 0)
+            mount(None, t, None, REMOUNT | BIND | RDONLY | lock)      # best effort: Landlock refuses writes there too
+    for fd in src.values(): os.close(fd)
+    os.chdir(new)
+    if libc.syscall(155, b".", b".") != 0: return undo()            # pivot_root: the host's root stacked on it
+    if libc.umount2(b".", 2) != 0: os.chdir(root); return False     # MNT_DETACH: the host's tree goes
+    os.chdir("/")
+    mount(None, "/", None, REMOUNT | RDONLY | NOSUID | NODEV)
+    os.chdir(root)
+    return True
+
 class _CapHeader(ctypes.Structure): _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 class _CapData(ctypes.Structure):
     _fields_ = [("eff", ctypes.c_uint32), ("perm", ctypes.c_uint32), ("inh", ctypes.c_uint32)]
@@ -137,16 +186,17 @@ class _CapData(ctypes.Structure):
 def _confine(root):
     """Confine this process for good, before any model-written code runs: no new privileges, no capabilities,
     Landlock (file system, TCP, signals) and a seccomp filter; says which of them hold."""
-    got = {"landlock": 0, "seccomp": False, "capabilities_dropped": False}
+    got = {"landlock": 0, "seccomp": False, "capabilities_dropped": False, "private_root": False}
     if sys.platform != "linux": return got
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     if libc.prctl(38, 1, 0, 0, 0) != 0: return got         # PR_SET_NO_NEW_PRIVS
-    hdr, data = _CapHeader(0x20080522, 0), (_CapData * 2)()
-    got["capabilities_dropped"] = libc.syscall(126, ctypes.byref(hdr), data) == 0     # capset: none
     read = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, "/usr", "/lib", "/lib64",
             "/etc/ld.so.cache", "/etc/localtime", "/dev/urandom", "/dev/zero", "/sys/devices/system/cpu"}
     read |= {p for p in sys.path if p and os.path.isdir(p)}
+    got["private_root"] = _private_root(libc, root, read)
+    hdr, data = _CapHeader(0x20080522, 0), (_CapData * 2)()
+    got["capabilities_dropped"] = libc.syscall(126, ctypes.byref(hdr), data) == 0     # capset: none (here too)
     got["landlock"] = _landlock(libc, root, sorted(read))
     if platform.machine() in _ARCHES:
         prog, n = _bpf(os.getpid())
@@ -219,7 +269,7 @@ def _main():
     out = sys.stdout
     root = os.path.realpath(os.getcwd())
     contained = _confine(root) if prog.get("confine", True) else {"landlock": 0, "seccomp": False,
-                                                                  "capabilities_dropped": False}
+                                                                  "capabilities_dropped": False, "private_root": False}
     # the containment is reported before any model-written line runs: the parent reads it from this first line only
     os.write(res_fd, (json.dumps({"contained": contained}) + "\n").encode())
     kernel = contained["landlock"] >= 1 and contained["seccomp"]
@@ -349,7 +399,7 @@ def _result(lines: list[bytes]) -> tuple[dict | None, dict | None]:
     first = load(lines[0]) if lines else None
     c = first.get("contained") if first else None
     ok_c = isinstance(c, dict) and isinstance(c.get("landlock"), int) and isinstance(c.get("seccomp"), bool) and \
-        isinstance(c.get("capabilities_dropped"), bool)
+        isinstance(c.get("capabilities_dropped"), bool) and isinstance(c.get("private_root", False), bool)
     last = load(lines[-1]) if len(lines) > 1 else None
     ok_o = last is not None and last.get("status") in _REPORTED and isinstance(last.get("error"), (str, type(None)))
     return (c if ok_c else None), (last if ok_o else None)
@@ -468,11 +518,12 @@ _PROBED: dict = {}
 
 def containment(python: str | None = None) -> dict:
     """Which parts of the kernel's boundary hold for sandboxed runs on this machine: {'landlock': ABI or 0,
-    'seccomp', 'capabilities_dropped'}."""
+    'seccomp', 'capabilities_dropped', 'private_root'}."""
     key = python or sys.executable
     if key not in _PROBED:
         sb = PythonSandbox(SandboxLimits(wall_s=20), python=python); sb.run("pass")
-        _PROBED[key] = sb.contained or {"landlock": 0, "seccomp": False, "capabilities_dropped": False}
+        _PROBED[key] = sb.contained or {"landlock": 0, "seccomp": False, "capabilities_dropped": False,
+                                    "private_root": False}
     return dict(_PROBED[key])
 
 # %% ../nbs/22_sandbox.ipynb
@@ -482,8 +533,10 @@ def describe_containment(c: dict) -> str:
     if ll >= 1 and sc:
         extra = "; TCP and signals also by Landlock" if ll >= 6 else ""
         caps = ", no capabilities" if c.get("capabilities_dropped") else ""
+        own = ("; a root of its own: no other host path exists for it" if c.get("private_root")
+               else "; host paths outside can be probed with stat")
         return (f"kernel-enforced (Landlock ABI {ll}, seccomp{caps}): writes only in its folder, reads only the "
-                f"Python installation, no network, processes or signals out{extra}")
+                f"Python installation, no network, processes or signals out{extra}{own}")
     lost = []
     if ll < 1: lost.append("no Landlock: file-system writes checked by audit hooks only, reads not contained")
     if not sc: lost.append("no seccomp filter: sockets, processes and signals refused by audit hooks only")
