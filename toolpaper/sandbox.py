@@ -24,7 +24,7 @@ class SandboxLimits:
     file_mb: float = 1.0         # largest file it may write, standard output included (RLIMIT_FSIZE)
     open_files: int = 64         # RLIMIT_NOFILE
     output_chars: int = 2000     # observation length: its first and last halves are kept (the answer is printed last)
-    folder_mb: float = 16.0      # the run folder's total size (a running total: past it the run is stopped)
+    folder_mb: float = 16.0      # the run folder's total size (its tmpfs' size, or a running total: past it, stopped)
     folder_files: int = 1000     # files and folders in the run folder
 
 # %% ../nbs/22_sandbox.ipynb
@@ -130,30 +130,31 @@ def _landlock(libc, root, read):
     os.close(rfd)
     return abi if ok else 0
 
-def _private_root(libc, root, read):
+def _private_root(libc, root, read, quota=None):
     """A mount namespace of its own, in a new user namespace: the root the program sees is an empty read-only tmpfs
-    holding only `read` (bound read-only) and `root` (its writable folder), so no other host path exists for it, not
-    even for stat. False where the kernel refuses a step (user namespaces off; uid 0 without CAP_SETFCAP), with the
-    host's view left as it was: Landlock and seccomp then hold alone."""
+    holding only `read` (bound read-only) and `root`, its writable folder — a tmpfs of its own sized by `quota` (MB,
+    entries) when given — so no other host path exists for it, not even for stat. (private, folder a sized tmpfs);
+    (False, False) where the kernel refuses a step (user namespaces off; uid 0 without CAP_SETFCAP), the host's view
+    left as it was: Landlock and seccomp then hold alone."""
     uid, gid = os.getuid(), os.getgid()
-    if libc.unshare(0x10000000 | 0x00020000) != 0: return False            # CLONE_NEWUSER | CLONE_NEWNS
+    if libc.unshare(0x10000000 | 0x00020000) != 0: return False, False            # CLONE_NEWUSER | CLONE_NEWNS
     try:
         for f, v in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
             with open(f"/proc/self/{f}", "w") as h: h.write(v)
-    except OSError: return False
+    except OSError: return False, False
     BIND, REC, PRIVATE, RDONLY, REMOUNT, NOSUID, NODEV, NOEXEC = 4096, 16384, 1 << 18, 1, 32, 2, 4, 8
     libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
     mount = lambda s, t, fs, fl, d=None: libc.mount(s, t.encode(), fs, fl, d) == 0
-    if not mount(None, "/", None, REC | PRIVATE): return False
+    if not mount(None, "/", None, REC | PRIVATE): return False, False
     src = {}                              # opened in this namespace (as a bind source must be), before the tmpfs
     for p in set(read) | {root, "/dev/null"}:
         try: src[p] = os.open(p, os.O_PATH | os.O_CLOEXEC)
         except OSError: pass
     new = "/tmp"                          # any folder serves as the new root's mount point
-    if not mount(b"tmpfs", new, b"tmpfs", NOSUID | NODEV, b"size=1m,mode=0755"): return False
+    if not mount(b"tmpfs", new, b"tmpfs", NOSUID | NODEV, b"size=1m,mode=0755"): return False, False
     def undo():
         libc.umount2(new.encode(), 2); os.chdir(root)
-        return False
+        return False, False
     covered = lambda p: any(q != p and q != root and p.startswith(q.rstrip("/") + "/") for q in src)
     for p in sorted(src, key=lambda p: (p.count("/"), p)):
         if p != root and covered(p): continue                 # inside a folder bound already
@@ -164,7 +165,10 @@ def _private_root(libc, root, read):
                 os.makedirs(os.path.dirname(t), exist_ok=True)
                 if not os.path.exists(t): os.close(os.open(t, os.O_CREAT | os.O_WRONLY, 0o600))
         except OSError: return undo()
-        if not mount(fd.encode(), t, None, BIND | REC): return undo()
+        if p == root and quota:           # the folder: a tmpfs of exactly the quota, gone with the namespace
+            opts = f"size={max(int(quota[0] * 2 ** 20), 4096)},nr_inodes={int(quota[1]) + 1},mode=0700".encode()
+            if not mount(b"tmpfs", t, b"tmpfs", NOSUID | NODEV, opts): return undo()
+        elif not mount(fd.encode(), t, None, BIND | REC): return undo()
         if p != root:                     # read-only; the flags the host's mount has stay (they are locked)
             f = os.statvfs(t).f_flag
             lock = (NOSUID if f & os.ST_NOSUID else 0) | (NODEV if f & os.ST_NODEV else 0) | \
@@ -173,20 +177,22 @@ def _private_root(libc, root, read):
     for fd in src.values(): os.close(fd)
     os.chdir(new)
     if libc.syscall(155, b".", b".") != 0: return undo()            # pivot_root: the host's root stacked on it
-    if libc.umount2(b".", 2) != 0: os.chdir(root); return False     # MNT_DETACH: the host's tree goes
+    if libc.umount2(b".", 2) != 0: os.chdir(root); return False, False     # MNT_DETACH: the host's tree goes
     os.chdir("/")
     mount(None, "/", None, REMOUNT | RDONLY | NOSUID | NODEV)
     os.chdir(root)
-    return True
+    return True, bool(quota)
 
 class _CapHeader(ctypes.Structure): _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 class _CapData(ctypes.Structure):
     _fields_ = [("eff", ctypes.c_uint32), ("perm", ctypes.c_uint32), ("inh", ctypes.c_uint32)]
 
-def _confine(root):
+def _confine(root, quota=None):
     """Confine this process for good, before any model-written code runs: no new privileges, no capabilities,
-    Landlock (file system, TCP, signals) and a seccomp filter; says which of them hold."""
-    got = {"landlock": 0, "seccomp": False, "capabilities_dropped": False, "private_root": False}
+    a root of its own (its folder a tmpfs of `quota` (MB, entries)), Landlock (file system, TCP, signals) and a
+    seccomp filter; says which of them hold."""
+    got = {"landlock": 0, "seccomp": False, "capabilities_dropped": False, "private_root": False,
+           "folder_tmpfs": False}
     if sys.platform != "linux": return got
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
@@ -194,7 +200,7 @@ def _confine(root):
     read = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, "/usr", "/lib", "/lib64",
             "/etc/ld.so.cache", "/etc/localtime", "/dev/urandom", "/dev/zero", "/sys/devices/system/cpu"}
     read |= {p for p in sys.path if p and os.path.isdir(p)}
-    got["private_root"] = _private_root(libc, root, read)
+    got["private_root"], got["folder_tmpfs"] = _private_root(libc, root, read, quota)
     hdr, data = _CapHeader(0x20080522, 0), (_CapData * 2)()
     got["capabilities_dropped"] = libc.syscall(126, ctypes.byref(hdr), data) == 0     # capset: none (here too)
     got["landlock"] = _landlock(libc, root, sorted(read))
@@ -268,8 +274,9 @@ def _main():
     sys.stdout.reconfigure(line_buffering=True)
     out = sys.stdout
     root = os.path.realpath(os.getcwd())
-    contained = _confine(root) if prog.get("confine", True) else {"landlock": 0, "seccomp": False,
-                                                                  "capabilities_dropped": False, "private_root": False}
+    off = {"landlock": 0, "seccomp": False, "capabilities_dropped": False, "private_root": False,
+           "folder_tmpfs": False}
+    contained = _confine(root, prog.get("quota")) if prog.get("confine", True) else off
     # the containment is reported before any model-written line runs: the parent reads it from this first line only
     os.write(res_fd, (json.dumps({"contained": contained}) + "\n").encode())
     kernel = contained["landlock"] >= 1 and contained["seccomp"]
@@ -305,6 +312,9 @@ def _main():
             # EFBIG: RLIMIT_FSIZE reached (Python ignores SIGXFSZ)
             else "output_limit"
             if isinstance(e, OSError) and e.errno == 27
+            # ENOSPC: the folder's tmpfs is full (its size or its entries)
+            else "disk_limit"
+            if isinstance(e, OSError) and e.errno == 28
             else "error"
         )
         err = _cut(f"{type(e).__name__}: {e}", prog.get("error_chars", 2000)) + (f" (line {line})" if line else "")
@@ -340,7 +350,7 @@ _SIGNALS = {
     signal.SIGSEGV: "killed",
 }
 _STATUSES = ("ok", "error", "blocked", "timeout", "memory", "output_limit", "disk_limit", "killed")
-_REPORTED = ("ok", "error", "blocked", "memory", "output_limit")      # what the runner itself may report
+_REPORTED = ("ok", "error", "blocked", "memory", "output_limit", "disk_limit")   # what the runner itself may report
 
 class _Tail:
     "A bounded reader of one pipe: the first and last `keep` bytes and the total (the rest is read and dropped)."
@@ -399,7 +409,8 @@ def _result(lines: list[bytes]) -> tuple[dict | None, dict | None]:
     first = load(lines[0]) if lines else None
     c = first.get("contained") if first else None
     ok_c = isinstance(c, dict) and isinstance(c.get("landlock"), int) and isinstance(c.get("seccomp"), bool) and \
-        isinstance(c.get("capabilities_dropped"), bool) and isinstance(c.get("private_root", False), bool)
+        isinstance(c.get("capabilities_dropped"), bool) and isinstance(c.get("private_root", False), bool) \
+        and isinstance(c.get("folder_tmpfs", False), bool)
     last = load(lines[-1]) if len(lines) > 1 else None
     ok_o = last is not None and last.get("status") in _REPORTED and isinstance(last.get("error"), (str, type(None)))
     return (c if ok_c else None), (last if ok_o else None)
@@ -421,7 +432,7 @@ class PythonSandbox:
         "Start the runner in `work`: (process, stdout pipe, result pipe), the parent's ends."
         out_r, out_w = os.pipe(); res_r, res_w = os.pipe()
         prog = {"code": code, "setup": list(setup), "confine": self.kernel, "result_fd": res_w,
-                "error_chars": self.limits.output_chars}
+                "error_chars": self.limits.output_chars, "quota": [self.limits.folder_mb, self.limits.folder_files]}
         (work / "program.json").write_text(json.dumps(prog), encoding="utf-8")
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1",
                "OMP_NUM_THREADS": "1"}
@@ -476,6 +487,7 @@ class PythonSandbox:
                 status, f"killed by signal {signal.Signals(-rc).name}")
         if outcome is not None and rc == 0:
             status = outcome["status"]
+            if status == "disk_limit": return self._status("disk_limit", 0, None)
             return status, (f"OutputLimit: wrote more than {lim.file_mb:g} MB" if status == "output_limit"
                             else outcome.get("error"))
         return "killed", f"the interpreter exited with code {rc} before reporting"
@@ -518,12 +530,13 @@ _PROBED: dict = {}
 
 def containment(python: str | None = None) -> dict:
     """Which parts of the kernel's boundary hold for sandboxed runs on this machine: {'landlock': ABI or 0,
-    'seccomp', 'capabilities_dropped', 'private_root'}."""
+    'seccomp', 'capabilities_dropped', 'private_root',
+    'folder_tmpfs'}."""
     key = python or sys.executable
     if key not in _PROBED:
         sb = PythonSandbox(SandboxLimits(wall_s=20), python=python); sb.run("pass")
         _PROBED[key] = sb.contained or {"landlock": 0, "seccomp": False, "capabilities_dropped": False,
-                                    "private_root": False}
+                                    "private_root": False, "folder_tmpfs": False}
     return dict(_PROBED[key])
 
 # %% ../nbs/22_sandbox.ipynb
@@ -535,6 +548,7 @@ def describe_containment(c: dict) -> str:
         caps = ", no capabilities" if c.get("capabilities_dropped") else ""
         own = ("; a root of its own: no other host path exists for it" if c.get("private_root")
                else "; host paths outside can be probed with stat")
+        own += "; its folder a tmpfs of the quota's size" if c.get("folder_tmpfs") else ""
         return (f"kernel-enforced (Landlock ABI {ll}, seccomp{caps}): writes only in its folder, reads only the "
                 f"Python installation, no network, processes or signals out{extra}{own}")
     lost = []
