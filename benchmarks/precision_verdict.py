@@ -17,11 +17,13 @@ Run: python benchmarks/precision_verdict.py --n 100 --out reports/benchmarks [--
 nothing).
 
 `--train` gives the training verdict instead: the `deer` experiment's main adapter recipe (its examples, settings and
-span labels, `toolpaper.deer.main_training`) trained in bf16 beside fp32 — the fp32 side is the experiment's own
-training when its stage cache holds it (`--deer-work`; `toolpaper reproduce --only deer --weights
-adapter_mixture_2-1-2` rebuilds its weights in a clone), else trained here too — each adapter answering the same
-`--n` DEER test items in fp32, the bf16-trained one's differences with paired intervals beside both runs' losses and
-training seconds; page `precision_verdict_train.md`. `--save-verdict` keeps it (when `keepable`) for `train_bf16`.
+span labels, `toolpaper.deer.main_training`) trained in fp32 at `--fp32-seeds` training seeds (default 3) and in bf16
+at `--bf16-seeds` (default 1) — an fp32 seed the experiment's stage cache holds is its own training (`--deer-work`;
+`toolpaper reproduce --only deer --weights adapter_mixture_2-1-2` rebuilds its weights in a clone), every other run
+trains here — each adapter answering the same `--n` DEER test items in fp32. bf16's difference to fp32 comes from a
+two-level bootstrap (seeds, then items: the interval holds the seed-to-seed spread), beside the fp32 seeds' own spread,
+every run's losses and training seconds; page `precision_verdict_train.md`. `--save-verdict` keeps it (when
+`keepable`) for `train_bf16`.
 Run: python benchmarks/precision_verdict.py --train --n 100 --out reports/benchmarks [--save-verdict]
 
 `--keep reports/benchmarks/PAGE.json` keeps the verdict of an earlier run (generation or training) for `auto` without
@@ -139,11 +141,12 @@ def page(res: dict) -> str:
     return "\n".join(lines)
 
 
-def train_runs(deer_work: Path, work: Path, data_dir, profile: str, log=print) -> dict:
+def train_runs(deer_work: Path, work: Path, data_dir, profile: str, seeds: dict | None = None, log=print) -> dict:
     """The DEER experiment's main adapter recipe (its examples, settings and span labels: `deer.main_training`) in fp32
-    and bf16: {precision: {'folder', 'log', 'key', 'source'}}. fp32 is the experiment's own training when `deer_work`
-    holds its log and weights under the same key (nothing trained); otherwise, and for bf16, it trains through a stage
-    cache under `work` (a rerun reuses it, one cut off resumes from its last checkpoint)."""
+    and bf16 at several training seeds (`seeds`: {precision: how many}, default fp32 3, bf16 1; seeds count up from
+    the experiment's): {precision: [{'seed', 'folder', 'log', 'key', 'source'}]}. An fp32 seed the experiment trained
+    (`deer_work` holds its log and weights under the same key) is reused, nothing trained; every other run trains
+    through a stage cache under `work` (a rerun reuses it, one cut off resumes from its last checkpoint)."""
     import json
     from dataclasses import replace
     from toolpaper import data as D, deer as DE
@@ -153,26 +156,60 @@ def train_runs(deer_work: Path, work: Path, data_dir, profile: str, log=print) -
     root = profile_data_root(profile, data_dir)
     cfg = DE.DeerExpConfig.for_profile(profile)
     tools, valid, test = (D.load(f"tooldeer:{s}", root) for s in ("tools", "valid", "test"))
-    ex, run, spans = DE.main_training(tools, valid, test, cfg, deer_work)
-    out = {}
-    for p in ("fp32", "bf16"):
-        cfg_p = replace(run, bf16=p == "bf16")
-        key = train_key(cfg.model, None, ex, cfg_p, spans)
-        own = Path(run.output_dir)
-        committed = deer_work / "stages" / "train" / f"{own.name}-{key}.json"
-        if committed.exists() and holds_stage(own, key):
-            out[p] = {"folder": own, "log": json.loads(committed.read_text()), "key": key,
-                      "source": f"the deer experiment's stage cache (key {key})"}
-            continue
-        # trained through a stage cache of its own under `work`: kept, resumed from its checkpoint when cut off
-        folder = work / f"train-{p}"
-        log(f"the recipe in {p} ({len(ex)} examples): {folder}")
-        with StageCache(work) as sc:
-            rec = stages_finetune(cfg.model, ex, replace(cfg_p, output_dir=str(folder)), span_labels=spans)
-            sc.materialize(folder)                          # its weights, for the answers below
-        out[p] = {"folder": folder, "log": rec, "key": key, "source": f"trained by this benchmark (key {key})"}
-    out["model"], out["n_examples"] = cfg.model, len(ex)
+    out = {"model": cfg.model}
+    for p, k in (seeds or {"fp32": 3, "bf16": 1}).items():
+        out[p] = []
+        for s in range(cfg.seed, cfg.seed + k):
+            ex, run, spans = DE.main_training(tools, valid, test, cfg, deer_work, train_seed=s)
+            cfg_p = replace(run, bf16=p == "bf16")
+            key = train_key(cfg.model, None, ex, cfg_p, spans)
+            own = Path(run.output_dir)
+            committed = deer_work / "stages" / "train" / f"{own.name}-{key}.json"
+            if committed.exists() and holds_stage(own, key):
+                out[p].append({"seed": s, "folder": own, "log": json.loads(committed.read_text()), "key": key,
+                               "source": f"the deer experiment's stage cache (key {key})"})
+                continue
+            folder = work / f"train-{p}" if s == cfg.seed else work / f"train-{p}-seed{s}"
+            log(f"the recipe in {p} at seed {s} ({len(ex)} examples): {folder}")
+            with StageCache(work) as sc:
+                rec = stages_finetune(cfg.model, ex, replace(cfg_p, output_dir=str(folder)), span_labels=spans)
+                sc.materialize(folder)                      # its weights, for the answers below
+            out[p].append({"seed": s, "folder": folder, "log": rec, "key": key,
+                           "source": f"trained by this benchmark (key {key})"})
+        out["n_examples"] = len(ex)
     return out
+
+
+def scores(items: list[dict], mode: str = "compat") -> dict:
+    "Each DEER metric of the verdict over `items` (per-item scores), in points (None where undefined)."
+    from toolpaper.claims import contrast
+    v = {m: contrast("deer", [(1, items)], m, mode, n_boot=1)["value"] for m in TASKS["deer"][2]}   # the value only
+    return {f"deer {m}": None if x is None else round(100 * x, 2) for m, x in v.items()}
+
+
+def seeded_rows(items: dict, n_boot: int = 2000, mode: str = "compat") -> tuple[list[dict], dict]:
+    """Verdict rows from per-item scores at several training seeds (`items`: {precision: [items per seed]}): each
+    precision's difference to fp32 from a two-level bootstrap (seeds, then items within each seed:
+    `claims.seeded_contrast`), so the interval holds the seed-to-seed spread; and the fp32 seeds against each other
+    ({metric: {'per seed', 'sd', 'spread'}}: every seed's score, their sd and the largest gap between two seeds, in
+    points) — how far two trainings of the same recipe in the same precision land apart."""
+    import numpy as np
+    from toolpaper.claims import seeded_contrast
+    pts = lambda v: None if v is None else round(100 * v, 2)
+    rows, ref = [], items["fp32"]
+    for p, per_seed in items.items():
+        metrics = {}
+        for m in TASKS["deer"][2]:
+            c = seeded_contrast("deer", [(1, per_seed), (-1, ref)], m, mode, n_boot=n_boot)
+            metrics[f"deer {m}"] = (0.0, 0.0, 0.0) if p == "fp32" else (pts(c["value"]), pts(c["low"]), pts(c["high"]))
+        rows.append({"precision": p, "metrics": metrics, "seeds": len(per_seed)})
+    spread, per = {}, [scores(it, mode) for it in ref]
+    for m in per[0]:
+        vals = [x[m] for x in per]
+        ok = [v for v in vals if v is not None]
+        spread[m] = {"per seed": vals, "sd": round(float(np.std(ok, ddof=1)), 2) if len(ok) > 1 else None,
+                               "spread": round(max(ok) - min(ok), 2) if len(ok) > 1 else None}
+    return rows, spread
 
 
 def loss_summary(log: dict) -> dict:
@@ -192,32 +229,58 @@ def loss_steps(a: dict, b: dict) -> dict:
             "within 10%": sum(r <= 0.1 for r in rel) / len(rel)}
 
 
+def _loss_cell(log: dict) -> tuple[str, str]:
+    f = lambda x: "–" if x is None else f"{x:.4f}"
+    L = loss_summary(log)
+    return f(L["mean loss"]), f(L["mean loss, last fifth"])
+
+
 def train_page(res: dict) -> str:
-    v, rows = res["verdict"], res["rows"]
-    f = lambda x, d=4: "–" if x is None else f"{x:.{d}f}"
+    v, rows, spread = res["verdict"], res["rows"], res["seed_spread"]
+    k = {p: len(r) for p, r in res["runs"].items()}
     lines = [
         "# Training precision verdict (DEER adapter)",
         "",
         f"Scale: the `deer` experiment's main adapter recipe (mixture 2:1:2, {res['n_examples']} training examples, "
-        f"LoRA as in the experiment) trained in fp32 and in bf16 (autocast over fp32 master weights) on "
-        f"{res['machine']['cpu']}, {res['machine']['threads']} threads, torch {res['machine']['torch']}; load "
-        f"{res['load']} when this run started. fp32: {res['sources']['fp32']}; bf16: {res['sources']['bf16']}. Each "
-        f"adapter answers the same {res['n']} DEER `test` items with fp32 generation; differences of the bf16-trained "
-        "adapter to the fp32-trained one in points (compat counting) with paired 95% bootstrap intervals. Training "
-        "seconds are each run's own wall time (a stage-cache run may have shared the machine: compare speeds on "
-        "`train_throughput.md`, which runs both side by side). bf16 training is eligible when every interval lies "
-        f"within ±{v['tolerance']:g} points.",
+        f"LoRA as in the experiment) trained in fp32 at {k['fp32']} seed(s) and in bf16 (autocast over fp32 master "
+        f"weights) at {k['bf16']} seed(s) on {res['machine']['cpu']}, {res['machine']['threads']} threads, torch "
+        f"{res['machine']['torch']}; load {res['load']} when this run started. Each adapter answers the same "
+        f"{res['n']} DEER `test` items with fp32 generation. Differences of bf16 to fp32 in points (compat counting): "
+        "each precision's mean over its seeds, with a 95% interval from a two-level bootstrap (the seeds resampled, "
+        "then the items within each seed, paired), so the interval holds the seed-to-seed spread as well as the "
+        f"items'. bf16 training is eligible when every interval lies within ±{v['tolerance']:g} points.",
         "",
+        "## Runs",
+        "",
+        "| trained in | seed | training s | mean loss | mean loss, last fifth | " +
+        " | ".join(spread) + " | source |",
+        "|:--|--:|--:|--:|--:|" + "--:|" * len(spread) + ":--|",
     ]
-    lines += _verdict_table(["trained in", "training s", "mean loss", "mean loss, last fifth"],
-                            lambda r: [r["precision"], f(r["seconds"], 0), f(r["loss"]["mean loss"]),
-                                       f(r["loss"]["mean loss, last fifth"])], rows, v)
+    for p, runs in res["runs"].items():
+        for r in runs:
+            sc = " | ".join("–" if x is None else f"{x:.1f}" for x in r["scores"].values())
+            lines.append(f"| {p} | {r['seed']} | {r['train_seconds']:.0f} | " + " | ".join(_loss_cell(r["log"]))
+                         + f" | {sc} | {r['source']} |")
+    lines += ["", "## How far the fp32 seeds land apart", "",
+              "The same recipe in the same precision, trained at different seeds, answering the same items: the sd "
+              "across seeds and the largest gap between two of them, in points. A bf16 difference no larger than "
+              "this spread is not evidence that bf16 training changes the model.", "",
+              "| metric | fp32 per seed | sd | largest gap |", "|:--|:--|--:|--:|"]
+    f = lambda x: "–" if x is None else f"{x:.1f}"
+    for m, d in spread.items():
+        lines.append(f"| {m} | {', '.join(f(x) for x in d['per seed'])} | {f(d['sd'])} | {f(d['spread'])} |")
+    lines += ["", "## Verdict", ""]
+    lines += _verdict_table(["trained in", "seeds", "training s (mean)"],
+                            lambda r: [r["precision"], str(r["seeds"]), f"{r['seconds']:.0f}"], rows, v)
     st = res["loss_steps"]
-    lines += ["", f"The bf16 run against the fp32 one at each of their {st['steps']} logged steps: the loss differs by "
-                  f"a median {100 * st['median relative difference']:.1f}% (relative), and by at most 10% at "
-                  f"{100 * st['within 10%']:.0f}% of the steps (the trajectories part as the weights drift apart; the "
-                  "means above say where each ends)." if st["steps"] else "",
-              "", f"**Verdict: train in {v['pick']}.** {v['why']}"]
+    if st["steps"]:
+        lines += ["", f"The first bf16 run against the first fp32 one at each of their {st['steps']} logged steps: the "
+                      f"loss differs by a median {100 * st['median relative difference']:.1f}% (relative), and by at "
+                      f"most 10% at {100 * st['within 10%']:.0f}% of the steps."]
+    if k["fp32"] < 2:
+        lines += ["", "With one fp32 seed the interval cannot hold the seed-to-seed spread: a difference here may be "
+                      "training noise (`--fp32-seeds` 3 measures it)."]
+    lines += ["", f"**Verdict: train in {v['pick']}.** {v['why']}"]
     return "\n".join(lines)
 
 
@@ -228,27 +291,38 @@ def train_main(a) -> dict:
     load = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
     profile, n, data_dir = ("smoke", min(a.n, 3), "sample") if a.tiny else ("cpu", a.n, a.data_dir)
     deer_work = work / "deer" if a.tiny else Path(a.deer_work)
-    tr = train_runs(deer_work, work, data_dir, profile)
+    tr = train_runs(deer_work, work, data_dir, profile, {"fp32": a.fp32_seeds, "bf16": a.bf16_seeds})
     limit, prompt = (8, "toolpaper") if a.tiny else (96, "released")
-    runs = {p: {"deer": answer("deer", tr["model"], str(tr[p]["folder"]), "fp32", n, data_dir, work, limit, prompt,
-                               tag=f"-{p}-trained")} for p in ("fp32", "bf16")}
-    rows = contrasts(runs, n_boot=200 if a.tiny else 2000)
+    items, runs = {}, {}
+    for p in ("fp32", "bf16"):
+        items[p], runs[p] = [], []
+        for r in tr[p]:
+            tag = f"-{p}-trained" + ("" if r["seed"] == tr[p][0]["seed"] else f"-seed{r['seed']}")
+            got = answer("deer", tr["model"], str(r["folder"]), "fp32", n, data_dir, work, limit, prompt, tag=tag)
+            items[p].append(got["items"]["compat"])
+            runs[p].append({"seed": r["seed"], "source": r["source"], "log": r["log"],
+                            "train_seconds": r["log"]["train_seconds"]})
+    rows, spread = seeded_rows(items, n_boot=200 if a.tiny else 2000)
     for r in rows:
-        r["seconds"] = tr[r["precision"]]["log"]["train_seconds"]
-        r["loss"] = loss_summary(tr[r["precision"]]["log"])
+        r["seconds"] = sum(x["train_seconds"] for x in runs[r["precision"]]) / len(runs[r["precision"]])
+    for p in runs:
+        for x, it in zip(runs[p], items[p]):
+            x["scores"] = scores(it)
     verdict = precision_verdict(rows, unit="s of training")
-    res = {"kind": "training", "verdict": verdict, "rows": rows, "n": n, "tiny": a.tiny, "load": load,
-           "machine": machine_key(), "python": platform.python_version(), "n_examples": tr["n_examples"],
-           "sources": {p: tr[p]["source"] for p in ("fp32", "bf16")},
-           "loss_steps": loss_steps(tr["fp32"]["log"], tr["bf16"]["log"])}
+    res = {"kind": "training", "verdict": verdict, "rows": rows, "seed_spread": spread, "runs": runs, "n": n,
+           "tiny": a.tiny, "load": load, "machine": machine_key(), "python": platform.python_version(),
+           "n_examples": tr["n_examples"], "loss_steps": loss_steps(tr["fp32"][0]["log"], tr["bf16"][0]["log"])}
     md = train_page(res)
     print(md)
     if a.save_verdict and not a.tiny:
         why = keepable(["deer"], verdict)
-        print("kept:", save_verdict(verdict, {"rows": rows, "n": n, "tasks": ["deer"],
+        print("kept:", save_verdict(verdict, {"rows": rows, "n": n, "tasks": ["deer"], "seed_spread": spread,
                                             "page": "precision_verdict_train.md"}, kind="training")) \
             if why is None else print("not kept:", why)
-    if a.out: write_page(Path(a.out), "precision_verdict_train" + ("_tiny" if a.tiny else ""), res, md)
+    if a.out:
+        for p in runs:
+            for x in runs[p]: x.pop("log")                  # the page's .json: scores and seconds, not loss histories
+        write_page(Path(a.out), "precision_verdict_train" + ("_tiny" if a.tiny else ""), res, md)
     return res
 
 
@@ -287,6 +361,9 @@ def main(argv=None):
     ap.add_argument("--save-verdict", action="store_true", help="keep the pick for this machine (`auto` follows it)")
     ap.add_argument("--train", action="store_true",
                     help="the training verdict: the DEER adapter's recipe trained in bf16 beside fp32")
+    ap.add_argument("--fp32-seeds", type=int, default=3,
+                    help="with --train: fp32 trainings at seeds counting up from the experiment's (its own reused)")
+    ap.add_argument("--bf16-seeds", type=int, default=1, help="with --train: bf16 trainings, seeds as for fp32")
     ap.add_argument("--deer-work", default=str(ROOT / "reports/deer/work"),
                     help="with --train: the deer experiment's work folder (its fp32 training is reused from there)")
     ap.add_argument("--keep", default=None, metavar="PAGE_JSON",

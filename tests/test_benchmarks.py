@@ -172,22 +172,31 @@ def test_precision_verdict_on_one_task_is_never_kept(tmp_path):
 
 
 def test_training_verdict_runs_end_to_end(tmp_path):
-    """The training verdict on the tiny model and the sample: the DEER recipe trained in fp32 and bf16 (a rerun reuses
-    both), each adapter answering the same items; the page gives losses, intervals and the pick."""
+    """The training verdict on the tiny model and the sample: the DEER recipe trained in fp32 at two seeds and bf16 at
+    one (a rerun reuses all three), each adapter answering the same items; bf16's interval comes from the two-level
+    bootstrap, the fp32 seeds' spread is on the page, with losses and the pick."""
     from precision_verdict import main
-    args = ["--train", "--tiny", "--work", str(tmp_path / "runs"), "--out", str(tmp_path)]
+    args = ["--train", "--tiny", "--fp32-seeds", "2", "--work", str(tmp_path / "runs"), "--out", str(tmp_path)]
     res = main(args)
     assert [r["precision"] for r in res["rows"]] == ["fp32", "bf16"]
-    assert all(v == (0.0, 0.0, 0.0) for v in res["rows"][0]["metrics"].values() if v[0] is not None)
-    assert set(res["rows"][1]["metrics"]) == {"deer p_nocall", "deer p_call", "deer p_dc"}
-    assert res["rows"][1]["loss"]["steps logged"] > 0 and res["loss_steps"]["steps"] > 0
-    assert res["verdict"]["pick"] in ("fp32", "bf16")
-    assert all(s.startswith("trained by this benchmark") for s in res["sources"].values())
+    assert [r["seeds"] for r in res["rows"]] == [2, 1] and [len(res["runs"][p]) for p in ("fp32", "bf16")] == [2, 1]
+    assert [r["seed"] for r in res["runs"]["fp32"]] == [0, 1]
+    assert all(v == (0.0, 0.0, 0.0) for v in res["rows"][0]["metrics"].values())
+    assert set(res["rows"][1]["metrics"]) == set(res["seed_spread"]) == {"deer p_nocall", "deer p_call", "deer p_dc"}
+    for m, d in res["seed_spread"].items():        # two fp32 seeds: their scores, sd and gap agree with each other
+        a, b = d["per seed"]
+        if a is not None and b is not None: assert d["spread"] == round(abs(a - b), 2)
+    assert res["loss_steps"]["steps"] > 0 and res["verdict"]["pick"] in ("fp32", "bf16")
+    assert all(r["source"].startswith("trained by this benchmark") for p in res["runs"] for r in res["runs"][p])
     assert not list((tmp_path / "runs").glob("train-*/stage_pending.json"))      # finished: nothing left to resume
     md = (tmp_path / "precision_verdict_train_tiny.md").read_text()
-    assert f"**Verdict: train in {res['verdict']['pick']}.**" in md and "| bf16 |" in md
-    again = main(args)                                               # both trainings reused: the same losses
-    assert [r["loss"] for r in again["rows"]] == [r["loss"] for r in res["rows"]]
+    assert f"**Verdict: train in {res['verdict']['pick']}.**" in md and "| bf16 | 0 |" in md and "| fp32 | 1 |" in md
+    assert "## How far the fp32 seeds land apart" in md
+    again = main(args)                                               # every training reused: the same scores
+    assert again["runs"]["fp32"][1]["scores"] == res["runs"]["fp32"][1]["scores"]
+    one = main(args[:2] + ["--fp32-seeds", "1"] + args[4:])          # one fp32 seed: the page says what it cannot see
+    assert one["rows"][0]["seeds"] == 1 and "cannot hold the seed-to-seed spread" in \
+        (tmp_path / "precision_verdict_train_tiny.md").read_text()
 
 
 def test_keep_an_earlier_verdict(tmp_path, monkeypatch):

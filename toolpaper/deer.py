@@ -743,13 +743,17 @@ def seed_table(run: DeerRun, mode: str = "compat", metrics=("P_NoCall", "P_Call"
 
 # %% ../nbs/15_deer.ipynb
 def main_training(tools: list[Tool], released_valid: list[DecisionSample], released_test: list[DecisionSample],
-                  cfg: DeerExpConfig, work_dir: str | Path) -> tuple[list, SFTConfig, list[str]]:
+                  cfg: DeerExpConfig, work_dir: str | Path,
+                  train_seed: int | None = None) -> tuple[list, SFTConfig, list[str]]:
     """(examples, training settings with the output folder the experiment gives it under `work_dir`, span labels) of
-    the main variant's adapter, built as `run_deer_experiment` builds them."""
+    the main variant's adapter at training seed `train_seed` (default the experiment's), built as
+    `run_deer_experiment` builds them: the same examples at every seed, the seed and the folder named after it."""
     main, variant = next(iter(_variants(cfg).items()))
     d = _deer_datas(tools, released_valid, released_test, cfg, {main: variant})[main]
     _, ex = _variant_examples(d, cfg)
-    return ex, cfg.train.for_run(Path(work_dir) / f"adapter_{_slug(main)}", seed=cfg.seed), list(DEER_SPANS)
+    s = cfg.seed if train_seed is None else train_seed
+    folder = Path(work_dir) / f"adapter_{_slug(seeded_name(main, s, cfg))}"
+    return ex, cfg.train.for_run(folder, seed=s), list(DEER_SPANS)
 
 # %% ../nbs/15_deer.ipynb
 @dataclass
