@@ -8,7 +8,8 @@ import argparse, json, os, shutil, sys, tempfile, warnings
 from pathlib import Path
 from . import data as D
 from .precision import GEN_PRECISIONS
-from .report import EXPERIMENTS, PROFILES, parse_params, reproduce, verify_reports
+from .config import PROFILES
+from .report import EXPERIMENTS, parse_params, reproduce, verify_reports
 from .suites import get_suite, suite_names
 
 # %% auto 0
@@ -453,6 +454,9 @@ def _reproduce_args(sub) -> None:
     "`toolpaper reproduce`."
     r = sub.add_parser("reproduce", help="run the registered experiment notebooks with papermill")
     r.add_argument("--profile", choices=PROFILES, default="cpu")
+    r.add_argument("--sizes", choices=PROFILES, default=None,
+                   help="the profile's settings at another profile's sizes (model, item and sample counts, training "
+                   "steps and seeds): `--profile paper --sizes smoke` runs every paper setting on the tiny model")
     r.add_argument("--only", action="append", choices=list(EXPERIMENTS), help="run only this experiment (repeatable)")
     r.add_argument(
         "-p", "--param", action="append", default=[], metavar="KEY=VALUE", help="notebook parameter (repeatable)"
@@ -588,11 +592,12 @@ def _dispatch(args) -> int:
         run_eval(args.task, args.pred, args.gold, args.mode, args.json, lenient=args.lenient); return 0
     if args.cmd == "reproduce":
         from toolpaper.stages import GenSettings
+        profile = args.profile + (f"@{args.sizes}" if args.sizes and args.sizes != args.profile else "")
         if args.verify:
-            res = verify_reports(args.profile, args.only, args.verify, args.out, seed=args.seed)
+            res = verify_reports(profile, args.only, args.verify, args.out, seed=args.seed)
             return 0 if res["matched"] == res["checked"] else 1
         gen = GenSettings(args.base_url, args.api, args.engine, args.precision, args.fresh, weights=args.weights)
-        reproduce(args.profile, args.only, parse_params(args.param), args.out, progress=not args.no_progress, gen=gen,
+        reproduce(profile, args.only, parse_params(args.param), args.out, progress=not args.no_progress, gen=gen,
                   prune_cache=args.prune_cache)
         return 0
     return 1

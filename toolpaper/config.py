@@ -9,7 +9,8 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import ClassVar
 
 # %% auto 0
-__all__ = ['PROFILES', 'apply_overrides', 'with_overrides', 'changed_fields', 'SFTConfig', 'Profiled']
+__all__ = ['PROFILES', 'SIZE_FIELDS', 'apply_overrides', 'with_overrides', 'changed_fields', 'SFTConfig', 'split_profile',
+           'sizes_only', 'Profiled']
 
 # %% ../nbs/00_config.ipynb
 def apply_overrides(cfg, overrides: dict, skip_none: bool = True):
@@ -83,14 +84,51 @@ class SFTConfig:
 # %% ../nbs/00_config.ipynb
 PROFILES = ("smoke", "cpu", "paper")
 
+def split_profile(profile: str) -> tuple[str, str | None]:
+    """(settings profile, sizes profile or None) of a profile name: 'paper' -> ('paper', None), 'paper@smoke' ->
+    ('paper', 'smoke'); either part outside `PROFILES` raises ValueError naming it."""
+    settings, at, sizes = str(profile).partition("@")
+    for p in (settings,) + ((sizes,) if at else ()):
+        if p not in PROFILES:
+            raise ValueError(f"unknown profile {p!r} in {profile!r}; choose from {', '.join(PROFILES)}")
+    return settings, (sizes if at else None)
+
+# %% ../nbs/00_config.ipynb
+SIZE_FIELDS = frozenset({
+    "model", "train_n", "test_n", "valid_n", "baseline_n", "retention_n", "ood_n", "realtime_n", "scaling", "points",
+    "train_seeds", "shot_trials", "min_nested", "deer_tools", "n_fields", "subfields_per_field", "tools_per_subfield",
+    "n_single", "n_multi", "max_tool_rounds", "max_steps", "batch_size", "grad_accum", "epochs", "epochs1",
+    "epochs_planner", "epochs_caller", "epochs_summarizer",
+})
+
+def sizes_only(overrides: dict) -> dict:
+    """The size fields (`SIZE_FIELDS`: model, item and sample counts, training steps and seeds) of a profile's
+    overrides, nested configs included (given as a dict or as a config: its fields changed from the defaults; one left
+    without a size is dropped); every other field is a setting."""
+    out = {}
+    for k, v in overrides.items():
+        if is_dataclass(v) and not isinstance(v, type): v = changed_fields(v)
+        if isinstance(v, dict):
+            sub = sizes_only(v)
+            if sub: out[k] = sub
+        elif k in SIZE_FIELDS: out[k] = v
+    return out
+
+# %% ../nbs/00_config.ipynb
 class Profiled:
     """Mixin for dataclass experiment configs: `PROFILES` maps each profile to overrides of the defaults;
-    `for_profile(profile, **overrides)` applies the profile's, then `overrides` (None values skipped)."""
+    `for_profile(profile, **overrides)` applies the profile's, then `overrides` (None values skipped). A profile
+    'settings@sizes' takes every setting of the first and the sizes (`sizes_only`) of the second."""
     PROFILES: ClassVar[dict] = {}
 
     @classmethod
     def for_profile(cls, profile: str, **overrides):
-        "The config of `profile` ('smoke', 'cpu' or 'paper') with `overrides` applied on top (None values skipped)."
-        if profile not in cls.PROFILES:
-            raise ValueError(f"unknown profile {profile!r} for {cls.__name__}; choose from {', '.join(cls.PROFILES)}")
-        return apply_overrides(apply_overrides(cls(), cls.PROFILES[profile], skip_none=False), overrides)
+        """The config of `profile` ('smoke', 'cpu', 'paper', or 'settings@sizes' such as 'paper@smoke') with
+        `overrides` applied on top (None values skipped)."""
+        settings, sizes = split_profile(profile)
+        for p in (settings, sizes):
+            if p is not None and p not in cls.PROFILES:
+                raise ValueError(f"unknown profile {p!r} for {cls.__name__}; choose from {', '.join(cls.PROFILES)}")
+        cfg = apply_overrides(cls(), cls.PROFILES[settings], skip_none=False)
+        if sizes is not None: cfg = apply_overrides(cfg, sizes_only(cls.PROFILES[sizes]), skip_none=False)
+        return apply_overrides(cfg, overrides)

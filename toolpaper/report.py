@@ -8,28 +8,29 @@ import contextlib, datetime as _dt, importlib.metadata, json, os, platform, re, 
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
+from .config import split_profile
 from .io import REPAIRS_ENV, atomic_write_bytes, atomic_write_text, jsonl_records, note_repair
 if TYPE_CHECKING: import pandas as pd     # pandas and the metrics load on first use: `toolpaper --help` stays fast
 
 # %% auto 0
-__all__ = ['PROFILES', 'EXPERIMENTS', 'VERSIONED', 'check_profile', 'profile_data_root', 'stage_lines', 'Report', 'Experiment',
-           'repo_root', 'notebook_parameters', 'default_out', 'parse_params', 'code_state', 'package_versions',
-           'describe_failure', 'repo_relative', 'prune_stale', 'ExperimentBusy', 'experiment_lock', 'say_repairs',
-           'reproduce', 'verify_reports', 'write_index']
+__all__ = ['EXPERIMENTS', 'VERSIONED', 'check_profile', 'profile_data_root', 'stage_lines', 'Report', 'Experiment', 'repo_root',
+           'notebook_parameters', 'default_out', 'parse_params', 'code_state', 'package_versions', 'describe_failure',
+           'repo_relative', 'prune_stale', 'ExperimentBusy', 'experiment_lock', 'say_repairs', 'reproduce',
+           'verify_reports', 'write_index']
 
 # %% ../nbs/90_report.ipynb
-PROFILES = ("smoke", "cpu", "paper")
-
 def check_profile(profile: str) -> str:
-    if profile not in PROFILES: raise ValueError(f"unknown profile {profile!r}; choose one of {PROFILES}")
+    "`profile` when it names a profile ('cpu', or 'paper@smoke': paper settings at smoke sizes), else ValueError."
+    split_profile(profile)
     return profile
 
 # %% ../nbs/90_report.ipynb
 def profile_data_root(profile: str, data_dir: str | None = None) -> str | None:
-    "The data folder a profile reads: the packaged sample for smoke, else `data_dir` / TOOLPAPER_DATA_DIR / the cache."
-    check_profile(profile)
+    """The data folder a profile reads: the packaged sample for smoke's settings, else `data_dir` / TOOLPAPER_DATA_DIR /
+    the cache (a profile at other sizes reads its settings' data: 'paper@smoke' the released splits)."""
+    settings, _ = split_profile(profile)
     if data_dir: return data_dir
-    return "sample" if profile == "smoke" else None
+    return "sample" if settings == "smoke" else None
 
 # %% ../nbs/90_report.ipynb
 # the table formatter lives in toolpaper.metrics (ScoreResult prints with it); `report.df_markdown` still reads it,
