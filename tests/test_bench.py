@@ -105,7 +105,7 @@ def test_serve_refuses_bad_requests_at_once_and_keeps_answering(server):
     hi = [{"role": "user", "content": "Say hi"}]
     t0 = time.time()
     code, r = _post(server, {"model": "tiny-random-llama", "messages": hi, "max_tokens": 10**12})
-    assert code == 400 and "the model's context is 2048 tokens" in r["error"]["message"], r
+    assert code == 400 and "the model's context is 8192 tokens" in r["error"]["message"], r
     assert time.time() - t0 < 10
     code, r = _post(server, {"model": "tiny-random-llama", "messages": [{"role": "wizard", "content": "x"}]})
     assert code == 400 and "'wizard'" in r["error"]["message"], r

@@ -10,9 +10,9 @@ from pathlib import Path
 from .io import cache_root
 
 # %% auto 0
-__all__ = ['MODELS', 'ModelSpec', 'package_dir', 'models_cache', 'convert_gguf', 'make_tiny_llama', 'check_model_name',
-           'check_adapter', 'ensure_model', 'model_params', 'default_device', 'default_dtype', 'load_tokenizer',
-           'causal_lm', 'context_length', 'context_of', 'load_model', 'load_embedder', 'chat']
+__all__ = ['MODELS', 'TINY_CONTEXT', 'ModelSpec', 'package_dir', 'models_cache', 'convert_gguf', 'make_tiny_llama',
+           'check_model_name', 'check_adapter', 'ensure_model', 'model_params', 'default_device', 'default_dtype',
+           'load_tokenizer', 'causal_lm', 'context_length', 'context_of', 'load_model', 'load_embedder', 'chat']
 
 # %% ../nbs/02_models.ipynb
 @dataclass(frozen=True)
@@ -94,8 +94,11 @@ def convert_gguf(spec: ModelSpec, dest: Path) -> Path:
     return _finish(tmp, dest)
 
 # %% ../nbs/02_models.ipynb
+TINY_CONTEXT = 8192        # SmolLM2's, whose tokenizer it shares: every profile's prompts and budgets fit
+
 def make_tiny_llama(dest: Path, seed: int = 0, hidden: int = 64, layers: int = 2, heads: int = 4) -> Path:
-    "Write a seeded random 2-layer Llama with the SmolLM2 tokenizer to `dest`."
+    """Write a seeded random 2-layer Llama with the SmolLM2 tokenizer and SmolLM2's context (`TINY_CONTEXT`) to
+    `dest`."""
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
     tok = AutoTokenizer.from_pretrained(ensure_model("smollm2-135m-instruct"))
@@ -106,7 +109,7 @@ def make_tiny_llama(dest: Path, seed: int = 0, hidden: int = 64, layers: int = 2
         num_hidden_layers=layers,
         num_attention_heads=heads,
         num_key_value_heads=heads,
-        max_position_embeddings=2048,
+        max_position_embeddings=TINY_CONTEXT,
         bos_token_id=tok.bos_token_id,
         eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id,
@@ -145,7 +148,8 @@ def ensure_model(name: str) -> str:
     spec = MODELS.get(check_model_name(name))
     if spec is None: return str(Path(name).expanduser()) if Path(name).expanduser().exists() else name
     if spec.kind == "sentence-transformers": return str(package_dir(spec.package) / spec.file)
-    dest = models_cache() / name
+    # the tiny model's folder names its context: a cache built with another one is never reused
+    dest = models_cache() / (f"{name}-ctx{TINY_CONTEXT}" if spec.kind == "random-llama" else name)
     if not (dest / "config.json").exists():
         if spec.kind == "gguf": convert_gguf(spec, dest)
         else: make_tiny_llama(dest)
