@@ -9,8 +9,8 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable
 
 # %% auto 0
-__all__ = ['BUILTIN', 'REGISTRY', 'option', 'Options', 'one_unit_each', 'Suite', 'register', 'suite_names', 'get_suite',
-           'suite_table']
+__all__ = ['BUILTIN', 'REGISTRY', 'ENTRY_POINT_GROUP', 'option', 'Options', 'one_unit_each', 'Suite', 'declared_suites',
+           'register', 'suite_names', 'get_suite', 'suite_table']
 
 # %% ../nbs/05_suites.ipynb
 def option(default, doc: str, choices: tuple | None = None, minimum: int | None = None):
@@ -88,6 +88,16 @@ BUILTIN = {
     "seal": "toolpaper.sealtools", "deer": "toolpaper.deer", "umi": "toolpaper.umi", "gsm8k": "toolpaper.mathagent"
 }
 REGISTRY: dict[str, Suite] = {}
+ENTRY_POINT_GROUP = "toolpaper.suites"        # other packages' suites: `name = package.module` (the module registers)
+
+# %% ../nbs/05_suites.ipynb
+def declared_suites() -> dict[str, str]:
+    """{suite name: the module that registers it}: the built-in suites (`BUILTIN`), then those installed packages
+    declare in the entry-point group `toolpaper.suites` (a built-in name is never taken over); nothing is imported."""
+    from importlib.metadata import entry_points
+    out = dict(BUILTIN)
+    for ep in entry_points(group=ENTRY_POINT_GROUP): out.setdefault(ep.name, ep.value.split(":")[0])
+    return out
 
 # %% ../nbs/05_suites.ipynb
 def register(suite: Suite) -> Suite:
@@ -97,14 +107,17 @@ def register(suite: Suite) -> Suite:
 
 # %% ../nbs/05_suites.ipynb
 def suite_names() -> list[str]:
-    "Every suite's name: the built-in ones, then those registered since (nothing is imported)."
-    return list(dict.fromkeys([*BUILTIN, *REGISTRY]))
+    """Every suite's name: the built-in ones, those installed packages declare (`declared_suites`), then those
+    registered since (nothing is imported)."""
+    return list(dict.fromkeys([*declared_suites(), *REGISTRY]))
 
 # %% ../nbs/05_suites.ipynb
 def get_suite(name) -> Suite:
     "The suite called `name` (a `Suite` is returned as is); an unknown name is an error listing the suites."
     if isinstance(name, Suite): return name
-    if name not in REGISTRY and name in BUILTIN: importlib.import_module(BUILTIN[name])
+    if name not in REGISTRY:
+        mods = declared_suites()
+        if name in mods: importlib.import_module(mods[name])
     if name not in REGISTRY: raise ValueError(f"unknown suite {name!r}; choose {', '.join(suite_names())}")
     return REGISTRY[name]
 

@@ -93,6 +93,8 @@ class UmiExpConfig(Profiled):
             scaling=(3, 6),
             glpft=GLPFTConfig(max_steps=2, batch_size=2),
             max_new_tokens=(12, 12, 12),
+            ood_n=4,
+            realtime_n=3,
         ),
         # ten times the earlier cpu run's 8 training trajectories; 60 held-out dialogues: 212 scored steps, the claims'
         # minimum of 200 (56 give 194); the real-time pass rate on the first 20 of them. The scaling sizes train the two
@@ -104,6 +106,8 @@ class UmiExpConfig(Profiled):
             train_n=None,
             test_n=None,
             scaling=None,
+            ood_n=None,                     # the paper's own test items: all 400 released out-of-domain dialogues
+            realtime_n=None,
             # the authors' scripts' schedule; one-stage makes as many passes as GLPFT's role models
             glpft=GLPFTConfig(lora=False, batch_size=8, grad_accum=6, max_length=4096, warmup1=0.4, warmup2=0.2,
                               warmup_summarizer=0.4, weight_decay2=0.01, one_stage="matched"),
