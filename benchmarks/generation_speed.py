@@ -353,7 +353,7 @@ def floors() -> dict:
 
 
 def markdown(res: dict) -> str:
-    from toolpaper.report import df_markdown
+    from toolpaper.metrics import df_markdown
     import pandas as pd
     fl = res.get("floors")
     limits = [] if not fl else [

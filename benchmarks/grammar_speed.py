@@ -174,7 +174,7 @@ def main():
     res["verdict"] = (f"Ranked by answers that parse, then by mask cost per token, the best library here is `{name}` "
                       f"({rest}). lm-format-enforcer: {status}.")
     import pandas as pd
-    from toolpaper.report import df_markdown
+    from toolpaper.metrics import df_markdown
     md = "\n".join([
         f"# Constrained decoding ({a.model}, {res['threads']} threads, {res['machine']})", "",
         "Produced by `benchmarks/grammar_speed.py` in one run: the same Seal-Tools prompts (gold tools as the "

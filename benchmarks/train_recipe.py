@@ -114,7 +114,7 @@ def task_metrics(model: str, adapter_or_full: str | None, full: bool, test, te_e
 
 def markdown(res: dict) -> str:
     import pandas as pd
-    from toolpaper.report import df_markdown
+    from toolpaper.metrics import df_markdown
     curve = pd.DataFrame([{"recipe": r, "minutes": round(p["seconds"] / 60, 1), "optimizer steps": p["step"],
                            "examples seen": 4 * p["step"], "held-out loss": p["heldout loss"]}
                           for r, v in res["recipes"].items() for p in v["curve"]])

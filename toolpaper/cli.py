@@ -212,7 +212,7 @@ def bench_client(args):
 def run_bench_cli(args, out=print) -> dict:
     "Run `toolpaper bench` for parsed `args`: the suite's benchmark with the requested client; prints its rows."
     from toolpaper.bench import BenchConfig, bench_rows, run_bench
-    from toolpaper.report import df_markdown
+    from toolpaper.metrics import df_markdown
 
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise D.DataError(args.out, "is a file; --out must be a folder")
@@ -237,7 +237,7 @@ def run_bench_cli(args, out=print) -> dict:
 def bench_table_cli(folders, md_out: str | None = None, out=print) -> None:
     "The leaderboard of finished bench runs in `folders`, one Markdown table per suite and split (also to `md_out`)."
     from toolpaper.bench import bench_table
-    from toolpaper.report import df_markdown
+    from toolpaper.metrics import df_markdown
     parts = []
     for (suite, split), t in bench_table(folders).items(): parts.append(f"### {suite} · {split}\n\n{df_markdown(t)}\n")
     text = "\n".join(parts)

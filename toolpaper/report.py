@@ -33,16 +33,6 @@ def profile_data_root(profile: str, data_dir: str | None = None) -> str | None:
     return "sample" if settings == "smoke" else None
 
 # %% ../nbs/90_report.ipynb
-# the table formatter lives in toolpaper.metrics (ScoreResult prints with it); `report.df_markdown` still reads it,
-# loaded on first use so that importing this module (the command line does) does not load scipy and pandas
-def __getattr__(name: str):
-    if name == "df_markdown":
-        from toolpaper.metrics import df_markdown
-        return df_markdown
-    raise AttributeError(f"module 'toolpaper.report' has no attribute {name!r}")
-
-
-# %% ../nbs/90_report.ipynb
 def stage_lines(work) -> list[str]:
     """The page's 'Stages' section: what each stage of the run did (reused from the cache or computed, and by which
     commit), from `work/stages/summary.json`; no lines when the experiment has no cached stages."""
