@@ -22,10 +22,10 @@ __all__ = ['BenchConfig', 'bench_items', 'unit_ids', 'BenchError', 'read_predict
 class BenchConfig:
     """One benchmark run: suite, split, item `limit` and seed, token budget, chunking, bootstrap draws and data folder,
     plus the suite's own options as keywords (`BenchConfig("seal", candidates="gold")`), checked by the suite."""
-    def __init__(self, suite: str, split: str | None = None, limit: int | None = None, seed: int = 0,
+    def __init__(self, suite, split: str | None = None, limit: int | None = None, seed: int = 0,
                  max_tokens=None, chunk: int = 32, n_boot: int = 1000, data_dir: str | None = None, **options):
-        s = get_suite(suite)
-        self.suite, self.split = s.name, s.split_name(split)
+        s = get_suite(suite)                        # a name or a `Suite`: resolved once, kept as `spec`
+        self.spec, self.suite, self.split = s, s.name, s.split_name(split)
         self.limit, self.seed, self.chunk, self.n_boot, self.data_dir = limit, seed, chunk, n_boot, data_dir
         for name in ("limit", "chunk"):
             v = getattr(self, name)
@@ -34,11 +34,6 @@ class BenchConfig:
         self.options = s.make_options(**options)
         mt = s.max_tokens if max_tokens is None else max_tokens
         self.max_tokens = s.tokens(mt) if s.tokens else mt
-
-    @property
-    def spec(self):
-        "The run's `Suite`."
-        return get_suite(self.suite)
 
     def __getattr__(self, name: str):
         opts = self.__dict__.get("options")
@@ -223,7 +218,7 @@ def score_run(cfg: BenchConfig, items: list, recs: list[dict]) -> dict:
     "Metrics of both modes, with intervals, for the run's items."
     res = {"run": cfg.identity(), "n_items": len(items), "n_predictions": len(recs), "modes": {}}
     for mode in ("compat", "strict"):
-        r = score(cfg.suite, recs, items, mode, n_boot=cfg.n_boot, seed=cfg.seed)
+        r = score(cfg.spec, recs, items, mode, n_boot=cfg.n_boot, seed=cfg.seed)
         res["modes"][mode] = {"metrics": r.metrics, "ci95": r.ci, "subsets": r.subsets, "notes": r.notes}
     return res
 

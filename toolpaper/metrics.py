@@ -29,7 +29,7 @@ from toolpaper.schema import (
 )
 from . import data as D
 from .data import render_chain
-from .suites import get_suite
+from .suites import Suite, get_suite
 
 # %% auto 0
 __all__ = ['NO_SEARCH_PHRASE', 'SEARCH_PHRASE', 'values_equal', 'SealCounts', 'prf', 'seal_summary', 'seal_compat_counts',
@@ -619,7 +619,7 @@ def deer_boot(items: list[dict], rng, n_boot: int, mode: str = "compat") -> dict
 
 # %% ../nbs/05_metrics.ipynb
 def bootstrap_ci(
-    task: str,
+    task: str | Suite,
     items: list[dict],
     mode: str = "compat",
     n_boot: int = 1000,
@@ -774,7 +774,7 @@ def umi_value(p: dict):
     return {k: p.get(k) for k in _UMI_KEYS} | ({"compat": p["compat"]} if isinstance(p.get("compat"), dict) else {})
 
 # %% ../nbs/05_metrics.ipynb
-def prediction_problem(task: str, p: dict) -> tuple[str, str] | None:
+def prediction_problem(task: str | Suite, p: dict) -> tuple[str, str] | None:
     "(field, problem) when prediction record `p` of suite `task` cannot be scored as given, else None."
     return (get_suite(task).problem or output_problem)(p)
 
@@ -787,7 +787,7 @@ class UnknownIdError(ValueError):
 
 # %% ../nbs/05_metrics.ipynb
 def _align(
-    predictions: list[dict], gold_ids: list[str], task: str, lenient: bool = False
+    predictions: list[dict], gold_ids: list[str], task: str | Suite, lenient: bool = False
 ) -> tuple[list[Any], list[str], int]:
     """Predictions in gold order, notes, and how many records could not be read (lenient: scored as empty; else an
     error)."""
@@ -817,7 +817,7 @@ def _align(
     return [("" if p is None or len(p) == 1 else read(p)) for p in map(by.get, gold_ids)], notes, invalid
 
 # %% ../nbs/05_metrics.ipynb
-def resolve_references(task: str, references) -> list:
+def resolve_references(task: str | Suite, references) -> list:
     "Records from a split name, a file path (read by the suite's `read_gold`), or records."
     if isinstance(references, (str, Path)):
         ref = str(references)
@@ -837,11 +837,12 @@ def resolve_references(task: str, references) -> list:
 # %% ../nbs/05_metrics.ipynb
 def score(task: str, predictions: list[dict], references, mode: str = "compat", n_boot: int = 1000, seed: int = 0,
           lenient: bool = False) -> ScoreResult:
-    """Score predictions of suite `task` ('seal', 'deer', 'umi', 'gsm8k' or any registered suite) against references
-    (records, split name or file), with 95% bootstrap intervals."""
+    """Score predictions of suite `task` ('seal', 'deer', 'umi', 'gsm8k', any registered suite, or a `Suite`)
+    against references (records, split name or file), with 95% bootstrap intervals."""
     check_mode(mode)
-    suite = get_suite(task)
-    golds = resolve_references(task, references)
+    suite = get_suite(task)                         # resolved once: the helpers below take the suite itself
+    task = suite.name
+    golds = resolve_references(suite, references)
     want = suite.gold_type
     odd = next((g for g in golds if not isinstance(g, want)), None)
     if odd is not None:
@@ -850,9 +851,9 @@ def score(task: str, predictions: list[dict], references, mode: str = "compat", 
             "another task?)"
         )
     ids = [i for unit in suite.unit_ids(golds) for i in unit]
-    outs, notes, invalid = _align(predictions, ids, task, lenient)
+    outs, notes, invalid = _align(predictions, ids, suite, lenient)
     res = suite.score(outs, golds, mode)
-    ci = bootstrap_ci(task, res["items"], mode, n_boot, seed) if n_boot else {}
+    ci = bootstrap_ci(suite, res["items"], mode, n_boot, seed) if n_boot else {}
     if invalid: res["counts"] = {**res["counts"], "invalid_predictions": invalid}
     return ScoreResult(task=task, mode=mode, notes=notes, ci=ci, **res)
 
