@@ -353,13 +353,16 @@ def umi_fitting(dialogues: Sequence[Trajectory], model: str, new_tokens: int, st
 
 
 # %% ../nbs/19_umi.ipynb
-def _umi_ood_rows(ag, m: str, ood: list, cfg: UmiExpConfig) -> list[dict]:
-    "Out-of-domain stage: one method's step-level metrics on the released ToolBench dialogues, a row per mode."
+def _umi_ood_rows(ag, m: str, ood: list, cfg: UmiExpConfig, work=None) -> list[dict]:
+    """Out-of-domain stage: one method's step-level metrics on the released ToolBench dialogues, a row per mode; the
+    per-step scores go to `work/scored.json` as `<method>@toolbench_ood` (the claims ledger's rows on the paper's own
+    test items)."""
     before = _served(ag)
-    opreds, rows = static_predictions(ag, ood), []
+    opreds, rows, items = static_predictions(ag, ood), [], {}
     cut = _cut_pct(ag, before)
     for mode in ("compat", "strict"):
         res = umi_scores(opreds, ood, mode)
+        items[mode] = res["items"]
         ci = bootstrap_ci("umi", res["items"], mode, seed=cfg.seed)
         orow = {"method": m, "mode": mode, "dialogues": len(ood), "steps": res["metrics"]["n_steps"],
                 "replies cut %": cut}
@@ -367,6 +370,7 @@ def _umi_ood_rows(ag, m: str, ood: list, cfg: UmiExpConfig) -> list[dict]:
             orow[k] = pct(res["metrics"][k], 2)
             orow[f"{k} lo"], orow[f"{k} hi"] = ci_pct(ci, k)
         rows.append(orow)
+    if work is not None: save_scored(work, f"{m}@toolbench_ood", "umi", items)
     return rows
 
 # %% ../nbs/19_umi.ipynb
@@ -424,7 +428,7 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
                 rt_test = test[: cfg.realtime_n] if cfg.realtime_n is not None else test
                 grp_rows, rt = _umi_realtime(ag, m, rt_test, tools, cfg, inst_by_id, row)
                 groups += grp_rows
-                if ood: ood_rows += _umi_ood_rows(ag, m, ood, cfg)
+                if ood: ood_rows += _umi_ood_rows(ag, m, ood, cfg, work)
                 cost.append(_umi_cost_row(m, trained[m], rt))
             for c in cache.values(): c.clear_cache()        # each method's prompts are its own: free the prefix caches
         for c in cache.values(): stages.release(c)          # the next size trains other models
