@@ -764,7 +764,7 @@ class CallPilotConfig(Profiled):
     PROFILES: ClassVar[dict] = {
         "smoke": dict(strategy="random", points=((8, 1), (6, 1))),
         "cpu": dict(),
-        "paper": dict(points=()),          # the paper profile already trains as the authors: all samples, 10 epochs
+        "paper": dict(points=()),          # none: the recipe alone (the paper profile trains as the authors)
     }
 
 # %% ../nbs/15_deer.ipynb
@@ -798,8 +798,10 @@ def run_call_pilot(tools: list[Tool], released_valid: list[DecisionSample], rele
     d = d[pilot.strategy]
     evalset = _valid_set(d.heldout_nosearch, released_valid, cfg)
     rows, timings, items = [], {}, {}
-    for n, epochs in pilot.points:
-        if n > len(d.train): raise ValueError(f"pilot point ({n}, {epochs}): only {len(d.train)} training samples")
+    # no points (the paper profile, which trains as the authors): the experiment's recipe alone
+    for n, epochs in pilot.points or ((cfg.train_n, cfg.train.epochs),):
+        if n is not None and n > len(d.train):
+            raise ValueError(f"pilot point ({n}, {epochs}): only {len(d.train)} training samples")
         kw = _pilot_train_args(n, epochs, cfg)
         same = not kw                                       # the experiment's recipe: the experiment's own stage
         name = pilot.strategy if same else f"{pilot.strategy} {n} samples {epochs} epochs"
@@ -810,6 +812,7 @@ def run_call_pilot(tools: list[Tool], released_valid: list[DecisionSample], rele
                              style=cfg.prompt_style)
         stages.release(gen)
         _save_deer_outputs(work, f"pilot {name}", "valid", evalset, outs)
+        n = count["train samples"] if n is None else n            # every sample: their number
         items[(n, epochs)] = {m: deer_scores(outs, evalset, m)["items"] for m in ("compat", "strict")}
         for mode in ("compat", "strict"):
             rows.append({"samples": n, "epochs": epochs, "experiment's recipe": same,
