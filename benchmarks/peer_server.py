@@ -11,7 +11,7 @@ install` (its source build takes minutes): the script installs the pinned versio
 environment, on PYTHONPATH for the server only) when it is not importable.
 Run: .venv/bin/python benchmarks/peer_server.py [--n 10] [--out reports/bench]
 """
-import argparse, json, os, platform, socket, subprocess, sys, time, urllib.request
+import argparse, json, os, platform, socket, subprocess, sys, tempfile, time, urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,7 +20,7 @@ from _index import commit_line, measured_at  # noqa: E402
 
 LLAMA = "llama-cpp-python==0.3.36"
 LLAMA_ENV = ROOT / ".venv-llama"
-SERVER_DEPS = ["sse-starlette", "starlette-context", "pydantic-settings", "diskcache"]
+SERVER_DEPS = ["sse-starlette", "starlette-context", "pydantic-settings", "python-dotenv", "diskcache"]
 EXE = str(Path(sys.executable).with_name("toolpaper"))
 # (label, suite, extra bench flags, the server's chat format or None for the GGUF's own template)
 RUNS = [
@@ -36,7 +36,7 @@ RUNS = [
 def llama_path() -> str:
     """A PYTHONPATH entry where `llama_cpp` imports: the running environment's, else `.venv-llama/` (installed there,
     from source, when missing)."""
-    probe = "import llama_cpp.server"
+    probe = "import llama_cpp.server.app"
     if subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0: return ""
     env = {**os.environ, "PYTHONPATH": str(LLAMA_ENV)}
     if subprocess.run([sys.executable, "-c", probe], capture_output=True, env=env).returncode != 0:
@@ -65,10 +65,13 @@ def start_server(path: str, chat_format: str | None, ctx: int = 8192, timeout: f
            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(ctx), "--n_threads", str(os.cpu_count())]
     if chat_format: cmd += ["--chat_format", chat_format]
     env = {**os.environ, **({"PYTHONPATH": path} if path else {})}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log = tempfile.NamedTemporaryFile("w+", prefix="llama-server-", suffix=".log", delete=False)
+    # its log goes to a file: llama.cpp writes a lot while loading, and an undrained pipe would stall it
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
     url, t0 = f"http://127.0.0.1:{port}/v1", time.time()
     while time.time() - t0 < timeout:
-        if proc.poll() is not None: raise RuntimeError(f"llama.cpp server exited: {proc.stderr.read()[-2000:]}")
+        if proc.poll() is not None:
+            raise RuntimeError(f"llama.cpp server exited: {Path(log.name).read_text()[-2000:]}")
         try:
             with urllib.request.urlopen(url + "/models", timeout=2): return proc, url
         except OSError: time.sleep(0.5)

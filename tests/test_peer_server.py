@@ -15,7 +15,7 @@ EXE = str(Path(sys.executable).with_name("toolpaper"))
 def _llama_path() -> str | None:
     for path in ("", str(LLAMA_ENV)):
         env = {**os.environ, **({"PYTHONPATH": path} if path else {})}
-        if subprocess.run([sys.executable, "-c", "import llama_cpp.server"], capture_output=True,
+        if subprocess.run([sys.executable, "-c", "import llama_cpp.server.app"], capture_output=True,
                           env=env).returncode == 0: return path
     return None
 
