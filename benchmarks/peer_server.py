@@ -25,7 +25,7 @@ EXE = str(Path(sys.executable).with_name("toolpaper"))
 # (label, suite, extra bench flags, the server's chat format or None for the GGUF's own template)
 RUNS = [
     ("seal", "seal", ["--prompt", "toolpaper"], None),
-    ("deer", "deer", [], None),
+    ("deer", "deer", [], None),                  # text prompts: the server answers them at /v1/completions
     ("gsm8k", "gsm8k", ["--method", "cot", "--shots", "2"], None),
     ("seal native", "seal", ["--prompt", "native"], "chatml-function-calling"),
     ("seal constrained", "seal", ["--prompt", "toolpaper", "--constrained"], None),
@@ -78,10 +78,14 @@ def start_server(path: str, chat_format: str | None, ctx: int = 8192, timeout: f
     proc.kill(); raise TimeoutError(f"llama.cpp server did not answer within {timeout:g} s")
 
 
+TEXT_PROMPTS = {"deer"}         # suites whose prompts are plain text, not conversations: the completions API
+
+
 def bench(suite: str, extra: list, n: int, out: Path, url: str | None) -> dict:
     "One `toolpaper bench` run: {'metrics', 'seconds', 'outputs' ({id: output}), 'error'}."
-    model = ["--model", "smollm2", "--base-url", url] if url else ["--model", "smollm2-135m-instruct",
-                                                                   "--precision", "fp32"]
+    api = ["--api", "completions"] if suite in TEXT_PROMPTS else []
+    model = ["--model", "smollm2", "--base-url", url, *api] if url else ["--model", "smollm2-135m-instruct",
+                                                                         "--precision", "fp32"]
     cmd = [EXE, "bench", suite, *model, "--limit", str(n), "--out", str(out), "--no-progress", *extra]
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
