@@ -27,6 +27,9 @@ class Stub(http.server.BaseHTTPRequestHandler):
         if fault == "bad400": return self._send(400, b'{"error": {"message": "bad request"}}')
         if fault == "noschema" and "response_format" in body:       # a server without structured outputs
             return self._send(400, b'{"error": {"message": "response_format json_schema is not supported"}}')
+        if fault == "llamacpp" and body.get("response_format", {}).get("type") == "json_schema":   # llama.cpp 0.3
+            return self._send(422, b'{"detail": [{"type": "literal_error", "loc": ["body", "response_format", '
+                                   b'"type"], "msg": "Input should be \'text\' or \'json_object\'"}]}')
         if fault == "slow" and first: time.sleep(1.5)
         msg = {"role": "assistant", "content": f"answer to {word}"}
         if body.get("tools"):               # native function calling: the call comes back in tool_calls
@@ -188,9 +191,19 @@ def test_a_refused_schema_falls_back_with_a_warning(server):
     with warnings.catch_warnings():
         warnings.simplefilter("error")                      # stated once: later requests go unconstrained quietly
         assert c.generate([[{"role": "user", "content": "noschema-2"}]], schema=SCHEMA) == ["answer to noschema-2"]
-    assert sum("response_format" in b for b in Stub.bodies) == 1
+    assert sum("response_format" in b for b in Stub.bodies) == 2      # OpenAI's form, then llama.cpp's, refused
     bad = client(server).complete([[{"role": "user", "content": "bad400"}]], schema=SCHEMA, errors="return")[0]
     assert isinstance(bad, LLMError)                        # other 400s are errors, not refusals
+
+
+def test_a_schema_in_llama_cpps_form(server):
+    "A server that takes only `json_object` + `schema` (llama-cpp-python's) gets that form, kept for later requests."
+    c = client(server)
+    assert c.generate([[{"role": "user", "content": "llamacpp-1"}]], schema=SCHEMA) == ["answer to llamacpp-1"]
+    assert Stub.bodies[-1]["response_format"] == {"type": "json_object", "schema": SCHEMA}
+    assert c.schema_refused is None and c.schema_form == "json_object"
+    c.generate([[{"role": "user", "content": "llamacpp-2"}]], schema=SCHEMA)
+    assert Stub.bodies[-1]["response_format"]["type"] == "json_object"
 
 
 def test_constrained_and_free_answers_are_cached_apart(server, tmp_path):

@@ -353,7 +353,7 @@ def _refuses_schema(e: Exception) -> bool:
     "Is `e` a server's refusal of `response_format` (a 400 / 422 that names it or JSON schemas), not another error?"
     import openai
     if not isinstance(e, (openai.BadRequestError, openai.UnprocessableEntityError)): return False
-    msg = str(e).lower()
+    msg = f"{e} {json.dumps(getattr(e, 'body', None), default=str)}".lower()     # the message, and the body's details
     return any(w in msg for w in ("response_format", "json_schema", "guided", "structured output"))
 
 # %% ../nbs/12_client.ipynb
@@ -421,6 +421,9 @@ class OpenAIClient(Client):
         )
         self._rng = random.Random(seed)
         self.schema_refused: str | None = None         # why the server refused `response_format` (then: sent without)
+        # the form `response_format` takes: OpenAI's `json_schema`; a server that refuses it is asked in the
+        # `json_object` + `schema` form llama.cpp's server takes, before the schema is given up
+        self.schema_form = "json_schema"
 
     def _refuse_schema(self, e: Exception) -> None:
         import warnings
@@ -447,8 +450,9 @@ class OpenAIClient(Client):
         )
         fmt = None
         if par.schema and not self.schema_refused:
-            spec = {"name": "answer", "schema": json.loads(par.schema), "strict": True}
-            fmt = {"response_format": {"type": "json_schema", "json_schema": spec}}
+            schema = json.loads(par.schema)
+            fmt = {"response_format": {"type": "json_object", "schema": schema} if self.schema_form == "json_object"
+                   else {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": True}}}
         if par.min_tokens: fmt = {**(fmt or {}), "min_tokens": par.min_tokens}      # vLLM's sampling parameter
         if self.api == "completions":
             r = self.client.completions.create(prompt=prompt + prefix, extra_body=fmt, **kw)
@@ -484,6 +488,11 @@ class OpenAIClient(Client):
             err = None
             try: r, ch, text = self._request(prompt, prefix, par)
             except Exception as e: err = e
+            if err is not None and par.schema and not self.schema_refused and _refuses_schema(err) \
+                    and self.schema_form == "json_schema":
+                self.schema_form = "json_object"           # llama.cpp's form, tried once before giving the schema up
+                try: r, ch, text = self._request(prompt, prefix, par); err = None
+                except Exception as e: err = e
             if err is not None and par.schema and not self.schema_refused and _refuses_schema(err):
                 self._refuse_schema(err)                   # stated once; this and later requests go unconstrained
                 err = None
