@@ -28,8 +28,8 @@ class Stub(http.server.BaseHTTPRequestHandler):
         if fault == "noschema" and "response_format" in body:       # a server without structured outputs
             return self._send(400, b'{"error": {"message": "response_format json_schema is not supported"}}')
         if fault == "llamacpp" and body.get("response_format", {}).get("type") == "json_schema":   # llama.cpp 0.3
-            return self._send(422, b'{"detail": [{"type": "literal_error", "loc": ["body", "response_format", '
-                                   b'"type"], "msg": "Input should be \'text\' or \'json_object\'"}]}')
+            return self._send(500, b'{"error": {"message": "1 validation error: {\'type\': \'literal_error\', \'loc\': '
+                                   b'(\'body\', \'response_format\', \'type\')}"}}')   # a 500, as llama-cpp-python
         if fault == "slow" and first: time.sleep(1.5)
         msg = {"role": "assistant", "content": f"answer to {word}"}
         if body.get("tools"):               # native function calling: the call comes back in tool_calls

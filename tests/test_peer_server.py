@@ -33,20 +33,24 @@ def server():
     proc.terminate(); proc.wait(timeout=30)
 
 
-def test_client_reads_the_peer_servers_answers(server):
-    "Plain chat, a stop sequence and usage counts through toolpaper's OpenAI client."
+def test_client_reads_the_peer_servers_answers(server, monkeypatch):
+    "Plain chat, usage counts and a JSON schema (in llama.cpp's response_format form) through toolpaper's client."
     from toolpaper.client import OpenAIClient
-    c = OpenAIClient("smollm2", base_url=server, api_key="none")
+    monkeypatch.setenv("OPENAI_API_KEY", "none")
+    c = OpenAIClient("smollm2", base_url=server)
     out = c.complete([[{"role": "user", "content": "Count: one, two, three"}]], max_tokens=12)[0]
     assert isinstance(out.text, str) and out.completion_tokens <= 12
     assert c.usage.as_dict()["completion_tokens"] > 0
+    schema = {"type": "object", "properties": {"api": {"type": "string"}}, "required": ["api"]}
+    [text] = c.generate([[{"role": "user", "content": "Name an API as JSON"}]], max_tokens=24, schema=schema)
+    assert c.schema_form == "json_object" and c.schema_refused is None and text.lstrip().startswith("{")
 
 
 def test_bench_runs_against_the_peer_server(server, tmp_path):
     out = tmp_path / "deer"
-    r = subprocess.run([EXE, "bench", "deer", "--model", "smollm2", "--base-url", server, "--limit", "2",
-                        "--max-tokens", "16", "--out", str(out), "--no-progress"], capture_output=True, text=True,
-                       cwd=ROOT)
+    cmd = [EXE, "bench", "deer", "--model", "smollm2", "--base-url", server, "--api", "completions", "--limit", "2",
+           "--max-tokens", "16", "--out", str(out), "--no-progress"]       # DEER's prompts are text: completions
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert len((out / "predictions.jsonl").read_text().splitlines()) == 2
     assert "p_dc" in json.dumps(json.loads((out / "metrics.json").read_text()))

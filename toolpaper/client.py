@@ -350,10 +350,12 @@ def _retryable(e: Exception) -> bool:
 
 # %% ../nbs/12_client.ipynb
 def _refuses_schema(e: Exception) -> bool:
-    "Is `e` a server's refusal of `response_format` (a 400 / 422 that names it or JSON schemas), not another error?"
+    """Is `e` a server's refusal of `response_format` (a 400 / 422 that names it or JSON schemas, or a 500 whose
+    request validation names it, as llama-cpp-python answers), not another error?"""
     import openai
-    if not isinstance(e, (openai.BadRequestError, openai.UnprocessableEntityError)): return False
     msg = f"{e} {json.dumps(getattr(e, 'body', None), default=str)}".lower()     # the message, and the body's details
+    if isinstance(e, openai.InternalServerError): return "validation error" in msg and "response_format" in msg
+    if not isinstance(e, (openai.BadRequestError, openai.UnprocessableEntityError)): return False
     return any(w in msg for w in ("response_format", "json_schema", "guided", "structured output"))
 
 # %% ../nbs/12_client.ipynb
