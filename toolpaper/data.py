@@ -1099,6 +1099,9 @@ def render_pool(tools: Sequence[Tool]) -> str:
     )
 
 # %% ../nbs/01_data.ipynb
+def _no(what): raise ValueError(f"no released {what} chain to read the phrases from")
+
+# %% ../nbs/01_data.ipynb
 @dataclass(frozen=True)
 class ChainPhrases:
     "The wording of a DEER chain around its markers."
@@ -1124,7 +1127,11 @@ class ChainPhrases:
         )
 
 # %% ../nbs/01_data.ipynb
-def _no(what): raise ValueError(f"no released {what} chain to read the phrases from")
+@functools.lru_cache(maxsize=16)
+def _phrases_in(folder: str) -> ChainPhrases:
+    try: samples = load("tooldeer:valid", folder)
+    except DataMissingError: samples = load("tooldeer:valid", "sample")
+    return ChainPhrases.from_chains([s.chain for s in samples])
 
 # %% ../nbs/01_data.ipynb
 TOOLPAPER_PHRASES = ChainPhrases(
@@ -1139,13 +1146,6 @@ def released_phrases(root: str | None = None) -> ChainPhrases:
     folder lacks it)."""
     # cached per resolved folder: a changed TOOLPAPER_DATA_DIR is read afresh
     return _phrases_in(str(data_dir(root).resolve()))
-
-# %% ../nbs/01_data.ipynb
-@functools.lru_cache(maxsize=16)
-def _phrases_in(folder: str) -> ChainPhrases:
-    try: samples = load("tooldeer:valid", folder)
-    except DataMissingError: samples = load("tooldeer:valid", "sample")
-    return ChainPhrases.from_chains([s.chain for s in samples])
 
 # %% ../nbs/01_data.ipynb
 def chain_phrases(style: str = "released", root=None) -> ChainPhrases:
