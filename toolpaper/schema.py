@@ -15,8 +15,17 @@ __all__ = ['REF_RE', 'MALFORMED', 'Branch', 'BRANCHES', 'Role', 'PARAM_TYPES', '
            'TYPE_NAMES', 'JSON_TYPES', 'Record', 'Param', 'ResponseField', 'description_examples', 'Call',
            'ToolExample', 'Tool', 'Ref', 'RefError', 'find_refs', 'producers', 'check_refs', 'dependencies',
            'topo_order', 'substitute', 'Instance', 'seal_gold_answer', 'split_call_args', 'parse_call_expr',
-           'DecisionSample', 'planner_decision', 'Turn', 'Trajectory', 'check_turn_order', 'canonical_type',
+           'DecisionSample', 'planner_decision', 'Turn', 'check_turn_order', 'Trajectory', 'canonical_type',
            'known_type', 'as_number', 'fits_type', 'tool_schema']
+
+# %% ../nbs/00_schema.ipynb
+def _is_container(annotation) -> bool:
+    "Is a field's type a list, a dict or a record (possibly inside `X | None`)?"
+    if annotation in (list, dict) or (isinstance(annotation, type) and issubclass(annotation, BaseModel)): return True
+    origin = get_origin(annotation)
+    if origin in (list, dict): return True
+    if origin in (Union, UnionType): return any(_is_container(a) for a in get_args(annotation) if a is not type(None))
+    return False
 
 # %% ../nbs/00_schema.ipynb
 class Record(BaseModel):
@@ -39,15 +48,6 @@ class Record(BaseModel):
             if isinstance(v, str) and ann is not None and _is_container(ann.annotation): v = json.loads(v)
             data[k] = v
         return cls.model_validate(data)
-
-# %% ../nbs/00_schema.ipynb
-def _is_container(annotation) -> bool:
-    "Is a field's type a list, a dict or a record (possibly inside `X | None`)?"
-    if annotation in (list, dict) or (isinstance(annotation, type) and issubclass(annotation, BaseModel)): return True
-    origin = get_origin(annotation)
-    if origin in (list, dict): return True
-    if origin in (Union, UnionType): return any(_is_container(a) for a in get_args(annotation) if a is not type(None))
-    return False
 
 # %% ../nbs/00_schema.ipynb
 class Param(Record):
@@ -349,14 +349,6 @@ def split_call_args(body: str) -> list[tuple[str | None, Any]]:
     return out
 
 # %% ../nbs/00_schema.ipynb
-def parse_call_expr(text: str, param_names: list[str] | None = None) -> Call | None:
-    "Read `Name(k=v, ...)` into a `Call`; positional values take names from `param_names` (else `arg0`, `arg1`, ...)."
-    if not isinstance(text, str): return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return _parse_call_expr(text, param_names)
-
-# %% ../nbs/00_schema.ipynb
 def _parse_call_expr(text: str, param_names: list[str] | None) -> Call | None:
     m = _CALL_HEAD.match(text)
     if not m: return None
@@ -369,6 +361,14 @@ def _parse_call_expr(text: str, param_names: list[str] | None) -> Call | None:
             pos += 1
         args[key] = val
     return Call(api=m.group(1), arguments=args)
+
+# %% ../nbs/00_schema.ipynb
+def parse_call_expr(text: str, param_names: list[str] | None = None) -> Call | None:
+    "Read `Name(k=v, ...)` into a `Call`; positional values take names from `param_names` (else `arg0`, `arg1`, ...)."
+    if not isinstance(text, str): return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _parse_call_expr(text, param_names)
 
 # %% ../nbs/00_schema.ipynb
 Branch = Literal["NoSearch", "NoCall", "Call"]
@@ -421,28 +421,6 @@ class Turn(Record):
     content: str
 
 # %% ../nbs/00_schema.ipynb
-class Trajectory(Record):
-    """A multi-step tool-use dialogue in alpha-UMi's roles; `instance` and `kind` say what a built trajectory was made
-    from and how (None for released dialogues)."""
-    id: str
-    instruction: str
-    tools: list[Tool] = Field(default_factory=list)
-    turns: list[Turn]
-    # the id of the record it was built from: trajectories of one instance share it (None: the dialogue is its own)
-    instance: str | None = None
-    kind: str | None = None          # how it was built, e.g. normal / recovery / give_up
-
-    @model_validator(mode="after")
-    def _order(self):
-        check_turn_order(self.turns)
-        return self
-
-    @property
-    def group_id(self) -> str:
-        "The id trajectories are grouped by: the instance it was built from, else its own id."
-        return self.instance if self.instance is not None else self.id
-
-# %% ../nbs/00_schema.ipynb
 def check_turn_order(turns: list[Turn]) -> None:
     "Raise `ValueError` naming the first turn (`turns[i]`) that breaks the role order."
     if not turns: raise ValueError("turns: a trajectory needs at least the user turn")
@@ -465,6 +443,28 @@ def check_turn_order(turns: list[Turn]) -> None:
             and turns[i + 1].role != "caller"
         ):
             raise ValueError(f"turns[{i + 1}]: a planner that chose the caller must be followed by a caller turn")
+
+# %% ../nbs/00_schema.ipynb
+class Trajectory(Record):
+    """A multi-step tool-use dialogue in alpha-UMi's roles; `instance` and `kind` say what a built trajectory was made
+    from and how (None for released dialogues)."""
+    id: str
+    instruction: str
+    tools: list[Tool] = Field(default_factory=list)
+    turns: list[Turn]
+    # the id of the record it was built from: trajectories of one instance share it (None: the dialogue is its own)
+    instance: str | None = None
+    kind: str | None = None          # how it was built, e.g. normal / recovery / give_up
+
+    @model_validator(mode="after")
+    def _order(self):
+        check_turn_order(self.turns)
+        return self
+
+    @property
+    def group_id(self) -> str:
+        "The id trajectories are grouped by: the instance it was built from, else its own id."
+        return self.instance if self.instance is not None else self.id
 
 # %% ../nbs/00_schema.ipynb
 PARAM_TYPES = ("str", "int", "float", "bool")
