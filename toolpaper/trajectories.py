@@ -22,7 +22,7 @@ __all__ = ['SPAN_LABELS', 'ROLES_ALL', 'TrajConfig', 'TrajectoryError', 'build_t
            'reasoned_trajectory', 'to_umi_records', 'save_trajectories', 'tool_doc', 'history_text',
            'backbone_messages', 'planner_messages', 'caller_messages', 'summarizer_messages', 'role_examples',
            'umi_tool_dict', 'umi_history', 'render_umi_history', 'UmiRoleTemplate', 'released_role_templates',
-           'released_planner_text', 'split_thought', 'umi_role_records', 'released_role_input', 'umi_role_spans',
+           'split_thought', 'released_planner_text', 'umi_role_records', 'released_role_input', 'umi_role_spans',
            'write_umi_role_file', 'file_role_examples']
 
 # %% ../nbs/17_trajectories.ipynb
@@ -741,6 +741,13 @@ def released_role_templates(root=None) -> dict:
         ) from None
 
 # %% ../nbs/17_trajectories.ipynb
+def split_thought(content: str) -> str:
+    "The thought of a planner turn: the text before its final `Next:` decision, trailing whitespace removed."
+    if planner_decision(content) is None: return content.rstrip()
+    i = content.lower().rfind("next")
+    return content[:i].rstrip() if i >= 0 else content.rstrip()
+
+# %% ../nbs/17_trajectories.ipynb
 def released_planner_text(content: str) -> str:
     "A planner turn with its decision written as the authors' files do: the thought, then `\n Next: <decision>.`."
     dec = planner_decision(content)
@@ -751,13 +758,6 @@ def released_planner_text(content: str) -> str:
 # %% ../nbs/17_trajectories.ipynb
 def _released_turns(turns: Sequence[Turn]) -> list[Turn]:
     return [Turn(role=u.role, content=released_planner_text(u.content)) if u.role == "planner" else u for u in turns]
-
-# %% ../nbs/17_trajectories.ipynb
-def split_thought(content: str) -> str:
-    "The thought of a planner turn: the text before its final `Next:` decision, trailing whitespace removed."
-    if planner_decision(content) is None: return content.rstrip()
-    i = content.lower().rfind("next")
-    return content[:i].rstrip() if i >= 0 else content.rstrip()
 
 # %% ../nbs/17_trajectories.ipynb
 def umi_role_records(trajs: Sequence[Trajectory], role: str, templates: dict | None = None, root=None) -> list[dict]:
