@@ -13,9 +13,9 @@ from .io import atomic_write_text, read_jsonl
 from .schema import seal_gold_answer
 
 # %% auto 0
-__all__ = ['PROMPT_STYLES', 'UNSCORED', 'SEAL_INSTRUCTIONS', 'DEER_PREAMBLE', 'DEER_SYSTEM', 'DEER_STOPS', 'check_style',
+__all__ = ['PROMPT_STYLES', 'UNSCORED', 'SEAL_INSTRUCTIONS', 'DEER_STOPS', 'DEER_PREAMBLE', 'DEER_SYSTEM', 'check_style',
            'PromptExample', 'render_plain', 'render', 'SealTemplate', 'released_tool_list', 'seal_template',
-           'seal_tool_dict', 'seal_prompt', 'split_chain_spans', 'deer_plain_prompt', 'deer_prompt', 'deer_pool_text',
+           'seal_tool_dict', 'seal_prompt', 'deer_pool_text', 'split_chain_spans', 'deer_plain_prompt', 'deer_prompt',
            'deer_round_two_prefix', 'write_examples', 'read_examples']
 
 # %% ../nbs/09_prompts.ipynb
@@ -99,12 +99,6 @@ def released_tool_list(prompt: str) -> list[dict]:
     return tools
 
 # %% ../nbs/09_prompts.ipynb
-def seal_template(root: str | None = None) -> SealTemplate:
-    """The layout of the released fine-tuning prompts, read from `seal-tools:finetune/dev` (first record) in the data
-    folder in use."""
-    return _seal_template_in(str(data_dir(root).resolve()))    # cached per resolved folder
-
-# %% ../nbs/09_prompts.ipynb
 @functools.lru_cache(maxsize=16)
 def _seal_template_in(root: str) -> SealTemplate:
     try: recs = load("seal-tools:finetune/dev", root)
@@ -115,6 +109,12 @@ def _seal_template_in(root: str) -> SealTemplate:
             "'toolpaper'"
         ) from None
     return SealTemplate.from_records(recs[:1], load("seal-tools:dev", root))
+
+# %% ../nbs/09_prompts.ipynb
+def seal_template(root: str | None = None) -> SealTemplate:
+    """The layout of the released fine-tuning prompts, read from `seal-tools:finetune/dev` (first record) in the data
+    folder in use."""
+    return _seal_template_in(str(data_dir(root).resolve()))    # cached per resolved folder
 
 # %% ../nbs/09_prompts.ipynb
 def seal_tool_dict(t: Tool) -> dict:
@@ -144,6 +144,16 @@ def seal_prompt(inst: Instance, candidates: Sequence[Tool], system: str | None =
     return PromptExample(
         inst.id, msgs, [("answer", seal_gold_answer(inst))], {"kind": inst.kind, "nested": inst.nested, "style": style}
     )
+
+# %% ../nbs/09_prompts.ipynb
+DEER_STOPS = ("#SearchAPI#", "#NoCallAPI#", "#APIResponse#", "#End#")
+
+def deer_pool_text(chain: str) -> str | None:
+    "The gold pool text between #SearchAPI# and the branch marker (what round two appends)."
+    if "#SearchAPI#" not in chain: return None
+    tail = chain.split("#SearchAPI#", 1)[1]
+    for m in ("#CallAPI#", "#NoCallAPI#"): tail = tail.split(m, 1)[0]
+    return tail
 
 # %% ../nbs/09_prompts.ipynb
 DEER_PREAMBLE = (
@@ -201,16 +211,6 @@ def deer_prompt(
     for q, c in demos: msgs += [{"role": "user", "content": q}, {"role": "assistant", "content": c}]
     msgs.append({"role": "user", "content": s.query})
     return PromptExample(s.id, msgs, split_chain_spans(chain, score_pool), {"branch": s.branch, "style": style})
-
-# %% ../nbs/09_prompts.ipynb
-DEER_STOPS = ("#SearchAPI#", "#NoCallAPI#", "#APIResponse#", "#End#")
-
-def deer_pool_text(chain: str) -> str | None:
-    "The gold pool text between #SearchAPI# and the branch marker (what round two appends)."
-    if "#SearchAPI#" not in chain: return None
-    tail = chain.split("#SearchAPI#", 1)[1]
-    for m in ("#CallAPI#", "#NoCallAPI#"): tail = tail.split(m, 1)[0]
-    return tail
 
 # %% ../nbs/09_prompts.ipynb
 def deer_round_two_prefix(chain: str) -> str | None:
