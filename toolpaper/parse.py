@@ -101,16 +101,6 @@ def balanced_spans(s: str, opens: str = "[{", limit: int = 64) -> list[str]:
     return [s[a:found[a]] for a in sorted(found)]
 
 # %% ../nbs/04_parse.ipynb
-PYTHON_LITERAL_LIMIT = 32_000
-
-def load_literal(s: str, python_limit: int = PYTHON_LITERAL_LIMIT) -> Any:
-    """Read JSON or a Python literal (no code is evaluated); raises ValueError when neither reads. Texts longer than
-    `python_limit` characters are read as JSON only: Python's parser takes seconds per megabyte."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")          # odd escapes in model text are not our warnings to show
-        return _load_literal(s.strip(), len(s) <= python_limit)
-
-# %% ../nbs/04_parse.ipynb
 def _load_literal(s: str, python: bool = True) -> Any:
     "JSON, then a Python literal (when `python`), each as written and with trailing commas dropped."
     no_comma, n = _TRAILING_COMMA.subn(r"\1", s)
@@ -127,6 +117,16 @@ def _load_literal(s: str, python: bool = True) -> Any:
         try: return ast.literal_eval(py)
         except MALFORMED: pass
     raise ValueError("neither JSON nor a Python literal")
+
+# %% ../nbs/04_parse.ipynb
+PYTHON_LITERAL_LIMIT = 32_000
+
+def load_literal(s: str, python_limit: int = PYTHON_LITERAL_LIMIT) -> Any:
+    """Read JSON or a Python literal (no code is evaluated); raises ValueError when neither reads. Texts longer than
+    `python_limit` characters are read as JSON only: Python's parser takes seconds per megabyte."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # odd escapes in model text are not our warnings to show
+        return _load_literal(s.strip(), len(s) <= python_limit)
 
 # %% ../nbs/04_parse.ipynb
 def _get(d: dict, keys) -> Any:

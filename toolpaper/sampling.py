@@ -22,7 +22,7 @@ from .models import load_embedder
 from .stats import PAPER_DEER_TABLE2
 
 # %% auto 0
-__all__ = ['STRATEGIES', 'MIXTURE', 'seeded_subset', 'ToolClusters', 'embed_tools', 'cluster_tools', 'sample_pool', 'tool_split',
+__all__ = ['STRATEGIES', 'MIXTURE', 'seeded_subset', 'embed_tools', 'ToolClusters', 'cluster_tools', 'sample_pool', 'tool_split',
            'DecisionData', 'build_decision_data', 'to_messages', 'to_released_format', 'SamplingExpConfig',
            'save_decision_data', 'plot_pools', 'decision_table']
 
@@ -31,6 +31,17 @@ def seeded_subset(items: Sequence, n: int | None, seed: int = 0) -> list:
     """`n` items drawn with `random.Random(seed)`, in their original order; all of them when `n` is None or not smaller
     than the input."""
     return stratified_subset(items, n, key=lambda _: None, seed=seed)
+
+# %% ../nbs/08_sampling.ipynb
+def embed_tools(tools: list[Tool], embedder=None) -> np.ndarray:
+    "Normalised embeddings of the tools' descriptions (names where a description is empty), one row per tool."
+    enc = embedder or load_embedder(device="cpu")
+    return enc.encode(
+        [t.description or t.name for t in tools],
+        normalize_embeddings=True,
+        convert_to_numpy=True,
+        show_progress_bar=False,
+    )
 
 # %% ../nbs/08_sampling.ipynb
 @dataclass
@@ -57,17 +68,6 @@ class ToolClusters:
     def nearest_clusters(self, c: int) -> list[int]:
         d = np.linalg.norm(self.centroids - self.centroids[c], axis=1)
         return [int(x) for x in np.argsort(d, kind="stable") if x != c]
-
-# %% ../nbs/08_sampling.ipynb
-def embed_tools(tools: list[Tool], embedder=None) -> np.ndarray:
-    "Normalised embeddings of the tools' descriptions (names where a description is empty), one row per tool."
-    enc = embedder or load_embedder(device="cpu")
-    return enc.encode(
-        [t.description or t.name for t in tools],
-        normalize_embeddings=True,
-        convert_to_numpy=True,
-        show_progress_bar=False,
-    )
 
 # %% ../nbs/08_sampling.ipynb
 def cluster_tools(

@@ -12,8 +12,8 @@ from .data import load
 from .schema import DecisionSample, Instance, Tool
 
 # %% auto 0
-__all__ = ['SEAL_SPLITS', 'PAPER_SEAL_TABLE1', 'PAPER_SEAL_FIG6_ZERO_REQUIRED', 'PAPER_DEER_TABLE2', 'seal_split_stats',
-           'seal_table1', 'required_param_hist', 'field_table', 'deer_table2', 'deer_tool_stats', 'load_stats_inputs',
+__all__ = ['SEAL_SPLITS', 'PAPER_SEAL_TABLE1', 'PAPER_SEAL_FIG6_ZERO_REQUIRED', 'PAPER_DEER_TABLE2', 'load_stats_inputs',
+           'seal_split_stats', 'seal_table1', 'required_param_hist', 'field_table', 'deer_table2', 'deer_tool_stats',
            'plot_required_params', 'stratified_subset']
 
 # %% ../nbs/03_stats.ipynb
@@ -30,6 +30,17 @@ PAPER_SEAL_FIG6_ZERO_REQUIRED = {"Seal-Tools": 0.06, "ToolBench": 0.34}
 PAPER_DEER_TABLE2 = {"train": {"NoSearch": 1807, "NoCall": 3114, "Call": 4664, "total": 9585},
                      "valid": {"NoSearch": 193, "NoCall": 346, "Call": 526, "total": 1065},
                      "test": {"NoSearch": None, "NoCall": 298, "Call": 445, "total": 743}}
+
+# %% ../nbs/03_stats.ipynb
+def load_stats_inputs(root=None) -> dict:
+    "Everything the statistics need, from the real data folder or `root='sample'`."
+    return {
+        "seal_tools": load("seal-tools:tools", root),
+        "seal_fields": load("seal-tools:fields", root),
+        "seal_splits": {s: load(f"seal-tools:{s}", root) for s in SEAL_SPLITS},
+        "deer_tools": load("tooldeer:tools", root),
+        "deer_splits": {s: load(f"tooldeer:{s}", root) for s in ("valid", "test")},
+    }
 
 # %% ../nbs/03_stats.ipynb
 def seal_split_stats(instances: list[Instance]) -> dict:
@@ -111,17 +122,6 @@ def deer_tool_stats(tools: list[Tool]) -> dict:
         "examples calling the tool by its own name": sum(
             e.call is not None and e.call.api == t.name for t in tools for e in t.examples
         ),
-    }
-
-# %% ../nbs/03_stats.ipynb
-def load_stats_inputs(root=None) -> dict:
-    "Everything the statistics need, from the real data folder or `root='sample'`."
-    return {
-        "seal_tools": load("seal-tools:tools", root),
-        "seal_fields": load("seal-tools:fields", root),
-        "seal_splits": {s: load(f"seal-tools:{s}", root) for s in SEAL_SPLITS},
-        "deer_tools": load("tooldeer:tools", root),
-        "deer_splits": {s: load(f"tooldeer:{s}", root) for s in ("valid", "test")},
     }
 
 # %% ../nbs/03_stats.ipynb
