@@ -114,3 +114,48 @@ def test_docstrings_stand_alone():
             if any(re.search(r"\bsee (above|below)\b", d, re.I) for d in docs):
                 bad.append(f"{mod.__name__}.{name}")
     assert not bad, bad
+
+
+def _follow_ratio(paths) -> tuple[int, int, list[str]]:
+    """(public definitions in export cells, those followed at once by an example that uses them, the others): the
+    cell right after the definition is a code cell that is not exported and names it."""
+    total, shown, missing = 0, 0, []
+    for p in paths:
+        cells = nbformat.read(p, as_version=4).cells
+        for i, c in enumerate(cells):
+            if c.cell_type != "code" or not _export_dirs(c.source) & {"export", "exports"}:
+                continue
+            names = re.findall(r"^(?:async\s+)?(?:def|class)\s+([A-Za-z]\w*)", c.source, re.M)
+            nxt = cells[i + 1] if i + 1 < len(cells) else None
+            example = nxt is not None and nxt.cell_type == "code" and not _export_dirs(nxt.source)
+            for n in names:
+                total += 1
+                if example and re.search(rf"\b{n}\b", nxt.source): shown += 1
+                else: missing.append(f"{p.stem}:{n}")
+    return total, shown, missing
+
+
+EXAMPLE_RATIO = 0.60
+
+
+def test_definitions_followed_by_examples():
+    "At least 60% of the public definitions are followed at once by an example using them (the nbdev house style)."
+    total, shown, missing = _follow_ratio(sorted(NBS.glob("*.ipynb")))
+    assert total > 0 and shown / total >= EXAMPLE_RATIO, (
+        f"{shown} of {total} public definitions ({shown / total:.0%}) are followed at once by their example; "
+        f"{EXAMPLE_RATIO:.0%} needed. Without one: {missing[:40]}")
+
+
+def test_follow_ratio_counts(tmp_path):
+    "The counter: a definition with its example right after counts, one followed by another definition does not."
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("#| export\ndef shown(): ..."),
+                nbformat.v4.new_code_cell("shown()"),
+                nbformat.v4.new_code_cell("#| export\ndef alone(): ..."),
+                nbformat.v4.new_code_cell("#| export\ndef _helper(): ..."),
+                nbformat.v4.new_code_cell("#| export\ndef elsewhere(): ..."),
+                nbformat.v4.new_code_cell("something_else()")]
+    p = tmp_path / "x.ipynb"
+    nbformat.write(nb, p)
+    test = _follow_ratio([p])
+    assert test == (3, 1, ["x:alone", "x:elsewhere"]), test
