@@ -207,6 +207,140 @@ def train_key(model: str | None, adapter: str | None, examples, cfg, span_labels
     return fingerprint("finetune", STAGE_VERSION, model, adapter, examples, settings, span_labels)
 
 # %% ../nbs/12_stages.ipynb
+def _build_training(cache, out: Path, key: str, log_p: Path, model: str, examples, cfg, adapter, span_labels) -> None:
+    """Make sure `out` holds the weights of training stage `key` for `cache` (a `StageCache`): kept ones, a sibling
+    experiment's copy, or a training run now (resumed from its checkpoint), whose log is written or compared."""
+    # the folder's key, the log and the weights themselves (a clone has the first two, never the weights)
+    if holds_stage(out, key) and _read_log(log_p, warn=False) is not None \
+            and not cache.settings.fresh: return
+    src = None if cache.settings.fresh else peer_stage(cache.root, key, out)
+    if src is not None:                                     # another experiment's weights of this key
+        copy_weights(src[1], out); atomic_write_text(out / "stage.json", json.dumps({"key": key}) + "\n")
+        return
+    from toolpaper.train import finetune
+    for dep in (model, adapter): cache.materialize(dep)
+    # a run of this key cut off earlier resumes from its last checkpoint (kept every CHECKPOINT_MINUTES)
+    pending = out / "stage_pending.json"
+    resume = not cache.settings.fresh and _read_log(pending, warn=False) == {"key": key}
+    out.mkdir(parents=True, exist_ok=True); atomic_write_text(pending, json.dumps({"key": key}))
+    info = finetune(model, examples, cfg, adapter=adapter, span_labels=span_labels, resume=resume,
+                    checkpoint_minutes=checkpoint_minutes())
+    pending.unlink(missing_ok=True)
+    info.update(storage_bytes=weights_bytes(out), stage_key=key, commit=cache.commit)
+    info["config"] = {**info.get("config", {}), "output_dir": os.path.relpath(out, log_p.parent)}
+    atomic_write_text(out / "stage.json", json.dumps({"key": key}) + "\n")
+    # weights rebuilt for a stage whose log exists (a clone's, a borrowed one): that log, the record of the
+    # training behind the cached answers, stays; the new run is compared with it
+    prior = None if cache.settings.fresh else _read_log(log_p, warn=False)
+    if prior is not None: cache.rebuilt[(f"train {out.name}", key)] = loss_agreement(prior, info)
+    else: atomic_write_text(log_p, json.dumps(info, indent=1, sort_keys=True, default=str) + "\n")
+
+# %% ../nbs/12_stages.ipynb
+def _make_stage_client(cache, model: str, adapter, name: str, batch_size: int, grammar):
+    "The client behind a stage's cached requests, built at its first miss: the server's, or a local engine's."
+    st = cache.settings
+    if st.base_url: return OpenAIClient(name, base_url=st.base_url, api=st.api)
+    for dep in (model, adapter): cache.materialize(dep)
+    return LocalClient(model, adapter=str(adapter) if adapter else None, batch_size=batch_size,
+                       engine=st.engine, precision=st.precision, grammar=grammar, name=name)
+
+# %% ../nbs/12_stages.ipynb
+def _generation_rows(cache) -> list[dict]:
+    "Summary rows of a `StageCache`'s clients and retrievers that answered anything: reused and computed, by commit."
+    rows = []
+    for ident, c in cache.clients.items():
+        new, hits = c.usage.requests, c.usage.cache_hits
+        if not new and not hits: continue
+        commits = sorted(set(c.hit_commits) | ({cache.commit} if new else set()))
+        backend = json.loads(ident)["backend"]
+        rows.append({"stage": f"generate {c.path.stem.rsplit('-', 1)[0]}", "key": fingerprint(ident),
+                     "status": f"{hits} reused, {new} computed",
+                     "precision": GenSettings.precision_of(backend),
+                     "commit": ", ".join(commits) or "–"})
+    for r in cache.retrievers:
+        if not (r.hits or r.new): continue
+        commits = sorted(r.hit_commits | ({cache.commit} if r.new else set()))
+        rows.append({"stage": f"retrieve {r.name}", "key": r.key, "status": f"{r.hits} reused, {r.new} computed",
+                     "commit": ", ".join(commits)})
+    return rows
+
+# %% ../nbs/12_stages.ipynb
+def _train_stage(cache, model: str, examples, cfg, adapter=None, span_labels=None) -> dict:
+    """`StageCache.finetune` of `cache`: train (or reuse) one fine-tuning run into `cfg.output_dir`; its log as
+    JSON data (`toolpaper.train.finetune`'s record plus `storage_bytes`, `stage_key` and the `commit` that trained
+    it)."""
+    out = Path(cfg.output_dir)
+    key = train_key(cache.ident(model), cache.ident(adapter), examples, cfg, span_labels)
+    log_p = cache.root / "train" / f"{out.name}-{key}.json"
+    cache.used.add(log_p)
+    # another experiment trained this key: its log borrowed (looked for only while this one has none)
+    no_log = not cache.settings.fresh and _read_log(log_p, warn=False) is None
+    peer = peer_stage(cache.root, key, out, weights=False) if no_log else None
+    if peer is not None:
+        rec = _read_log(peer[0], warn=False)
+        rec["config"] = {**rec.get("config", {}), "output_dir": os.path.relpath(out, log_p.parent)}
+        rec["borrowed_from"] = os.path.relpath(peer[0], log_p.parent)
+        atomic_write_text(log_p, json.dumps(rec, indent=1, sort_keys=True, default=str) + "\n")
+
+    build = functools.partial(_build_training, cache, out, key, log_p, model, examples, cfg, adapter,
+                              span_labels)
+    cache.folders[str(out)] = (key, build)
+    reused = not cache.settings.fresh and _read_log(log_p) is not None
+    if not reused or cache.settings.wants_weights(out.name): cache.materialize(out)
+    info = _read_log(log_p, warn=False)
+    if info is None: raise RuntimeError(f"{log_p}: the training stage finished without writing its log")
+    bf16 = train_bf16() if cfg.bf16 is None else cfg.bf16
+    cache.trained.append({"stage": f"train {out.name}", "key": key, "status": "reused" if reused else "computed",
+                         "precision": info.get("precision", "bf16" if bf16 else "fp32"),
+                         "commit": info.get("commit", "not recorded")})
+    return info
+
+# %% ../nbs/12_stages.ipynb
+def _stage_client(cache, model: str, adapter=None, batch_size: int = 16):
+    """`StageCache.client` of `cache`: the client of every generation with `model` (+ `adapter`), cached per request;
+    on a miss the local engine (built then, weights trained then if needed) or the server answers, under the adapter
+    folder's name."""
+    st = cache.settings
+    backend = st.backend()
+    # the engine's lean path (bf16 / int8) answers under its own revision; fp32 keys are as they always were
+    lean = {"engine": LEAN_REVISION} if backend.startswith("local:") and st.engine != "reference" \
+        and GenSettings.precision_of(backend) != "fp32" else {}
+    ident = json.dumps({"model": cache.ident(model), "adapter": cache.ident(adapter), "backend": backend,
+                        "generation": GENERATION_VERSION, **lean}, sort_keys=True)
+    if ident in cache.clients: return cache.clients[ident]
+    trained_model = str(Path(model)) in cache.folders            # a full fine-tune: served under its folder's name
+    grammar = None if st.base_url else st.grammar or DEFAULT_GRAMMAR    # a server enforces schemas its own way
+    name = Path(str(adapter)).name if adapter else Path(str(model)).name if trained_model else model
+
+    make = functools.partial(_make_stage_client, cache, model, adapter, name, batch_size, grammar)
+
+    # folders are named relative to the stages folder (a committed cache names no machine's paths)
+    rel = lambda x: None if x is None else os.path.relpath(x, cache.root) if Path(str(x)).is_absolute() or \
+        Path(str(x)).exists() else str(x)
+    source = {"model": rel(model), "adapter": rel(adapter), "backend": st.backend(),
+              "model_key": cache.ident(model), "adapter_key": cache.ident(adapter)}
+    path = cache.root / "requests" / f"{Path(str(name)).name}-{fingerprint(ident)}.jsonl"
+    cache.used.add(path)
+    c = RecordReplay(LazyClient(make, ident), path, "record", model=ident, fresh=st.fresh,
+                     extra={"commit": cache.commit, "source": source}, grammar=grammar,
+                     peers=() if st.fresh else peer_requests(cache.root, path.name))
+    cache.clients[ident] = c
+    return c
+
+# %% ../nbs/12_stages.ipynb
+def _close_stage_cache(cache, finished: bool) -> None:
+    """What a `StageCache` leaves when its block ends: the summary; the per-item scores of a run that `finished`
+    (they replace the file at once: a run cut off midway, or one in progress, leaves the last complete run's scores
+    in place for the claims ledger); and, for `reproduce`, which cache files this run used (appended: caches nest)."""
+    cache.save_summary()
+    if finished and cache.scored:
+        atomic_write_text(cache.root.parent / SCORED,
+                          json.dumps(cache.scored, sort_keys=True, separators=(",", ":")) + "\n")
+    run = os.environ.get("TOOLPAPER_RUN_ID")
+    if run and cache.used:
+        append_jsonl(cache.root / f".used-{run}.jsonl", [sorted(str(p.relative_to(cache.root)) for p in cache.used)])
+
+# %% ../nbs/12_stages.ipynb
 class StageCache:
     """The cached training, generation and retrieval stages of one experiment under `work/stages/`; a context manager
     that makes itself the current cache (`current()`), so `finetune` and `client` go through it."""
@@ -229,15 +363,7 @@ class StageCache:
 
     def __exit__(self, *exc):
         _CURRENT.reset(self._token)
-        self.save_summary()
-        # the per-item scores of a run that finished replace the file at once: a run cut off midway, or one in
-        # progress, leaves the last complete run's scores in place (the claims ledger reads them)
-        if exc[0] is None and self.scored:
-            atomic_write_text(self.root.parent / SCORED,
-                              json.dumps(self.scored, sort_keys=True, separators=(",", ":")) + "\n")
-        run = os.environ.get("TOOLPAPER_RUN_ID")
-        if run and self.used:           # for `reproduce`: which cache files this run used (appended: caches nest)
-            append_jsonl(self.root / f".used-{run}.jsonl", [sorted(str(p.relative_to(self.root)) for p in self.used)])
+        _close_stage_cache(self, finished=exc[0] is None)
 
     def ident(self, x) -> str | None:
         "A model or adapter as it enters keys: the stage key of a folder the cache trains, else the name itself."
@@ -254,89 +380,12 @@ class StageCache:
     def finetune(self, model: str, examples, cfg, adapter=None, span_labels=None) -> dict:
         """Train (or reuse) one fine-tuning run into `cfg.output_dir`; its log as JSON data
         (`toolpaper.train.finetune`'s record plus `storage_bytes`, `stage_key` and the `commit` that trained it)."""
-        out = Path(cfg.output_dir)
-        key = train_key(self.ident(model), self.ident(adapter), examples, cfg, span_labels)
-        log_p = self.root / "train" / f"{out.name}-{key}.json"
-        self.used.add(log_p)
-        # another experiment trained this key: its log borrowed (looked for only while this one has none)
-        no_log = not self.settings.fresh and _read_log(log_p, warn=False) is None
-        peer = peer_stage(self.root, key, out, weights=False) if no_log else None
-        if peer is not None:
-            rec = _read_log(peer[0], warn=False)
-            rec["config"] = {**rec.get("config", {}), "output_dir": os.path.relpath(out, log_p.parent)}
-            rec["borrowed_from"] = os.path.relpath(peer[0], log_p.parent)
-            atomic_write_text(log_p, json.dumps(rec, indent=1, sort_keys=True, default=str) + "\n")
-
-        def build():
-            # the folder's key, the log and the weights themselves (a clone has the first two, never the weights)
-            if holds_stage(out, key) and _read_log(log_p, warn=False) is not None \
-                    and not self.settings.fresh: return
-            src = None if self.settings.fresh else peer_stage(self.root, key, out)
-            if src is not None:                                     # another experiment's weights of this key
-                copy_weights(src[1], out); atomic_write_text(out / "stage.json", json.dumps({"key": key}) + "\n")
-                return
-            from toolpaper.train import finetune
-            for dep in (model, adapter): self.materialize(dep)
-            # a run of this key cut off earlier resumes from its last checkpoint (kept every CHECKPOINT_MINUTES)
-            pending = out / "stage_pending.json"
-            resume = not self.settings.fresh and _read_log(pending, warn=False) == {"key": key}
-            out.mkdir(parents=True, exist_ok=True); atomic_write_text(pending, json.dumps({"key": key}))
-            info = finetune(model, examples, cfg, adapter=adapter, span_labels=span_labels, resume=resume,
-                            checkpoint_minutes=checkpoint_minutes())
-            pending.unlink(missing_ok=True)
-            info.update(storage_bytes=weights_bytes(out), stage_key=key, commit=self.commit)
-            info["config"] = {**info.get("config", {}), "output_dir": os.path.relpath(out, log_p.parent)}
-            atomic_write_text(out / "stage.json", json.dumps({"key": key}) + "\n")
-            # weights rebuilt for a stage whose log exists (a clone's, a borrowed one): that log, the record of the
-            # training behind the cached answers, stays; the new run is compared with it
-            prior = None if self.settings.fresh else _read_log(log_p, warn=False)
-            if prior is not None: self.rebuilt[(f"train {out.name}", key)] = loss_agreement(prior, info)
-            else: atomic_write_text(log_p, json.dumps(info, indent=1, sort_keys=True, default=str) + "\n")
-
-        self.folders[str(out)] = (key, build)
-        reused = not self.settings.fresh and _read_log(log_p) is not None
-        if not reused or self.settings.wants_weights(out.name): self.materialize(out)
-        info = _read_log(log_p, warn=False)
-        if info is None: raise RuntimeError(f"{log_p}: the training stage finished without writing its log")
-        bf16 = train_bf16() if cfg.bf16 is None else cfg.bf16
-        self.trained.append({"stage": f"train {out.name}", "key": key, "status": "reused" if reused else "computed",
-                             "precision": info.get("precision", "bf16" if bf16 else "fp32"),
-                             "commit": info.get("commit", "not recorded")})
-        return info
+        return _train_stage(self, model, examples, cfg, adapter, span_labels)
 
     def client(self, model: str, adapter=None, batch_size: int = 16):
         """The client of every generation with `model` (+ `adapter`): cached per request; on a miss the local engine
         (built then, weights trained then if needed) or the server answers, under the adapter folder's name."""
-        st = self.settings
-        backend = st.backend()
-        # the engine's lean path (bf16 / int8) answers under its own revision; fp32 keys are as they always were
-        lean = {"engine": LEAN_REVISION} if backend.startswith("local:") and st.engine != "reference" \
-            and GenSettings.precision_of(backend) != "fp32" else {}
-        ident = json.dumps({"model": self.ident(model), "adapter": self.ident(adapter), "backend": backend,
-                            "generation": GENERATION_VERSION, **lean}, sort_keys=True)
-        if ident in self.clients: return self.clients[ident]
-        trained_model = str(Path(model)) in self.folders            # a full fine-tune: served under its folder's name
-        grammar = None if st.base_url else st.grammar or DEFAULT_GRAMMAR    # a server enforces schemas its own way
-        name = Path(str(adapter)).name if adapter else Path(str(model)).name if trained_model else model
-
-        def make():
-            if st.base_url: return OpenAIClient(name, base_url=st.base_url, api=st.api)
-            for dep in (model, adapter): self.materialize(dep)
-            return LocalClient(model, adapter=str(adapter) if adapter else None, batch_size=batch_size,
-                               engine=st.engine, precision=st.precision, grammar=grammar, name=name)
-
-        # folders are named relative to the stages folder (a committed cache names no machine's paths)
-        rel = lambda x: None if x is None else os.path.relpath(x, self.root) if Path(str(x)).is_absolute() or \
-            Path(str(x)).exists() else str(x)
-        source = {"model": rel(model), "adapter": rel(adapter), "backend": st.backend(),
-                  "model_key": self.ident(model), "adapter_key": self.ident(adapter)}
-        path = self.root / "requests" / f"{Path(str(name)).name}-{fingerprint(ident)}.jsonl"
-        self.used.add(path)
-        c = RecordReplay(LazyClient(make, ident), path, "record", model=ident, fresh=st.fresh,
-                         extra={"commit": self.commit, "source": source}, grammar=grammar,
-                         peers=() if st.fresh else peer_requests(self.root, path.name))
-        self.clients[ident] = c
-        return c
+        return _stage_client(self, model, adapter, batch_size)
 
     def record(self, stage: str, key: str, reused: bool, commit: str | None = None) -> None:
         "Note a stage an experiment caches itself (e.g. a stored ablation point) in this run's summary."
@@ -349,21 +398,7 @@ class StageCache:
         commit; a client that answered nothing is left out."""
         rows = [dict(r, status=f"{r['status']}; weights rebuilt, {self.rebuilt[r['stage'], r['key']]}")
                 if (r["stage"], r["key"]) in self.rebuilt else r for r in self.trained]
-        for ident, c in self.clients.items():
-            new, hits = c.usage.requests, c.usage.cache_hits
-            if not new and not hits: continue
-            commits = sorted(set(c.hit_commits) | ({self.commit} if new else set()))
-            backend = json.loads(ident)["backend"]
-            rows.append({"stage": f"generate {c.path.stem.rsplit('-', 1)[0]}", "key": fingerprint(ident),
-                         "status": f"{hits} reused, {new} computed",
-                         "precision": GenSettings.precision_of(backend),
-                         "commit": ", ".join(commits) or "–"})
-        for r in self.retrievers:
-            if not (r.hits or r.new): continue
-            commits = sorted(r.hit_commits | ({self.commit} if r.new else set()))
-            rows.append({"stage": f"retrieve {r.name}", "key": r.key, "status": f"{r.hits} reused, {r.new} computed",
-                         "commit": ", ".join(commits)})
-        return rows
+        return rows + _generation_rows(self)
 
     def save_summary(self) -> None:
         "Write `stages/summary.json` (this run's stages; the report page shows it)."
