@@ -29,7 +29,7 @@ RUNS = [
     ("gsm8k", "gsm8k", ["--method", "cot", "--shots", "2"], None),
     ("seal native", "seal", ["--prompt", "native"], "chatml-function-calling"),
     ("seal constrained", "seal", ["--prompt", "toolpaper", "--constrained"], None),
-    ("umi", "umi", [], None),
+    ("umi", "umi", [], None),                    # the released role layouts are text too: completions
 ]
 
 
@@ -78,7 +78,7 @@ def start_server(path: str, chat_format: str | None, ctx: int = 8192, timeout: f
     proc.kill(); raise TimeoutError(f"llama.cpp server did not answer within {timeout:g} s")
 
 
-TEXT_PROMPTS = {"deer"}         # suites whose prompts are plain text, not conversations: the completions API
+TEXT_PROMPTS = {"deer", "umi"}  # suites whose prompts are plain text (umi: the authors' role layouts): completions
 
 
 def bench(suite: str, extra: list, n: int, out: Path, url: str | None) -> dict:
