@@ -84,8 +84,9 @@ TEXT_PROMPTS = {"deer", "umi"}  # suites whose prompts are plain text (umi: the 
 def bench(suite: str, extra: list, n: int, out: Path, url: str | None) -> dict:
     "One `toolpaper bench` run: {'metrics', 'seconds', 'outputs' ({id: output}), 'error'}."
     api = ["--api", "completions"] if suite in TEXT_PROMPTS else []
-    model = ["--model", "smollm2", "--base-url", url, *api] if url else ["--model", "smollm2-135m-instruct",
-                                                                         "--precision", "fp32"]
+    # the server prefills a ToolBench dialogue (thousands of tokens) on the same two threads: minutes, not seconds
+    served = ["--model", "smollm2", "--base-url", url, "--timeout", "900", *api]
+    model = served if url else ["--model", "smollm2-135m-instruct", "--precision", "fp32"]
     cmd = [EXE, "bench", suite, *model, "--limit", str(n), "--out", str(out), "--no-progress", *extra]
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)

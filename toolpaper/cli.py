@@ -185,6 +185,7 @@ def bench_client(args):
         "precision": args.precision,
         "engine": args.engine,
         "concurrency": args.concurrency,
+        "timeout": args.timeout,
     }
     def local_name(adapter):                         # the model name a LocalClient records under
         return f"{args.model}+{Path(adapter.rstrip('/')).name}" if adapter else args.model
@@ -381,6 +382,8 @@ def _bench_options(b) -> None:
         help="auto: the model's dtype (exact); bf16 / int8 / w8: faster where the CPU has the units, not exact",
     )
     b.add_argument("--concurrency", type=positive_int, default=8, help="requests in flight (servers)")
+    b.add_argument("--timeout", type=positive_int, default=60,
+                   help="seconds a server may take for one request (a long prompt on a CPU server: more)")
     b.add_argument("--chunk", type=positive_int, default=32, help="items predicted and saved together")
     b.add_argument("--data-dir", default=None)
     b.add_argument("--md", default=None, help="(bench table) also write the tables to this Markdown file")
