@@ -95,7 +95,9 @@ def bench(suite: str, extra: list, n: int, out: Path, url: str | None) -> dict:
     m = json.loads((out / "metrics.json").read_text())
     outs = {}
     for line in (out / "predictions.jsonl").read_text().splitlines():
-        r = json.loads(line); outs[r["id"]] = json.dumps(r.get("output", r.get("steps")), sort_keys=True)
+        r = json.loads(line)          # an alpha-UMi step record holds its three roles' answers, not one output
+        ans = r["output"] if "output" in r else {k: r.get(k) for k in ("planner", "caller", "summarizer")}
+        outs[r["id"]] = json.dumps(ans, sort_keys=True)
     return {"metrics": m, "seconds": secs, "outputs": outs, "error": None}
 
 
