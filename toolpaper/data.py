@@ -83,144 +83,150 @@ class DatasetSpec:
         tpl = os.environ.get("TOOLPAPER_DATA_URL", "https://raw.githubusercontent.com/{repo}/{commit}/{path}")
         return tpl.format(repo=self.repo, commit=self.commit, path=f.upstream)
 
+# %% ../nbs/01_data.ipynb
 _SEAL = "Seal-Tools_Dataset/"
-DATASETS: dict[str, DatasetSpec] = {
-    "seal-tools": DatasetSpec(
-        "seal-tools",
-        "fairyshine/Seal-Tools",
-        "ce753ecd60ed08dd376984035de531ab8421f1c6",
-        "Apache-2.0",
-        (
-            RemoteFile(
-                "tool.jsonl", _SEAL + "tool.jsonl", "35e34aaec1f0793c2b5a5dff734cb925837988f59ed0fe4f410d67f3d8375f5c"
-            ),
-            RemoteFile(
-                "field.jsonl", _SEAL + "field.jsonl", "ce6edd5e728a7dddfce8071f694837c48ac6ef4929ff983d87b7d0ead8f4fc02"
-            ),
-            RemoteFile(
-                "dev.jsonl", _SEAL + "dev.jsonl", "53da12c9fab27e47eba4767ae3625b53bb6474215c38e5033b1fe11e84efacf6"
-            ),
-            RemoteFile(
-                "test_in_domain.jsonl",
-                _SEAL + "test_in_domain.jsonl",
-                "330020288948e711846417c2fca9a5980ef0f1adc01ad74dc38cc9ff7142811f",
-            ),
-            RemoteFile(
-                "test_out_domain.jsonl",
-                _SEAL + "test_out_domain.jsonl",
-                "c2a86a3d3a5270f578e07f39a0973310cbcaec3b8d72166d7be38d21c9720be6",
-            ),
-            RemoteFile(
-                "dataset_for_finetune/dev.json",
-                _SEAL + "dataset_for_finetune/dev.json",
-                "24cf1bbe0719aed1780ca43553611535cc0e1e626529011d131e860d4222cca3",
-            ),
-            RemoteFile(
-                "dataset_for_finetune/test_in_domain.json",
-                _SEAL + "dataset_for_finetune/test_in_domain.json",
-                "75d51adc3521c6dce1b0f19628446a5e49d30e7a36425fada7809b0f5a4e4d7a",
-            ),
-            RemoteFile(
-                "dataset_for_finetune/test_out_domain.json",
-                _SEAL + "dataset_for_finetune/test_out_domain.json",
-                "adcdde6eac7cdeb5fe10ea3c77a89fbc55a8dca7fc8c2a23dc17222cb4f4f2f4",
-            ),
-            RemoteFile(
-                "DPR_Training/dev_split.json",
-                "DPR_Training/dev_split.json",
-                "05107a3c9f2400d07d83370855ccb9b022ec5783712b592fa0ba9faa346141da",
-            ),
-            RemoteFile(
-                "DPR_Training/test_in_domain_split.json",
-                "DPR_Training/test_in_domain_split.json",
-                "b3adc1ced88a7ed4e7559875c0fe1879ab4d882d8bf90e331e510f4757845aa3",
-            ),
-            RemoteFile(
-                "DPR_Training/test_out_domain_split.json",
-                "DPR_Training/test_out_domain_split.json",
-                "4159a61edb84a22657d8a63ba40249ef3214fa1429c4ba4b6757d612347f980a",
-            ),
+DATASETS: dict[str, DatasetSpec] = {}
+DATASETS["seal-tools"] = DatasetSpec(
+    "seal-tools",
+    "fairyshine/Seal-Tools",
+    "ce753ecd60ed08dd376984035de531ab8421f1c6",
+    "Apache-2.0",
+    (
+        RemoteFile(
+            "tool.jsonl", _SEAL + "tool.jsonl", "35e34aaec1f0793c2b5a5dff734cb925837988f59ed0fe4f410d67f3d8375f5c"
+        ),
+        RemoteFile(
+            "field.jsonl", _SEAL + "field.jsonl", "ce6edd5e728a7dddfce8071f694837c48ac6ef4929ff983d87b7d0ead8f4fc02"
+        ),
+        RemoteFile(
+            "dev.jsonl", _SEAL + "dev.jsonl", "53da12c9fab27e47eba4767ae3625b53bb6474215c38e5033b1fe11e84efacf6"
+        ),
+        RemoteFile(
+            "test_in_domain.jsonl",
+            _SEAL + "test_in_domain.jsonl",
+            "330020288948e711846417c2fca9a5980ef0f1adc01ad74dc38cc9ff7142811f",
+        ),
+        RemoteFile(
+            "test_out_domain.jsonl",
+            _SEAL + "test_out_domain.jsonl",
+            "c2a86a3d3a5270f578e07f39a0973310cbcaec3b8d72166d7be38d21c9720be6",
+        ),
+        RemoteFile(
+            "dataset_for_finetune/dev.json",
+            _SEAL + "dataset_for_finetune/dev.json",
+            "24cf1bbe0719aed1780ca43553611535cc0e1e626529011d131e860d4222cca3",
+        ),
+        RemoteFile(
+            "dataset_for_finetune/test_in_domain.json",
+            _SEAL + "dataset_for_finetune/test_in_domain.json",
+            "75d51adc3521c6dce1b0f19628446a5e49d30e7a36425fada7809b0f5a4e4d7a",
+        ),
+        RemoteFile(
+            "dataset_for_finetune/test_out_domain.json",
+            _SEAL + "dataset_for_finetune/test_out_domain.json",
+            "adcdde6eac7cdeb5fe10ea3c77a89fbc55a8dca7fc8c2a23dc17222cb4f4f2f4",
+        ),
+        RemoteFile(
+            "DPR_Training/dev_split.json",
+            "DPR_Training/dev_split.json",
+            "05107a3c9f2400d07d83370855ccb9b022ec5783712b592fa0ba9faa346141da",
+        ),
+        RemoteFile(
+            "DPR_Training/test_in_domain_split.json",
+            "DPR_Training/test_in_domain_split.json",
+            "b3adc1ced88a7ed4e7559875c0fe1879ab4d882d8bf90e331e510f4757845aa3",
+        ),
+        RemoteFile(
+            "DPR_Training/test_out_domain_split.json",
+            "DPR_Training/test_out_domain_split.json",
+            "4159a61edb84a22657d8a63ba40249ef3214fa1429c4ba4b6757d612347f980a",
         ),
     ),
-    "tooldeer": DatasetSpec(
-        "tooldeer",
-        "Ericmututu/ToolDEER",
-        "3a9f2fbe62e7060337e92921a785e4b62862a937",
-        "Apache-2.0",
-        (
-            RemoteFile(
-                "tool.json",
-                "data/processed/tool.json",
-                "ab7f257c04beb9e44204b9d4fdcba8e115c273cfdd30e9b9ead7f6612aa02f40",
-            ),
-            RemoteFile(
-                "valid.json",
-                "data/processed/valid.json",
-                "4b339b652364c2f2648f53e4c45dc02aef2e7b3f9a24d995917a3b3a07bfcd35",
-            ),
-            RemoteFile(
-                "test.json",
-                "data/processed/test.json",
-                "48ee49ff5c431c597058d3d6294f79a51cfd3c74f0d50ce4e66934789f94548f",
-            ),
-            RemoteFile(
-                "baselines/tool_bench.json",
-                "baselines/data/tool_bench.json",
-                "ed663f752b7e0d4977f685d93547becfc5f26c88f2306a5004114ab8913f70f2",
-            ),
-            RemoteFile(
-                "baselines/tool_corpus.json",
-                "baselines/data/tool_corpus.json",
-                "e5c7ff9ab0040861b9f957e8cb903584e3d25cb27749c8d830d08758cd3e1cad",
-            ),
+)
+
+# %% ../nbs/01_data.ipynb
+DATASETS["tooldeer"] = DatasetSpec(
+    "tooldeer",
+    "Ericmututu/ToolDEER",
+    "3a9f2fbe62e7060337e92921a785e4b62862a937",
+    "Apache-2.0",
+    (
+        RemoteFile(
+            "tool.json",
+            "data/processed/tool.json",
+            "ab7f257c04beb9e44204b9d4fdcba8e115c273cfdd30e9b9ead7f6612aa02f40",
+        ),
+        RemoteFile(
+            "valid.json",
+            "data/processed/valid.json",
+            "4b339b652364c2f2648f53e4c45dc02aef2e7b3f9a24d995917a3b3a07bfcd35",
+        ),
+        RemoteFile(
+            "test.json",
+            "data/processed/test.json",
+            "48ee49ff5c431c597058d3d6294f79a51cfd3c74f0d50ce4e66934789f94548f",
+        ),
+        RemoteFile(
+            "baselines/tool_bench.json",
+            "baselines/data/tool_bench.json",
+            "ed663f752b7e0d4977f685d93547becfc5f26c88f2306a5004114ab8913f70f2",
+        ),
+        RemoteFile(
+            "baselines/tool_corpus.json",
+            "baselines/data/tool_corpus.json",
+            "e5c7ff9ab0040861b9f957e8cb903584e3d25cb27749c8d830d08758cd3e1cad",
         ),
     ),
-    # no LICENSE file upstream; the dialogues derive from ToolBench (Apache-2.0)
-    "alpha-umi": DatasetSpec(
-        "alpha-umi",
-        "X-PLUG/Multi-LLM-Agent",
-        "f9eeef7ad2a37eaf345d3682dc1ab89d0641136c",
-        "ToolBench-derived (Apache-2.0)",
-        (
+)
+
+# %% ../nbs/01_data.ipynb
+# no LICENSE file upstream; the dialogues derive from ToolBench (Apache-2.0)
+DATASETS["alpha-umi"] = DatasetSpec(
+    "alpha-umi",
+    "X-PLUG/Multi-LLM-Agent",
+    "f9eeef7ad2a37eaf345d3682dc1ab89d0641136c",
+    "ToolBench-derived (Apache-2.0)",
+    (
+        RemoteFile(
+            "toolbench/test/out_of_domain.json",
+            "GLPFT/dataset/toolbench/test/out_of_domain.json",
+            "658eafde00be83883b9aff3d02136d910b6cf9ce7eca9f32044a1618ead61f7a",
+        ),
+        *(
             RemoteFile(
-                "toolbench/test/out_of_domain.json",
-                "GLPFT/dataset/toolbench/test/out_of_domain.json",
-                "658eafde00be83883b9aff3d02136d910b6cf9ce7eca9f32044a1618ead61f7a",
-            ),
-            *(
-                RemoteFile(
-                    f"toolbench/train-example/train_{r}.json",
-                    f"GLPFT/dataset/toolbench/train-example/train_{r}.json",
-                    h,
-                )
-                for r, h in [
-                    ("backbone", "eeccef1ccf9eb0062c07b97fe2e3a750fef65e50c466b6ccd0fbe1a7f0090f8a"),
-                    ("caller", "117893491d6f555cbd4e761898fe637885c794c24a841077f365f73057d8d091"),
-                    ("planner", "3789490d911d0b2d5f82d9cb6483067a77b6432dd548e6388bbde32eba238b16"),
-                    ("summarizer", "5b4d7b242dee8926945686cd5aa57cec7b0d9d7378d9565c73f25273c4b0a502"),
-                ]
-            ),
+                f"toolbench/train-example/train_{r}.json",
+                f"GLPFT/dataset/toolbench/train-example/train_{r}.json",
+                h,
+            )
+            for r, h in [
+                ("backbone", "eeccef1ccf9eb0062c07b97fe2e3a750fef65e50c466b6ccd0fbe1a7f0090f8a"),
+                ("caller", "117893491d6f555cbd4e761898fe637885c794c24a841077f365f73057d8d091"),
+                ("planner", "3789490d911d0b2d5f82d9cb6483067a77b6432dd548e6388bbde32eba238b16"),
+                ("summarizer", "5b4d7b242dee8926945686cd5aa57cec7b0d9d7378d9565c73f25273c4b0a502"),
+            ]
         ),
     ),
-    "gsm8k": DatasetSpec(
-        "gsm8k",
-        "openai/grade-school-math",
-        "3101c7d5072418e28b9008a6636bde82a006892c",
-        "MIT",
-        (
-            RemoteFile(
-                "train.jsonl",
-                "grade_school_math/data/train.jsonl",
-                "17f347dc51477c50d4efb83959dbb7c56297aba886e5544ee2aaed3024813465",
-            ),
-            RemoteFile(
-                "test.jsonl",
-                "grade_school_math/data/test.jsonl",
-                "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14",
-            ),
+)
+
+# %% ../nbs/01_data.ipynb
+DATASETS["gsm8k"] = DatasetSpec(
+    "gsm8k",
+    "openai/grade-school-math",
+    "3101c7d5072418e28b9008a6636bde82a006892c",
+    "MIT",
+    (
+        RemoteFile(
+            "train.jsonl",
+            "grade_school_math/data/train.jsonl",
+            "17f347dc51477c50d4efb83959dbb7c56297aba886e5544ee2aaed3024813465",
+        ),
+        RemoteFile(
+            "test.jsonl",
+            "grade_school_math/data/test.jsonl",
+            "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14",
         ),
     ),
-}
+)
 
 # %% ../nbs/01_data.ipynb
 # (record id, `calls_digest` of its released `calling`): a released record is known by its content, whatever the file
