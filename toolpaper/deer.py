@@ -29,12 +29,12 @@ from toolpaper.sampling import (
 )
 
 # %% auto 0
-__all__ = ['PAPER_TRAIN_COUNTS', 'PAPER_TRAIN_MIX', 'PAPER_VALID_MIX', 'AUTHORS_DEER_TRAIN', 'AUTHORS_DEER_SAMPLES', 'PAPER_DEER',
-           'TABLE1_COLS', 'TABLE3_SETS', 'TABLE4_COLS', 'DEER_SPANS', 'ABLATION_AXES', 'PAPER_ABLATION',
-           'DEER_HEADLINE', 'DEER_SUITE', 'stratified', 'pool_text', 'gold_prefix', 'deer_generate', 'compact_chain',
-           'demonstrations', 'DeerExpConfig', 'deer_recipe', 'mixture_of', 'DeerRun', 'decision_only', 'answer_text',
-           'is_nosearch', 'retention_answers', 'seeded_name', 'run_deer_experiment', 'at_seed', 'table1', 'table3',
-           'table4', 'plot_strategies', 'plot_span_losses', 'seed_table', 'main_training', 'CallPilotConfig',
+__all__ = ['PAPER_TRAIN_COUNTS', 'PAPER_TRAIN_MIX', 'PAPER_VALID_MIX', 'AUTHORS_DEER_TRAIN', 'AUTHORS_DEER_SAMPLES',
+           'DEER_PROFILES', 'PAPER_DEER', 'TABLE1_COLS', 'TABLE3_SETS', 'TABLE4_COLS', 'DEER_SPANS', 'ABLATION_AXES',
+           'PAPER_ABLATION', 'DEER_HEADLINE', 'DEER_SUITE', 'stratified', 'pool_text', 'gold_prefix', 'deer_generate',
+           'compact_chain', 'demonstrations', 'DeerExpConfig', 'deer_recipe', 'mixture_of', 'DeerRun', 'decision_only',
+           'answer_text', 'is_nosearch', 'retention_answers', 'seeded_name', 'run_deer_experiment', 'at_seed', 'table1',
+           'table3', 'table4', 'plot_strategies', 'plot_span_losses', 'seed_table', 'main_training', 'CallPilotConfig',
            'CallPilot', 'run_call_pilot', 'pilot_table', 'pilot_recipe', 'DeerAblation', 'DeerAblationConfig',
            'run_deer_ablation', 'ablation_table', 'plot_ablation', 'DeerOptions', 'DeerPredictor', 'read_deer_gold',
            'deer_quotes']
@@ -153,6 +153,60 @@ AUTHORS_DEER_TRAIN = dict(epochs=10, lr=5e-4, batch_size=4, grad_accum=8, warmup
 AUTHORS_DEER_SAMPLES = sum(PAPER_TRAIN_COUNTS.values())    # the whole training split of Table 2
 
 # %% ../nbs/15_deer.ipynb
+# the profiles of `DeerExpConfig`: each one's settings beside the class defaults
+DEER_PROFILES: dict[str, dict] = {
+    "smoke": dict(
+        model="tiny-random-llama",
+        train_n=8,
+        valid_n=6,
+        test_n=4,
+        baseline_n=4,
+        retention_n=2,
+        strategies=("random",),
+        ratios=((2, 1, 2),),
+        shots=(2,),
+        clusters=4,
+        max_new_tokens=8,
+        answer_tokens=8,
+        train=dict(max_steps=2, batch_size=2),
+        train_seeds=2,
+    ),
+    # the claims' sizes: each strategy adapter (and the retention control) on 600 samples, 200 valid items, all 743
+    # released test items (Figure 5 on the whole test set), 40 per baseline set, 200 retention queries asked (97
+    # held-out NoSearch queries exist), the 4-shot baseline only (the claims compare against it); the pool (about 9
+    # in 10 target tokens of a search chain, never generated at evaluation: round two is given the gold pool) is
+    # left out of the loss, so the 135M model's updates go to the decisions and the call
+    "cpu": dict(
+        score_pool=False,
+        train_n=600,
+        ratios=((2, 1, 2),),
+        valid_n=200,
+        test_n=None,
+        baseline_n=40,
+        retention_n=200,
+        shots=(4,),
+        train=dict(batch_size=1),
+        train_seeds=3,
+    ),
+    "paper": dict(
+        model="meta-llama/Llama-2-7b-hf",
+        train_n=None,
+        valid_n=None,
+        test_n=None,
+        baseline_n=None,
+        retention_n=None,
+        ratios=((2, 1, 2), (1, 1, 1), (1, 2, 1), (2, 2, 1), (1, 1, 2)),
+        shot_trials=6,
+        compact_demos=False,
+        max_new_tokens=256,
+        answer_tokens=256,
+        gen_batch_size=32,
+        train=AUTHORS_DEER_TRAIN,          # the authors' released run (see above)
+        train_seeds=3,
+    ),
+}
+
+# %% ../nbs/15_deer.ipynb
 @dataclass
 class DeerExpConfig(Profiled):
     "The DEER experiment: data sizes, sampling variants, baselines, decoding, and the fine-tuning config `train`."
@@ -190,57 +244,7 @@ class DeerExpConfig(Profiled):
     # training seeds per fine-tuned model: `seed`, `seed + 1`, ... — the same data and test items, another LoRA
     # initialisation, dropout and batch order; a comparison of recipes reads its seed-to-seed spread from them
     train_seeds: int = 1
-    PROFILES: ClassVar[dict] = {
-        "smoke": dict(
-            model="tiny-random-llama",
-            train_n=8,
-            valid_n=6,
-            test_n=4,
-            baseline_n=4,
-            retention_n=2,
-            strategies=("random",),
-            ratios=((2, 1, 2),),
-            shots=(2,),
-            clusters=4,
-            max_new_tokens=8,
-            answer_tokens=8,
-            train=dict(max_steps=2, batch_size=2),
-            train_seeds=2,
-        ),
-        # the claims' sizes: each strategy adapter (and the retention control) on 600 samples, 200 valid items, all 743
-        # released test items (Figure 5 on the whole test set), 40 per baseline set, 200 retention queries asked (97
-        # held-out NoSearch queries exist), the 4-shot baseline only (the claims compare against it); the pool (about 9
-        # in 10 target tokens of a search chain, never generated at evaluation: round two is given the gold pool) is
-        # left out of the loss, so the 135M model's updates go to the decisions and the call
-        "cpu": dict(
-            score_pool=False,
-            train_n=600,
-            ratios=((2, 1, 2),),
-            valid_n=200,
-            test_n=None,
-            baseline_n=40,
-            retention_n=200,
-            shots=(4,),
-            train=dict(batch_size=1),
-            train_seeds=3,
-        ),
-        "paper": dict(
-            model="meta-llama/Llama-2-7b-hf",
-            train_n=None,
-            valid_n=None,
-            test_n=None,
-            baseline_n=None,
-            retention_n=None,
-            ratios=((2, 1, 2), (1, 1, 1), (1, 2, 1), (2, 2, 1), (1, 1, 2)),
-            shot_trials=6,
-            compact_demos=False,
-            max_new_tokens=256,
-            answer_tokens=256,
-            gen_batch_size=32,
-            train=AUTHORS_DEER_TRAIN,          # the authors' released run (see above)
-            train_seeds=3,
-        ),
-    }
+    PROFILES: ClassVar[dict] = DEER_PROFILES
 
 # %% ../nbs/15_deer.ipynb
 def deer_recipe(cfg: DeerExpConfig, precision: str | None = None) -> pd.DataFrame:

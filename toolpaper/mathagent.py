@@ -28,9 +28,9 @@ from .tools import ToolEnv
 from .umi import UMI_NAMES
 
 # %% auto 0
-__all__ = ['PAL_SYSTEM', 'PAPER_UMI_T4', 'COT_SYSTEM', 'GSM8K_SUITE', 'parse_number', 'normalize_math', 'extract_answer',
-           'same_answer', 'is_correct', 'solution_steps', 'step_code', 'gsm8k_trajectory', 'build_math_corpus',
-           'pal_program', 'pal_messages', 'extract_program', 'run_pal', 'MathExpConfig', 'MathRun',
+__all__ = ['PAL_SYSTEM', 'MATH_PROFILES', 'PAPER_UMI_T4', 'COT_SYSTEM', 'GSM8K_SUITE', 'parse_number', 'normalize_math',
+           'extract_answer', 'same_answer', 'is_correct', 'solution_steps', 'step_code', 'gsm8k_trajectory',
+           'build_math_corpus', 'pal_program', 'pal_messages', 'extract_program', 'run_pal', 'MathExpConfig', 'MathRun',
            'run_math_experiment', 'math_table', 'Gsm8kOptions', 'cot_messages', 'gsm8k_demos', 'Gsm8kPredictor',
            'gsm8k_scores', 'gsm8k_boot', 'gsm8k_quotes']
 
@@ -241,6 +241,48 @@ def run_pal(
     return out
 
 # %% ../nbs/23_math.ipynb
+# the profiles of `MathExpConfig`: each one's settings beside the class defaults
+MATH_PROFILES: dict[str, dict] = {
+    "smoke": dict(
+        model="tiny-random-llama",
+        train_n=4,
+        test_n=3,
+        shots=2,
+        max_steps=2,
+        max_new_tokens=(8, 8, 8),
+        pal_tokens=8,
+        glpft={"max_steps": 1, "batch_size": 2},
+        wall_s=20,
+    ),
+    # the alpha_umi cpu rates: LoRA on a few trajectories needs more than the paper's 5e-5 / 1e-5
+    "cpu": dict(
+        train_n=32,
+        test_n=40,
+        glpft={
+            "lr1": 1e-3,
+            "epochs1": 1,
+            "lr2": 5e-4,
+            "epochs_planner": 1,
+            "epochs_caller": 1,
+            "epochs_summarizer": 2,
+        },
+    ),
+    "paper": dict(
+        model="meta-llama/Llama-2-7b-hf",
+        train_n=None,
+        test_n=None,
+        methods=("single", "multi_one_stage", "multitask", "alpha_umi"),
+        max_steps=10,
+        max_new_tokens=(256, 512, 256),
+        pal_tokens=512,
+        glpft={"lora": False, "max_length": 4096},
+        gen_batch_size=32,
+        wall_s=10,
+        cpu_s=10,
+    ),
+}
+
+# %% ../nbs/23_math.ipynb
 PAPER_UMI_T4 = {
     "7B": {
         "Single-LLM": (17.38, 37.90),
@@ -272,45 +314,7 @@ class MathExpConfig(Profiled):
     wall_s: float = 5.0                      # sandbox limits per run
     cpu_s: int = 5
     seed: int = 0
-    PROFILES: ClassVar[dict] = {
-        "smoke": dict(
-            model="tiny-random-llama",
-            train_n=4,
-            test_n=3,
-            shots=2,
-            max_steps=2,
-            max_new_tokens=(8, 8, 8),
-            pal_tokens=8,
-            glpft={"max_steps": 1, "batch_size": 2},
-            wall_s=20,
-        ),
-        # the alpha_umi cpu rates: LoRA on a few trajectories needs more than the paper's 5e-5 / 1e-5
-        "cpu": dict(
-            train_n=32,
-            test_n=40,
-            glpft={
-                "lr1": 1e-3,
-                "epochs1": 1,
-                "lr2": 5e-4,
-                "epochs_planner": 1,
-                "epochs_caller": 1,
-                "epochs_summarizer": 2,
-            },
-        ),
-        "paper": dict(
-            model="meta-llama/Llama-2-7b-hf",
-            train_n=None,
-            test_n=None,
-            methods=("single", "multi_one_stage", "multitask", "alpha_umi"),
-            max_steps=10,
-            max_new_tokens=(256, 512, 256),
-            pal_tokens=512,
-            glpft={"lora": False, "max_length": 4096},
-            gen_batch_size=32,
-            wall_s=10,
-            cpu_s=10,
-        ),
-    }
+    PROFILES: ClassVar[dict] = MATH_PROFILES
 
 # %% ../nbs/23_math.ipynb
 @dataclass

@@ -28,11 +28,11 @@ from .retrieval import BM25Retriever, dense_retriever, dpr_retriever
 from .schema import JSON_TYPES, canonical_type, tool_schema
 
 # %% auto 0
-__all__ = ['METRIC_COLS', 'CI_KEYS', 'PAPER_SEAL', 'MODELS', 'CANDIDATES', 'SETTING_NAMES', 'PAPER_NESTED', 'SEAL_HEADLINE',
-           'SEAL_SUITE', 'subsample', 'candidates', 'released_gold_coverage', 'seal_examples', 'released_examples',
-           'score_setting', 'paper_rows', 'SealExpConfig', 'SealRun', 'make_retrievers', 'train_examples',
-           'gold_examples', 'setting_label', 'seal_prompts', 'run_seal_experiment', 'seal_table', 'cut_answers',
-           'looping_tail', 'nested_vs_multiple', 'error_taxonomy', 'param_by_kind', 'plot_param_by_kind',
+__all__ = ['METRIC_COLS', 'CI_KEYS', 'PAPER_SEAL', 'SEAL_PROFILES', 'MODELS', 'CANDIDATES', 'SETTING_NAMES', 'PAPER_NESTED',
+           'SEAL_HEADLINE', 'SEAL_SUITE', 'subsample', 'candidates', 'released_gold_coverage', 'seal_examples',
+           'released_examples', 'score_setting', 'paper_rows', 'SealExpConfig', 'SealRun', 'make_retrievers',
+           'train_examples', 'gold_examples', 'setting_label', 'seal_prompts', 'run_seal_experiment', 'seal_table',
+           'cut_answers', 'looping_tail', 'nested_vs_multiple', 'error_taxonomy', 'param_by_kind', 'plot_param_by_kind',
            'plot_taxonomy', 'candidate_groups', 'candidate_lists', 'GeneratedExpConfig', 'GeneratedRun',
            'run_generated_experiment', 'cut_share', 'native_calls', 'seal_answer_schema', 'SealOptions',
            'SealPredictor', 'seal_quotes']
@@ -216,6 +216,40 @@ def _seal_train() -> SFTConfig:
     return SFTConfig(lr=1e-3, batch_size=1, grad_accum=4, max_length=1536, logging_steps=1)
 
 # %% ../nbs/14_sealtools.ipynb
+# the profiles of `SealExpConfig`: each one's settings beside the class defaults
+SEAL_PROFILES: dict[str, dict] = {
+    "smoke": dict(
+        model="tiny-random-llama",
+        train_n=8,
+        test_n=6,
+        min_nested=2,
+        k=3,
+        max_new_tokens=16,
+        prompt_style="toolpaper",            # the packaged sample has no released prompts
+        dpr=dict(epochs=0),
+        settings=("base:bm25", "base:dense", "base:gold", "ft:bm25", "ft:dense", "ftgold:gold"),
+        nested_all=("ft:dense",),
+        train=dict(max_steps=2, batch_size=2),
+    ),
+    # the claims' sizes: 320 training prompts (10x the earlier 32), 100 test instances per split (200 pooled), the
+    # settings the claims compare (base vs fine-tuned with DPR candidates, DPR vs BM25, the gold-tools model and the
+    # base model with gold tools, its own floor)
+    # fine-tuning: full, lr 5e-5 — the recipe that learned most per minute here (reports/benchmarks/train_recipe.md)
+    # the dense retriever: the retrieval report's cpu encoder (3 DPR epochs)
+    "cpu": dict(train_n=320, test_n=100, settings=("base:dense", "base:gold", "ft:bm25", "ft:dense", "ftgold:gold"),
+                train=dict(lora=False, lr=5e-5), dpr=dict(epochs=3), nested_all=("ft:dense",)),
+    "paper": dict(
+        model="meta-llama/Llama-2-7b-hf",
+        train_n=None,
+        test_n=None,
+        dpr=dict(epochs=5),
+        max_new_tokens=512,
+        gen_batch_size=16,
+        train=dict(epochs=3, lr=2e-5, lora=False, batch_size=8, grad_accum=1),
+    ),
+}
+
+# %% ../nbs/14_sealtools.ipynb
 @dataclass
 class SealExpConfig(Profiled):
     "The Seal-Tools experiment: data subsets, retrievers, settings, decoding, and the fine-tuning config `train`."
@@ -251,37 +285,7 @@ class SealExpConfig(Profiled):
     nested_all: tuple = ()
     gen_batch_size: int = 8
     seed: int = 0
-    PROFILES: ClassVar[dict] = {
-        "smoke": dict(
-            model="tiny-random-llama",
-            train_n=8,
-            test_n=6,
-            min_nested=2,
-            k=3,
-            max_new_tokens=16,
-            prompt_style="toolpaper",            # the packaged sample has no released prompts
-            dpr=dict(epochs=0),
-            settings=("base:bm25", "base:dense", "base:gold", "ft:bm25", "ft:dense", "ftgold:gold"),
-            nested_all=("ft:dense",),
-            train=dict(max_steps=2, batch_size=2),
-        ),
-        # the claims' sizes: 320 training prompts (10x the earlier 32), 100 test instances per split (200 pooled), the
-        # settings the claims compare (base vs fine-tuned with DPR candidates, DPR vs BM25, the gold-tools model and the
-        # base model with gold tools, its own floor)
-        # fine-tuning: full, lr 5e-5 — the recipe that learned most per minute here (reports/benchmarks/train_recipe.md)
-        # the dense retriever: the retrieval report's cpu encoder (3 DPR epochs)
-        "cpu": dict(train_n=320, test_n=100, settings=("base:dense", "base:gold", "ft:bm25", "ft:dense", "ftgold:gold"),
-                    train=dict(lora=False, lr=5e-5), dpr=dict(epochs=3), nested_all=("ft:dense",)),
-        "paper": dict(
-            model="meta-llama/Llama-2-7b-hf",
-            train_n=None,
-            test_n=None,
-            dpr=dict(epochs=5),
-            max_new_tokens=512,
-            gen_batch_size=16,
-            train=dict(epochs=3, lr=2e-5, lora=False, batch_size=8, grad_accum=1),
-        ),
-    }
+    PROFILES: ClassVar[dict] = SEAL_PROFILES
 
 # %% ../nbs/14_sealtools.ipynb
 @dataclass

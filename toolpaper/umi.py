@@ -32,8 +32,8 @@ from .trajectories import (TrajConfig, build_corpus, corpus_table, released_role
                                     trajectory_stats_table)
 
 # %% auto 0
-__all__ = ['UMI_COLS', 'UMI_NAMES', 'PAPER_UMI', 'PAPER_UMI_OOD', 'GROUPS', 'PAPER_UMI_T2', 'UMI_HEADLINE', 'UMI_SUITE',
-           'UmiExpConfig', 'umi_group', 'UmiRun', 'umi_prompt_tokens', 'umi_fitting', 'run_umi_experiment',
+__all__ = ['UMI_PROFILES', 'UMI_COLS', 'UMI_NAMES', 'PAPER_UMI', 'PAPER_UMI_OOD', 'GROUPS', 'PAPER_UMI_T2', 'UMI_HEADLINE',
+           'UMI_SUITE', 'UmiExpConfig', 'umi_group', 'UmiRun', 'umi_prompt_tokens', 'umi_fitting', 'run_umi_experiment',
            'umi_table1', 'umi_scaling', 'umi_table2', 'umi_table2_paper', 'umi_table1_ood', 'umi_cost_table',
            'plot_umi_scaling', 'plot_umi_span_losses', 'UmiOptions', 'UmiPredictor', 'umi_unit_ids', 'umi_quotes']
 
@@ -44,6 +44,41 @@ def _cpu_glpft() -> GLPFTConfig:
         lr1=1e-3, epochs1=1, lr2=5e-4, epochs_planner=1, epochs_caller=1, epochs_summarizer=2, batch_size=4,
         one_stage="matched"
     )
+
+# %% ../nbs/19_umi.ipynb
+# the profiles of `UmiExpConfig`: each one's settings beside the class defaults
+UMI_PROFILES: dict[str, dict] = {
+    # the paper's GLPFT schedule, two steps per stage
+    "smoke": dict(
+        model="tiny-random-llama",
+        train_n=6,
+        test_n=3,
+        scaling=(3, 6),
+        glpft=GLPFTConfig(max_steps=2, batch_size=2),
+        max_new_tokens=(12, 12, 12),
+        ood_n=4,
+        realtime_n=3,
+    ),
+    # ten times the earlier cpu run's 8 training trajectories; 60 held-out dialogues: 212 scored steps, the claims'
+    # minimum of 200 (56 give 194); the real-time pass rate on the first 20 of them. The scaling sizes train the two
+    # methods the data-scaling claims compare (w/o reuse there would add 287k training tokens and two scored runs)
+    "cpu": dict(train_n=80, test_n=60, scaling=(20, 40, 80), ood_n=20, realtime_n=20,
+                scaling_methods=("single", "alpha_umi")),
+    "paper": dict(
+        model="meta-llama/Llama-2-7b-chat-hf",
+        train_n=None,
+        test_n=None,
+        scaling=None,
+        ood_n=None,                     # the paper's own test items: all 400 released out-of-domain dialogues
+        realtime_n=None,
+        # the authors' scripts' schedule; one-stage makes as many passes as GLPFT's role models
+        glpft=GLPFTConfig(lora=False, batch_size=8, grad_accum=6, max_length=4096, warmup1=0.4, warmup2=0.2,
+                          warmup_summarizer=0.4, weight_decay2=0.01, one_stage="matched"),
+        max_new_tokens=(256, 256, 512),
+        gen_batch_size=32,
+        scaling_methods=("single", "multi_one_stage", "multitask", "alpha_umi", "alpha_umi_wo_reuse"),
+    ),
+}
 
 # %% ../nbs/19_umi.ipynb
 @dataclass
@@ -84,38 +119,7 @@ class UmiExpConfig(Profiled):
     # is measured against
     base_row: bool = True
     seed: int = 0
-    PROFILES: ClassVar[dict] = {
-        # the paper's GLPFT schedule, two steps per stage
-        "smoke": dict(
-            model="tiny-random-llama",
-            train_n=6,
-            test_n=3,
-            scaling=(3, 6),
-            glpft=GLPFTConfig(max_steps=2, batch_size=2),
-            max_new_tokens=(12, 12, 12),
-            ood_n=4,
-            realtime_n=3,
-        ),
-        # ten times the earlier cpu run's 8 training trajectories; 60 held-out dialogues: 212 scored steps, the claims'
-        # minimum of 200 (56 give 194); the real-time pass rate on the first 20 of them. The scaling sizes train the two
-        # methods the data-scaling claims compare (w/o reuse there would add 287k training tokens and two scored runs)
-        "cpu": dict(train_n=80, test_n=60, scaling=(20, 40, 80), ood_n=20, realtime_n=20,
-                    scaling_methods=("single", "alpha_umi")),
-        "paper": dict(
-            model="meta-llama/Llama-2-7b-chat-hf",
-            train_n=None,
-            test_n=None,
-            scaling=None,
-            ood_n=None,                     # the paper's own test items: all 400 released out-of-domain dialogues
-            realtime_n=None,
-            # the authors' scripts' schedule; one-stage makes as many passes as GLPFT's role models
-            glpft=GLPFTConfig(lora=False, batch_size=8, grad_accum=6, max_length=4096, warmup1=0.4, warmup2=0.2,
-                              warmup_summarizer=0.4, weight_decay2=0.01, one_stage="matched"),
-            max_new_tokens=(256, 256, 512),
-            gen_batch_size=32,
-            scaling_methods=("single", "multi_one_stage", "multitask", "alpha_umi", "alpha_umi_wo_reuse"),
-        ),
-    }
+    PROFILES: ClassVar[dict] = UMI_PROFILES
 
 # %% ../nbs/19_umi.ipynb
 UMI_COLS = ["plan_acc", "act_em", "hallu", "arg_f1", "rouge_l"]
