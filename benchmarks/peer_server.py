@@ -87,9 +87,13 @@ def bench(suite: str, extra: list, n: int, out: Path, url: str | None) -> dict:
     # the server prefills a ToolBench dialogue (thousands of tokens) on the same two threads: minutes, not seconds
     served = ["--model", "smollm2", "--base-url", url, "--timeout", "900", *api]
     model = served if url else ["--model", "smollm2-135m-instruct", "--precision", "fp32"]
-    cmd = [EXE, "bench", suite, *model, "--limit", str(n), "--out", str(out), "--no-progress", *extra]
+    # run from the checkout that holds `out`, naming it relative to it: the rows name no machine's paths (also when
+    # this script runs from a worktree and writes into another checkout's reports/)
+    home = next((d for d in Path(out).resolve().parents if (d / "settings.ini").exists()), ROOT)
+    rel = os.path.relpath(Path(out).resolve(), home)
+    cmd = [EXE, "bench", suite, *model, "--limit", str(n), "--out", rel, "--no-progress", *extra]
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=home)
     secs = time.perf_counter() - t0
     if p.returncode != 0: return {"error": (p.stderr or p.stdout).strip().splitlines()[-1][:300], "seconds": secs}
     m = json.loads((out / "metrics.json").read_text())
