@@ -481,6 +481,9 @@ def _reproduce_args(sub) -> None:
         "from the cache",
     )
     r.add_argument("--fresh", action="store_true", help="ignore the stage cache: retrain and regenerate everything")
+    r.add_argument("--timeout", type=positive_int, default=60,
+                   help="with --base-url: seconds one request may take before it fails (raise it for a slow server "
+                   "and long prompts)")
     r.add_argument("--weights", default="", metavar="NAMES",
                    help="rebuild the weights of these training stages (folder names, comma-separated, or 'all') even "
                    "when every answer is cached: a clone has the logs, not the weights (the logs stay; the summary "
@@ -599,7 +602,8 @@ def _dispatch(args) -> int:
         if args.verify:
             res = verify_reports(profile, args.only, args.verify, args.out, seed=args.seed)
             return 0 if res["matched"] == res["checked"] else 1
-        gen = GenSettings(args.base_url, args.api, args.engine, args.precision, args.fresh, weights=args.weights)
+        gen = GenSettings(args.base_url, args.api, args.engine, args.precision, args.fresh, weights=args.weights,
+                          timeout=args.timeout)
         reproduce(profile, args.only, parse_params(args.param), args.out, progress=not args.no_progress, gen=gen,
                   prune_cache=args.prune_cache)
         return 0

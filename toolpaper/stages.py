@@ -42,7 +42,7 @@ def git_commit(root: str | os.PathLike | None = None) -> str:
 # %% ../nbs/12_stages.ipynb
 _ENV = {"base_url": "TOOLPAPER_BASE_URL", "api": "TOOLPAPER_API", "engine": "TOOLPAPER_ENGINE",
         "precision": "TOOLPAPER_PRECISION", "fresh": "TOOLPAPER_FRESH", "grammar": "TOOLPAPER_GRAMMAR",
-        "weights": "TOOLPAPER_WEIGHTS"}
+        "weights": "TOOLPAPER_WEIGHTS", "timeout": "TOOLPAPER_TIMEOUT"}
 
 @dataclass
 class GenSettings:
@@ -54,6 +54,7 @@ class GenSettings:
     fresh: bool = False
     grammar: str = ""          # the library enforcing answer schemas locally ('': toolpaper.grammar.DEFAULT_GRAMMAR)
     weights: str = ""          # training stages (folder names, comma-separated, or 'all') whose weights are rebuilt
+    timeout: float = 60.0      # seconds a served request may take (a long prompt on a slow server needs more)
 
     @classmethod
     def from_env(cls, env=None) -> "GenSettings":
@@ -62,7 +63,7 @@ class GenSettings:
         return cls(base_url=e.get(_ENV["base_url"]) or None, api=e.get(_ENV["api"]) or "chat",
                    engine=e.get(_ENV["engine"]) or "auto", precision=e.get(_ENV["precision"]) or "auto",
                    fresh=e.get(_ENV["fresh"]) == "1", grammar=e.get(_ENV["grammar"]) or "",
-                   weights=e.get(_ENV["weights"]) or "")
+                   weights=e.get(_ENV["weights"]) or "", timeout=float(e.get(_ENV["timeout"]) or 60.0))
 
     def wants_weights(self, folder: str) -> bool:
         """Whether the weights of training stage `folder` (its folder's name) are to be rebuilt even when every answer
@@ -76,7 +77,7 @@ class GenSettings:
         else what this machine runs fast. A precision named fp32 or bf16 also sets `TOOLPAPER_TRAIN_PRECISION`, so a
         run's training and generation stages agree (and hit a cache made in it); 'auto' and int8 (generation only)
         leave training to its own setting."""
-        env = {v: ("1" if getattr(self, k) else "") if k == "fresh" else (getattr(self, k) or "")
+        env = {v: ("1" if getattr(self, k) else "") if k == "fresh" else str(getattr(self, k) or "")
                for k, v in _ENV.items() if not (k == "precision" and self.precision == "auto")}
         if self.precision in ("fp32", "bf16"): env["TOOLPAPER_TRAIN_PRECISION"] = self.precision
         return env
@@ -239,7 +240,7 @@ def _build_training(cache, out: Path, key: str, log_p: Path, model: str, example
 def _make_stage_client(cache, model: str, adapter, name: str, batch_size: int, grammar):
     "The client behind a stage's cached requests, built at its first miss: the server's, or a local engine's."
     st = cache.settings
-    if st.base_url: return OpenAIClient(name, base_url=st.base_url, api=st.api)
+    if st.base_url: return OpenAIClient(name, base_url=st.base_url, api=st.api, timeout=st.timeout)
     for dep in (model, adapter): cache.materialize(dep)
     return LocalClient(model, adapter=str(adapter) if adapter else None, batch_size=batch_size,
                        engine=st.engine, precision=st.precision, grammar=grammar, name=name)
