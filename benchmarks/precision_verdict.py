@@ -152,7 +152,6 @@ def train_runs(deer_work: Path, work: Path, data_dir, profile: str, seeds: dict 
     from toolpaper import data as D, deer as DE
     from toolpaper.report import profile_data_root
     from toolpaper.stages import StageCache, holds_stage, train_key
-    from toolpaper.stages import finetune as stages_finetune
     root = profile_data_root(profile, data_dir)
     cfg = DE.DeerExpConfig.for_profile(profile)
     tools, valid, test = (D.load(f"tooldeer:{s}", root) for s in ("tools", "valid", "test"))
@@ -172,7 +171,7 @@ def train_runs(deer_work: Path, work: Path, data_dir, profile: str, seeds: dict 
             folder = work / f"train-{p}" if s == cfg.seed else work / f"train-{p}-seed{s}"
             log(f"the recipe in {p} at seed {s} ({len(ex)} examples): {folder}")
             with StageCache(work) as sc:
-                rec = stages_finetune(cfg.model, ex, replace(cfg_p, output_dir=str(folder)), span_labels=spans)
+                rec = sc.train(cfg.model, ex, replace(cfg_p, output_dir=str(folder)), span_labels=spans)
                 sc.materialize(folder)                      # its weights, for the answers below
             out[p].append({"seed": s, "folder": folder, "log": rec, "key": key,
                            "source": f"trained by this benchmark (key {key})"})

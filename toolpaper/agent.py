@@ -15,7 +15,7 @@ from .trajectories import backbone_messages, caller_messages, planner_messages, 
 from .metrics import values_equal
 from .parse import parse_caller
 from .prompts import check_style
-from .stages import finetune, tuned_client
+from .stages import Stages
 from toolpaper.trajectories import (
     SPAN_LABELS, history_text, released_role_input, released_role_templates, role_examples
 )
@@ -420,7 +420,8 @@ def _dir_bytes(p: Path) -> int:
 
 # %% ../nbs/18_agent.ipynb
 def train_methods(model: str, trajs: Sequence[Trajectory], out: str | Path, cfg: GLPFTConfig | None = None,
-                  methods: Sequence[str] = METHODS, stage2: Sequence[Trajectory] | None = None) -> dict:
+                  methods: Sequence[str] = METHODS, stage2: Sequence[Trajectory] | None = None,
+                  stage_cache: Stages | None = None) -> dict:
     """Train the requested methods; returns {method: {'models': {role: folder}, 'runs': {name: train info},
     'train_seconds', 'storage_bytes'}}.
     'alpha_umi_wo_reuse' (the paper's GLPFT without reuse) trains stage 2 on `stage2`, other instructions than stage
@@ -433,13 +434,14 @@ def train_methods(model: str, trajs: Sequence[Trajectory], out: str | Path, cfg:
         if {t.instruction for t in stage2} & {t.instruction for t in trajs}:
             raise ValueError("stage2 shares instructions with the stage-1 trajectories")
     out = Path(out); data = {r: role_examples(trajs, r) for r in ("backbone",) + ROLES}
+    st = stage_cache or Stages()
     runs: dict[str, dict] = {}
     def ft(name, examples, start=None, **plan):
         if name not in runs:
             sft = cfg.stage(out / name, **plan)
             # full fine-tuning continues from the saved folder
             base, adapter = (model, start) if cfg.lora else (start or model, None)
-            runs[name] = finetune(base, examples, sft, adapter=adapter, span_labels=SPAN_LABELS)
+            runs[name] = st.train(base, examples, sft, adapter=adapter, span_labels=SPAN_LABELS)
             runs[name]["folder"] = str(out / name)
         return str(out / name)
     res = {}
@@ -484,17 +486,18 @@ def trained_seconds(trained: dict) -> float:
 
 # %% ../nbs/18_agent.ipynb
 def make_agent(method: str, trained: dict, base: str, batch_size: int = 8, cache: dict | None = None,
-               max_new_tokens: tuple[int, int, int] = (96, 96, 128), style: str = "toolpaper", data_dir=None):
-    """The agent of a trained method: `SingleAgent` for 'single', `UmiAgent` (one generator per distinct model folder)
-    otherwise."""
-    cache = cache if cache is not None else {}
+               max_new_tokens: tuple[int, int, int] = (96, 96, 128), style: str = "toolpaper", data_dir=None,
+               stage_cache: Stages | None = None):
+    """The agent of a trained method: `SingleAgent` for 'single', `UmiAgent` (one generator per distinct model folder,
+    kept in `cache`) otherwise; its clients come from `stage_cache` (an experiment's `StageCache`: answers cached)."""
+    cache, st = cache if cache is not None else {}, stage_cache or Stages()
     cfgs = {r["folder"]: r.get("config", {}) for r in trained[method].get("runs", {}).values() if "folder" in r}
     def gen(folder):
         # a LoRA folder goes over the base model; a full fine-tune folder is a model of its own (told by the run's
         # settings, so a cached run whose weights are not on disk is told apart too)
         if folder not in cache:
             lora = cfgs[folder].get("lora", True) if folder in cfgs else Path(folder, "adapter_config.json").exists()
-            cache[folder] = tuned_client(base, folder, lora, batch_size)
+            cache[folder] = st.tuned_client(base, folder, lora, batch_size)
         return cache[folder]
     mods = trained[method]["models"]
     if method == "single":

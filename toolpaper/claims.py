@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from .io import atomic_write_text
 from .metrics import df_markdown
-from .stages import SCORED, current, summary_precisions
+from .stages import SCORED, StageCache, summary_precisions
 from .suites import get_suite
 
 # %% auto 0
@@ -26,13 +26,13 @@ __all__ = ['FACTS', 'VERDICTS', 'PAPER_SETUP', 'MIN_SEEDS', 'CLAIMS', 'UMI_STATS
 _KEEP = ("id", "subsets", "branch", "dialogue", "plan", "counts", "values")
 
 def save_scored(work, condition: str, suite: str, items) -> None:
-    """Keep `condition`'s per-item scores in `work/scored.json`: `items` is a list (one mode, compat) or {mode: list};
-    `suite` is a registered suite name, or 'values' for items carrying `values` to average. Inside an experiment (its
-    stage cache is current for `work`) the file holds this run's conditions only, none left from an earlier run, and is
-    written when the run finishes (`StageCache`): until then the last finished run's scores stay in place."""
-    p, sc = Path(work) / SCORED, current()
-    inside = sc is not None and sc.root.parent.resolve() == Path(work).resolve()
-    data = sc.scored if inside else json.loads(p.read_text()) if p.exists() else {}
+    """Keep `condition`'s per-item scores: `items` is a list (one mode, compat) or {mode: list}; `suite` is a registered
+    suite name, or 'values' for items carrying `values` to average. `work` is a work folder, whose `scored.json` is
+    updated now, or an experiment's running `StageCache`, which holds them until the run finishes and then writes
+    this run's conditions only, none left from an earlier run (until then the last finished run's scores stay)."""
+    inside = isinstance(work, StageCache)
+    p = (work.work if inside else Path(work)) / SCORED
+    data = work.scored if inside else json.loads(p.read_text()) if p.exists() else {}
     by_mode = items if isinstance(items, dict) else {"compat": items}
     data[condition] = {"suite": suite, "modes": {m: [{k: it[k] for k in _KEEP if k in it} for it in v]
                                                  for m, v in by_mode.items()}}

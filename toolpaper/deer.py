@@ -15,8 +15,8 @@ from .schema import BRANCHES, DecisionSample, Tool
 from .stats import stratified_subset
 from .prompts import DEER_STOPS, DEER_SYSTEM, deer_prompt
 from .suites import Options, Suite, option, register
-from .stages import staged
-from . import data as D, stages
+from .stages import StageCache, release, staged
+from . import data as D
 from .claims import contrast, save_scored
 from .io import atomic_write_text
 from .precision import train_bf16
@@ -387,7 +387,7 @@ def _save_deer_outputs(work: Path, name: str, evalset: str, samples, outs) -> No
     )
 
 # %% ../nbs/15_deer.ipynb
-def _deer_evaluate(gen, name: str, sets: dict, cfg: DeerExpConfig, work: Path, demos=(),
+def _deer_evaluate(gen, name: str, sets: dict, cfg: DeerExpConfig, sc: StageCache, demos=(),
                    progress: bool = False, condition: str | None = None) -> list:
     """Generate-and-score stage: the two-round protocol on each evaluation set; metric rows of both modes (the per-item
     scores go to `scored.json` as `<condition>@<set>`, for the claims ledger; `condition` defaults to `name`)."""
@@ -396,29 +396,29 @@ def _deer_evaluate(gen, name: str, sets: dict, cfg: DeerExpConfig, work: Path, d
         outs = deer_generate(
             gen, samples, demos=demos, max_new_tokens=cfg.max_new_tokens, progress=progress, style=cfg.prompt_style
         )
-        _save_deer_outputs(work, name, ev, samples, outs)
+        _save_deer_outputs(sc.work, name, ev, samples, outs)
         rows.extend(_metric_row(outs, samples, name, ev, mode) for mode in ("compat", "strict"))
-        save_scored(work, f"{condition or name}@{ev}", "deer", {m: deer_scores(outs, list(samples), m)["items"]
+        save_scored(sc, f"{condition or name}@{ev}", "deer", {m: deer_scores(outs, list(samples), m)["items"]
                                                    for m in ("compat", "strict")})
     return rows
 
 # %% ../nbs/15_deer.ipynb
-def _deer_base(dd, evals: dict, ret_q: list, cfg: DeerExpConfig, work: Path, progress: bool = False):
+def _deer_base(dd, evals: dict, ret_q: list, cfg: DeerExpConfig, sc: StageCache, progress: bool = False):
     """The base model's stages: its answers to the retention queries (the references of Table 4) and its few-shot
     rows; (metric rows, reference answers)."""
-    base = stages.client(cfg.model, batch_size=cfg.gen_batch_size)
+    base = sc.client(cfg.model, batch_size=cfg.gen_batch_size)
     convs = [[{"role": "user", "content": s.query}] for s in ret_q]
     refs = base.generate(convs, max_tokens=cfg.answer_tokens, progress=progress) if ret_q else []
-    _save_deer_outputs(work, "base-answers", "retention", ret_q, refs)
+    _save_deer_outputs(sc.work, "base-answers", "retention", ret_q, refs)
     rows = []
     for n in cfg.shots:
         for trial in range(cfg.shot_trials):
             demos = demonstrations(dd.train, n, trial, compact=cfg.compact_demos, style=cfg.prompt_style)
             name = f"base {n}-shot" + (f" (trial {trial})" if cfg.shot_trials > 1 else "")
             # the claims compare against the first draw of demonstrations, under the plain name
-            rows += _deer_evaluate(base, name, evals, cfg, work, demos, progress,
+            rows += _deer_evaluate(base, name, evals, cfg, sc, demos, progress,
                                    condition=f"base {n}-shot" if trial == 0 else name)
-    stages.release(base)
+    release(base)
     return rows, refs
 
 # %% ../nbs/15_deer.ipynb
@@ -482,7 +482,7 @@ def retention_answers(gen, samples: Sequence[DecisionSample], max_new_tokens: in
     return out
 
 # %% ../nbs/15_deer.ipynb
-def _deer_retention(gen, name: str, ret_q: list, refs: list, cfg: DeerExpConfig, work: Path, progress: bool = False,
+def _deer_retention(gen, name: str, ret_q: list, refs: list, cfg: DeerExpConfig, sc: StageCache, progress: bool = False,
                     chat: bool = False):
     """Table 4 stage: a fine-tuned model's answers to the retention queries — `retention_answers` (after a NoSearch
     decision its own continuation of its chain, end token banned), or with `chat` each query asked in the model's plain
@@ -496,10 +496,10 @@ def _deer_retention(gen, name: str, ret_q: list, refs: list, cfg: DeerExpConfig,
     else: ra = retention_answers(gen, ret_q, cfg.max_new_tokens, cfg.answer_tokens, cfg.prompt_style, progress)
     for r in ra: r["scored_answer"] = answer_text(r["answer"])
     hyps = [r["scored_answer"] for r in ra]
-    _save_deer_outputs(work, name, "retention", ret_q, ra)
+    _save_deer_outputs(sc.work, name, "retention", ret_q, ra)
     r, rci = retention_scores(hyps, refs), retention_ci(hyps, refs, seed=cfg.seed)
     per = rouge_pairs(hyps, refs)
-    save_scored(work, f"{name}@retention", "values",
+    save_scored(sc, f"{name}@retention", "values",
                 [{"id": s.id, "values": {**{k: v[i] for k, v in per.items()}, "answered": float(bool(hyps[i]))}}
                  for i, s in enumerate(ret_q)])
     row = {"model": name, "asked": "chat format" if chat else "DEER prompt", "n": len(ret_q),
@@ -527,7 +527,7 @@ def seeded_name(name: str, train_seed: int, cfg: DeerExpConfig) -> str:
     return name if train_seed == cfg.seed else f"{name} (seed {train_seed})"
 
 # %% ../nbs/15_deer.ipynb
-def _deer_variant_train(name: str, d, cfg: DeerExpConfig, work: Path, mix: dict | None = None,
+def _deer_variant_train(name: str, d, cfg: DeerExpConfig, sc: StageCache, mix: dict | None = None,
                         n: int | None = None, epochs: int | None = None,
                         train_seed: int | None = None) -> tuple[dict, dict, Path]:
     """Train stage of one sampling variant (branch shares `mix`, default the experiment's; `n` training samples and
@@ -540,36 +540,36 @@ def _deer_variant_train(name: str, d, cfg: DeerExpConfig, work: Path, mix: dict 
         "pools by strategy": dict(Counter(s.strategy for s in train if s.strategy is not None)),
     }
     s = cfg.seed if train_seed is None else train_seed
-    out = work / f"adapter_{_slug(seeded_name(name, s, cfg))}"
+    out = sc.work / f"adapter_{_slug(seeded_name(name, s, cfg))}"
     run = cfg.train.for_run(out, seed=s, **({} if epochs is None else {"epochs": epochs}))
-    info = stages.finetune(cfg.model, ex, run, span_labels=list(DEER_SPANS))
+    info = sc.train(cfg.model, ex, run, span_labels=list(DEER_SPANS))
     return info, count, out
 
 # %% ../nbs/15_deer.ipynb
-def _deer_control(name: str, dd, ret_q: list, refs: list, cfg: DeerExpConfig, work: Path, progress: bool = False,
+def _deer_control(name: str, dd, ret_q: list, refs: list, cfg: DeerExpConfig, sc: StageCache, progress: bool = False,
                   train_seed: int | None = None):
     """Retention control stage: the main variant's data and recipe without NoSearch samples (the same number of
     samples, NoCall and Call in their shares), asked each query in its plain chat format — a template-driven model is
     used that way, it has no NoSearch decision to make; (training log, counts row, retention row)."""
     mix = {b: w for b, w in (cfg.train_mix or PAPER_TRAIN_MIX).items() if b != "NoSearch"}
     s = cfg.seed if train_seed is None else train_seed
-    info, count, out = _deer_variant_train(name, dd, cfg, work, mix, train_seed=s)
-    gen = stages.client(cfg.model, out, cfg.gen_batch_size)
-    row = _deer_retention(gen, seeded_name(name, s, cfg), ret_q, refs, cfg, work, progress, chat=True)
-    stages.release(gen)
+    info, count, out = _deer_variant_train(name, dd, cfg, sc, mix, train_seed=s)
+    gen = sc.client(cfg.model, out, cfg.gen_batch_size)
+    row = _deer_retention(gen, seeded_name(name, s, cfg), ret_q, refs, cfg, sc, progress, chat=True)
+    release(gen)
     return info, count, row
 
 # %% ../nbs/15_deer.ipynb
-def _deer_adapter(name: str, d, evals: dict, ret_q: list, refs: list, cfg: DeerExpConfig, work: Path, s: int,
+def _deer_adapter(name: str, d, evals: dict, ret_q: list, refs: list, cfg: DeerExpConfig, sc: StageCache, s: int,
                   progress: bool = False) -> tuple[dict, dict, list, dict | None, float]:
     """One sampling variant at training seed `s`: train, score on `evals`, and (with `ret_q`) retention; (training log,
     counts row, metric rows tagged with the seed, retention row or None, evaluation seconds)."""
-    info, count, out = _deer_variant_train(name, d, cfg, work, train_seed=s)
+    info, count, out = _deer_variant_train(name, d, cfg, sc, train_seed=s)
     t1 = time.perf_counter(); label = seeded_name(name, s, cfg)
-    gen = stages.client(cfg.model, out, cfg.gen_batch_size)
-    rows = [dict(r, seed=s) for r in _deer_evaluate(gen, label, evals, cfg, work, (), progress)]
-    ret = dict(_deer_retention(gen, label, ret_q, refs, cfg, work, progress), seed=s) if ret_q else None
-    stages.release(gen)                                  # one variant's model at a time
+    gen = sc.client(cfg.model, out, cfg.gen_batch_size)
+    rows = [dict(r, seed=s) for r in _deer_evaluate(gen, label, evals, cfg, sc, (), progress)]
+    ret = dict(_deer_retention(gen, label, ret_q, refs, cfg, sc, progress), seed=s) if ret_q else None
+    release(gen)                                  # one variant's model at a time
     return info, count, rows, ret, time.perf_counter() - t1
 
 
@@ -577,7 +577,7 @@ def _deer_adapter(name: str, d, evals: dict, ret_q: list, refs: list, cfg: DeerE
 @staged
 def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample], released_test: list[DecisionSample],
                         baselines: dict[str, list[DecisionSample]], cfg: DeerExpConfig, work_dir: str | Path,
-                        progress: bool = False) -> DeerRun:
+                        progress: bool = False, stage_cache=None) -> DeerRun:
     """Build the decision data of every sampling variant, fine-tune one LoRA model each per training seed
     (`train_seeds`) and evaluate: valid and test (Figure 5), the baseline sets (Table 3, the experiment's seed),
     few-shot base-model rows (Tables 1, 3) and retention (Table 4, the main variant's seeds), with the main recipe
@@ -596,7 +596,7 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
     base_sets = {k: stratified(v, cfg.baseline_n, None, cfg.seed) for k, v in baselines.items()}
     ret_q = dd.heldout_nosearch[: cfg.retention_n] if cfg.retention_n is not None else dd.heldout_nosearch
     t1 = time.perf_counter()
-    rows, refs = _deer_base(dd, evals, ret_q, cfg, work, progress)
+    rows, refs = _deer_base(dd, evals, ret_q, cfg, stage_cache, progress)
     rows = [dict(r, seed=None) for r in rows]
     timings["base_eval_s"] = time.perf_counter() - t1
     ret_rows, infos, counts = [], {}, []
@@ -607,7 +607,7 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
             label = seeded_name(name, s, cfg)
             sets = {**evals, **(base_sets if name == main and first else {})}
             infos[label], count, r, ret, ev_s = _deer_adapter(name, d, sets, ret_q if name == main or first else [],
-                                                               refs, cfg, work, s, progress)
+                                                               refs, cfg, stage_cache, s, progress)
             if first: counts.append(count)
             rows += r
             if ret: ret_rows.append(ret)
@@ -616,7 +616,7 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
         for s in seeds:
             name = f"{main} w/o NoSearch"
             label = seeded_name(name, s, cfg)
-            infos[label], count, row = _deer_control(name, dd, ret_q, refs, cfg, work, progress, train_seed=s)
+            infos[label], count, row = _deer_control(name, dd, ret_q, refs, cfg, stage_cache, progress, train_seed=s)
             if s == cfg.seed: counts.append(count)
             ret_rows.append(dict(row, seed=s))
     timings["total_s"] = time.perf_counter() - t0
@@ -791,7 +791,7 @@ def _pilot_train_args(n: int, epochs, cfg: DeerExpConfig) -> dict:
 @staged
 def run_call_pilot(tools: list[Tool], released_valid: list[DecisionSample], released_test: list[DecisionSample],
                    cfg: DeerExpConfig, pilot: CallPilotConfig, work_dir: str | Path,
-                   progress: bool = False) -> CallPilot:
+                   progress: bool = False, stage_cache=None) -> CallPilot:
     """Train `pilot.strategy`'s adapter at each (samples, epochs) point of `pilot` — samples drawn with the experiment's
     branch shares from the same decision data, the rest of the recipe `cfg`'s — and score each on the valid set; the
     point equal to the experiment's recipe is named as the experiment names its adapter (in the experiment's work
@@ -809,12 +809,12 @@ def run_call_pilot(tools: list[Tool], released_valid: list[DecisionSample], rele
         kw = _pilot_train_args(n, epochs, cfg)
         same = not kw                                       # the experiment's recipe: the experiment's own stage
         name = pilot.strategy if same else f"{pilot.strategy} {n} samples {epochs} epochs"
-        info, count, out = _deer_variant_train(name, d, cfg, work, **kw)
+        info, count, out = _deer_variant_train(name, d, cfg, stage_cache, **kw)
         t1 = time.perf_counter()
-        gen = stages.client(cfg.model, out, cfg.gen_batch_size)
+        gen = stage_cache.client(cfg.model, out, cfg.gen_batch_size)
         outs = deer_generate(gen, evalset, max_new_tokens=cfg.max_new_tokens, progress=progress,
                              style=cfg.prompt_style)
-        stages.release(gen)
+        release(gen)
         _save_deer_outputs(work, f"pilot {name}", "valid", evalset, outs)
         n = count["train samples"] if n is None else n            # every sample: their number
         items[(n, epochs)] = {m: deer_scores(outs, evalset, m)["items"] for m in ("compat", "strict")}
@@ -1013,8 +1013,8 @@ class _AblationData:
 
 # %% ../nbs/15_deer.ipynb
 def _ablation_point(setting: dict, key: str, data: _AblationData, cfg: DeerExpConfig, evalset: list, n_search,
-                    work: Path, progress: bool = False) -> dict:
-    """Train and generate stages of one grid point (through the stage cache); its record, also stored in
+                    sc: StageCache, progress: bool = False) -> dict:
+    """Train and generate stages of one grid point (through the stage cache `sc`); its record, also stored in
     `points/<key>.json`."""
     shares = cfg.train_mix or PAPER_TRAIN_MIX
     d = data(setting["pool"], setting["k"], setting["clusters"])
@@ -1022,24 +1022,23 @@ def _ablation_point(setting: dict, key: str, data: _AblationData, cfg: DeerExpCo
     search = stratified([s for s in d.train if s.branch != "NoSearch"], n_search, search_mix, cfg.seed)
     ns = [s for s in d.train if s.branch == "NoSearch"]
     train = search + seeded_subset(ns, setting["nosearch"], cfg.seed)
-    out = work / f"adapter_{key}"
+    out = sc.work / f"adapter_{key}"
     sft = _point_config(cfg, setting).train.for_run(out, seed=cfg.seed)
     ex = [deer_prompt(s, style=cfg.prompt_style, score_pool=cfg.score_pool) for s in train]
-    info = stages.finetune(cfg.model, ex, sft, span_labels=["decision", "call"])
+    info = sc.train(cfg.model, ex, sft, span_labels=["decision", "call"])
     t1 = time.perf_counter()
-    gen = stages.client(cfg.model, out, cfg.gen_batch_size)
+    gen = sc.client(cfg.model, out, cfg.gen_batch_size)
     outs = deer_generate(gen, evalset, max_new_tokens=cfg.max_new_tokens, progress=progress, style=cfg.prompt_style)
-    stages.release(gen)
+    release(gen)
     c = Counter(s.branch for s in train)
     rec = {
         "setting": setting, "train": {b: c.get(b, 0) for b in ("NoSearch", "NoCall", "Call")},
         "train_s": info["train_seconds"], "eval_s": time.perf_counter() - t1,
         "outputs": [{"id": s.id, "branch": s.branch, "output": o} for s, o in zip(evalset, outs)],
     }
-    sc = stages.current()
-    rec["commit"] = sc.commit if sc is not None else None
-    atomic_write_text(work / "points" / f"{key}.json", json.dumps(rec, ensure_ascii=False, default=str))
-    if sc is not None: sc.record(f"point {key}", key, reused=False)
+    rec["commit"] = sc.commit
+    atomic_write_text(sc.work / "points" / f"{key}.json", json.dumps(rec, ensure_ascii=False, default=str))
+    sc.record(f"point {key}", key, reused=False)
     return rec
 
 # %% ../nbs/15_deer.ipynb
@@ -1076,12 +1075,12 @@ def run_deer_ablation(
     grid: dict,
     work_dir: str | Path,
     progress: bool = False,
+    stage_cache=None,
 ) -> DeerAblation:
     """Train and score one LoRA model per grid point: each axis of `grid` moved from the star setting `cfg` while the
     others stay at the star; stored points are read back instead of retrained."""
     _check_axes(grid)
-    sc = stages.current()
-    fresh = sc is not None and sc.settings.fresh
+    fresh = stage_cache.settings.fresh
     work = Path(work_dir); (work / "points").mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     data = _AblationData(tools, released_valid, released_test, cfg)
@@ -1107,9 +1106,9 @@ def run_deer_ablation(
         rec = json.loads(path.read_text()) if path.exists() and not fresh else None
         if rec is not None and rec.get("setting") == json.loads(json.dumps(setting)):
             done[key] = rec
-            if sc is not None: sc.record(f"point {key}", key, reused=True, commit=rec.get("commit"))
+            stage_cache.record(f"point {key}", key, reused=True, commit=rec.get("commit"))
             continue
-        done[key] = _ablation_point(setting, key, data, cfg, evalset, n_search, work, progress); trained += 1
+        done[key] = _ablation_point(setting, key, data, cfg, evalset, n_search, stage_cache, progress); trained += 1
     rows = _ablation_rows(grid, star, done, evalset, cfg, work)
     timings = {"total_s": time.perf_counter() - t0, "points_trained": trained, "points_reused": len(done) - trained}
     pts = pd.DataFrame(rows)

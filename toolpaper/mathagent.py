@@ -17,13 +17,12 @@ from .schema import Trajectory, Turn
 from .sandbox import PYTHON_TOOL_NAME, PythonSandbox, SandboxLimits, python_tool
 from .sampling import seeded_subset
 from .suites import Options, Suite, option, register
-from .stages import staged
+from .stages import StageCache, staged
 from . import data as D
 from .agent import make_agent, run_agent, train_methods, trained_seconds
 from .claims import save_scored
 from .io import atomic_write_text
 from .metrics import count_boot, mean_ci, pct, ratio_arrays, with_ci
-from .stages import client
 from .tools import ToolEnv
 from .umi import UMI_NAMES
 
@@ -336,12 +335,14 @@ def _acc_row(name, recs):
             "accuracy lo": pct(ci[0]) if ci else None, "accuracy hi": pct(ci[1]) if ci else None}
 
 # %% ../nbs/23_math.ipynb
-def _math_method(m: str, trained: dict, tests: list, cfg: MathExpConfig, lim: SandboxLimits, cache: dict):
+def _math_method(m: str, trained: dict, tests: list, cfg: MathExpConfig, lim: SandboxLimits, cache: dict,
+                 sc: StageCache):
     """Generate-and-score stage of one trained method: the agent solves each test problem with a fresh sandbox;
     (result row, executor row, per-problem records)."""
     sb = PythonSandbox(lim); env = ToolEnv(); tool, fn = python_tool(sb); env.register(fn, tool)
     agent = make_agent(
-        m, trained, cfg.model, batch_size=cfg.gen_batch_size, cache=cache, max_new_tokens=cfg.max_new_tokens
+        m, trained, cfg.model, batch_size=cfg.gen_batch_size, cache=cache, max_new_tokens=cfg.max_new_tokens,
+        stage_cache=sc,
     )
     tasks = [(p.question, [tool]) for p in tests]
     runs = run_agent(agent, tasks, env, max_steps=cfg.max_steps, ids=[p.id for p in tests])
@@ -359,10 +360,11 @@ def _math_method(m: str, trained: dict, tests: list, cfg: MathExpConfig, lim: Sa
     return row, {"method": UMI_NAMES.get(m, m), **sb.summary()}, recs
 
 # %% ../nbs/23_math.ipynb
-def _math_pal(tests: list, demos: list, cfg: MathExpConfig, lim: SandboxLimits, progress: bool = False):
+def _math_pal(tests: list, demos: list, cfg: MathExpConfig, lim: SandboxLimits, sc: StageCache,
+              progress: bool = False):
     "The base model's few-shot program-aided baseline: (result row, executor row, per-problem records)."
     sb = PythonSandbox(lim)
-    base = client(cfg.model, batch_size=cfg.gen_batch_size)
+    base = sc.client(cfg.model, batch_size=cfg.gen_batch_size)
     recs = run_pal(base, tests, demos, sb, cfg.pal_tokens, progress=progress)
     name = f"base model, {len(demos)}-shot program-aided"
     return {**_acc_row(name, recs), "calls per problem": 1.0}, {"method": name, **sb.summary()}, recs
@@ -370,7 +372,8 @@ def _math_pal(tests: list, demos: list, cfg: MathExpConfig, lim: SandboxLimits, 
 # %% ../nbs/23_math.ipynb
 @staged
 def run_math_experiment(
-    train: Sequence[MathProblem], test: Sequence[MathProblem], cfg: MathExpConfig, work_dir, progress: bool = False
+    train: Sequence[MathProblem], test: Sequence[MathProblem], cfg: MathExpConfig, work_dir, progress: bool = False,
+    stage_cache=None,
 ) -> MathRun:
     """Build program-aided trajectories from `train`, train the agents, and score them and the baselines on `test`
     (accuracy with a confidence interval; per-problem scores in `scored.json`, one condition per method)."""
@@ -386,24 +389,27 @@ def run_math_experiment(
     demos = [p for p in pool if p.question not in used and pal_program(p)][: cfg.shots]
     tests = seeded_subset(list(test), cfg.test_n, cfg.seed)
     t1 = time.perf_counter()
-    trained = train_methods(cfg.model, trajs, work / "models", replace(cfg.glpft, seed=cfg.seed), methods=cfg.methods)
+    trained = train_methods(cfg.model, trajs, work / "models", replace(cfg.glpft, seed=cfg.seed), methods=cfg.methods,
+                            stage_cache=stage_cache)
     # the training logs' seconds (a cached rerun keeps the time training took); this run's wall time beside
     timings["train_s"], timings["train_wall_s"] = trained_seconds(trained), time.perf_counter() - t1
     rows, ex_rows, outputs, cache = [], [], {}, {}
     for m in cfg.methods:
         t1 = time.perf_counter()
-        row, ex_row, outputs[m] = _math_method(m, trained, tests, cfg, lim, cache)
+        row, ex_row, outputs[m] = _math_method(m, trained, tests, cfg, lim, cache,
+                                               stage_cache)
         rows.append(row); ex_rows.append(ex_row)
         timings[f"{m}_eval_s"] = time.perf_counter() - t1
     t1 = time.perf_counter()
-    row, ex_row, outputs["base_pal"] = _math_pal(tests, demos, cfg, lim, progress)
+    row, ex_row, outputs["base_pal"] = _math_pal(tests, demos, cfg, lim, stage_cache, progress)
     rows.append(row); ex_rows.append(ex_row)
     timings["base_pal_s"] = time.perf_counter() - t1
     ex_rows.append({"method": "trajectory check (GSM8K train)", **build_sb.summary()})
     timings["total_s"] = time.perf_counter() - t0
     for k, recs in outputs.items():
         atomic_write_text(work / f"outputs_{k}.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs))
-        save_scored(work, k, "gsm8k", [{"id": r["id"], "counts": {"correct": int(r["correct"]), "n": 1}} for r in recs])
+        save_scored(stage_cache, k, "gsm8k",
+                    [{"id": r["id"], "counts": {"correct": int(r["correct"]), "n": 1}} for r in recs])
     info = {m: {"train_seconds": v["train_seconds"], "storage_bytes": v["storage_bytes"]} for m, v in trained.items()}
     corpus = {
         "train problems tried": sum(why.values()), **dict(why), "trajectories": len(trajs),

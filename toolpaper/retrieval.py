@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 from .config import Profiled
-from . import stages
 from .io import atomic_write_bytes, atomic_write_text, cache_root, fingerprint
 from .schema import Instance, Tool
 from .stages import StageCache, _read_log, staged
@@ -474,18 +473,20 @@ class CachedRetriever:
         return np.array([self.ranked[x] for x in keys], dtype=int).reshape(len(keys), -1)
 
 # %% ../nbs/07_retrieval.ipynb
-def dense_retriever(tools, model: str = "all-minilm-l6-v2", name: str = "dense (all-MiniLM-L6-v2)"):
-    "A fitted pretrained-encoder `DenseRetriever`; inside a stage cache, its rankings are cached (`CachedRetriever`)."
+def dense_retriever(tools, model: str = "all-minilm-l6-v2", name: str = "dense (all-MiniLM-L6-v2)",
+                    stage_cache: StageCache | None = None):
+    "A fitted pretrained-encoder `DenseRetriever`; with a `stage_cache`, its rankings are cached (`CachedRetriever`)."
     build = lambda: DenseRetriever(load_embedder(model, device="cpu"), name=name).fit(list(tools))
-    c = stages.current()
+    c = stage_cache
     if c is None: return build()
     return CachedRetriever(c, name, fingerprint("dense", model, [dense_text(t) for t in tools]), build, tools)
 
 # %% ../nbs/07_retrieval.ipynb
-def dpr_retriever(tools, train, cfg, base: str = "all-minilm-l6-v2", name: str | None = None):
-    """`toolpaper.retrieval.train_dpr_retriever` as a stage: (retriever, loss history); inside a stage cache the
+def dpr_retriever(tools, train, cfg, base: str = "all-minilm-l6-v2", name: str | None = None,
+                  stage_cache: StageCache | None = None):
+    """`toolpaper.retrieval.train_dpr_retriever` as a stage: (retriever, loss history); with a `stage_cache` the
     history is a training log and the rankings are cached, so a rerun loads no encoder and trains nothing."""
-    c = stages.current()
+    c = stage_cache
     if c is None: return train_dpr_retriever(tools, train, cfg, name=name, base=base)
     key, label = dpr_key(tools, train, cfg, base), name or f"DPR ({cfg.loss})"
     log_p, built = c.root / "train" / f"dpr_{cfg.loss}-{key}.json", {}
@@ -508,17 +509,18 @@ def dpr_retriever(tools, train, cfg, base: str = "all-minilm-l6-v2", name: str |
 # %% ../nbs/07_retrieval.ipynb
 @staged
 def run_retrieval_experiment(tools: list[Tool], train: list[Instance], splits: dict[str, list[Instance]],
-                             cfg: RetrievalExpConfig, work_dir) -> tuple[pd.DataFrame, dict]:
+                             cfg: RetrievalExpConfig, work_dir, stage_cache=None) -> tuple[pd.DataFrame, dict]:
     """Seal-Tools Figure 10: BM25 (three tokenisations), the pretrained encoder and DPR fine-tuned with both losses on
     `train`, evaluated on every split; (long table, {loss: DPR loss history}). The dense rankings and DPR runs are
     cached stages under `work_dir` (`toolpaper.stages`); each retriever's per-query scores go to its `scored.json`."""
     bm25 = [BM25Retriever("authors"), BM25Retriever("words"), BM25Retriever("words", with_name=True)]
-    rets, hists = [b.fit(tools) for b in bm25] + [dense_retriever(tools)], {}
+    rets, hists = [b.fit(tools) for b in bm25] + [dense_retriever(tools, stage_cache=stage_cache)], {}
     for loss in ("contrastive", "multi_positive"):
-        r, hists[loss] = dpr_retriever(tools, train, cfg.dpr_config(loss))
+        r, hists[loss] = dpr_retriever(tools, train, cfg.dpr_config(loss), stage_cache=stage_cache)
         rets.append(r)
     for r in rets:                                  # per-query scores, for the claims ledger's paired intervals
-        for split, insts in splits.items(): save_scored(work_dir, f"{r.name}@{split}", "values", query_values(r, insts))
+        for split, insts in splits.items():
+            save_scored(stage_cache, f"{r.name}@{split}", "values", query_values(r, insts))
     return compare_retrievers(rets, splits), hists
 
 # %% ../nbs/07_retrieval.ipynb

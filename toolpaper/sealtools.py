@@ -15,8 +15,8 @@ from .schema import Instance, Tool
 from .stats import stratified_subset
 from .prompts import PromptExample, released_tool_list, seal_prompt
 from .suites import Options, Suite, option, register
-from .stages import staged
-from . import data as D, stages
+from .stages import StageCache, release, staged
+from . import data as D
 from .claims import contrast, pool, save_scored
 from .data import DataMissingError, load
 from .generate import dataset_shape, generate_seal, generated_set
@@ -303,16 +303,18 @@ class SealRun:
 
 # %% ../nbs/14_sealtools.ipynb
 def make_retrievers(tools: list[Tool], dpr_train: list[Instance], cfg: SealExpConfig,
-                    only: tuple = ("bm25", "dense")) -> dict:
+                    only: tuple = ("bm25", "dense"), stage_cache: StageCache | None = None) -> dict:
     """{'bm25': the authors' BM25, 'dense': ...} fitted on `tools` (only those named in `only`); 'dense' is DPR trained
     on `dpr_train` (`cfg.dpr`, the experiment's seed) when `cfg.dpr.epochs` > 0, else the pretrained encoder (its tool
-    embeddings cached on disk, keyed by encoder and tools); inside an experiment's stage cache the dense rankings are a
+    embeddings cached on disk, keyed by encoder and tools); with an experiment's `stage_cache` the dense rankings are a
     cached stage (`toolpaper.retrieval.dense_retriever`, `dpr_retriever`)."""
     out = {"bm25": BM25Retriever("authors").fit(tools)} if "bm25" in only else {}
     if "dense" not in only: return out
     if cfg.dpr.epochs > 0:
-        out["dense"], _ = dpr_retriever(tools, dpr_train, replace(cfg.dpr, seed=cfg.seed), base=cfg.dense_model)
-    else: out["dense"] = dense_retriever(tools, cfg.dense_model, name=f"dense ({cfg.dense_model})")
+        out["dense"], _ = dpr_retriever(tools, dpr_train, replace(cfg.dpr, seed=cfg.seed), base=cfg.dense_model,
+                                        stage_cache=stage_cache)
+    else: out["dense"] = dense_retriever(tools, cfg.dense_model, name=f"dense ({cfg.dense_model})",
+                                         stage_cache=stage_cache)
     return out
 
 # %% ../nbs/14_sealtools.ipynb
@@ -395,17 +397,17 @@ def _released_prompts(cfg: SealExpConfig, tests: dict, released: dict | None, da
 
 # %% ../nbs/14_sealtools.ipynb
 def _seal_adapters(cfg: SealExpConfig, train_sub: list, tools: list, rets: dict, released: dict, template,
-                   work: Path) -> tuple[dict, dict]:
+                   sc: StageCache) -> tuple[dict, dict]:
     """Train stage: the fine-tuned models the settings use ('ft': retrieved candidates, gold swapped in; 'ftgold': gold
-    tools only), through the stage cache; ({model: training log}, {model: folder})."""
-    info, adapters = {}, {"ft": work / "adapter", "ftgold": work / "adapter_gold"}
+    tools only), through the stage cache `sc`; ({model: training log}, {model: folder})."""
+    info, adapters = {}, {"ft": sc.work / "adapter", "ftgold": sc.work / "adapter_gold"}
     for m, make in (
         ("ft", lambda: train_examples(train_sub, tools, rets, cfg, released.get("dev"))),
         ("ftgold", lambda: gold_examples(train_sub, tools, cfg.seed, cfg.prompt_style, template)),
     ):
         if any(s.startswith(m + ":") for s in cfg.settings):
             ex = make()
-            info[m] = stages.finetune(cfg.model, ex, cfg.train.for_run(adapters[m], seed=cfg.seed))
+            info[m] = sc.train(cfg.model, ex, cfg.train.for_run(adapters[m], seed=cfg.seed))
             info[m]["examples"] = len(ex)
     return info, adapters
 
@@ -425,7 +427,7 @@ def _seal_ask(setting: str, client, insts: list, tools: list, rets: dict, cfg: S
 
 # %% ../nbs/14_sealtools.ipynb
 def _seal_answer_setting(setting: str, client, tests: dict, tools: list, rets: dict, cfg: SealExpConfig, template,
-                         released: dict, work: Path, progress: bool = False) -> tuple[dict, dict, list, dict]:
+                         released: dict, sc: StageCache, progress: bool = False) -> tuple[dict, dict, list, dict]:
     """Generate-and-score stage of one setting: ({split: outputs}, {split: candidate names}, score frames per split and
     over all test instances, {split: [answer cut by the token limit?]}); the outputs are saved beside the stage cache,
     the per-item scores (both splits pooled) in `scored.json` for the claims ledger."""
@@ -436,11 +438,11 @@ def _seal_answer_setting(setting: str, client, tests: dict, tools: list, rets: d
         outs_by[split], names_by[split] = outs, names
         df = score_setting(outs, insts, setting); df.insert(1, "split", split); frames.append(df)
         atomic_write_text(
-            work / f"outputs_{setting.replace(':', '_')}_{split}.jsonl",
+            sc.work / f"outputs_{setting.replace(':', '_')}_{split}.jsonl",
             "".join(json.dumps({"id": x.id, "output": o, "candidates": n, "cut": c}, ensure_ascii=False) + "\n"
                     for x, o, n, c in zip(insts, outs, names, cut_by[split])),
         )
-    save_scored(work, setting, "seal", {m: _pooled_items(outs_by, tests, m) for m in ("compat", "strict")})
+    save_scored(sc, setting, "seal", {m: _pooled_items(outs_by, tests, m) for m in ("compat", "strict")})
     both = [x for v in tests.values() for x in v]
     df = score_setting([o for sp in tests for o in outs_by[sp]], both, setting)
     df.insert(1, "split", "all test")
@@ -448,7 +450,7 @@ def _seal_answer_setting(setting: str, client, tests: dict, tools: list, rets: d
 
 # %% ../nbs/14_sealtools.ipynb
 def _seal_nested_all(setting: str, client, full: dict, tests: dict, outs_by: dict, tools: list, rets: dict,
-                     cfg: SealExpConfig, template, released: dict, work: Path, progress: bool = False) -> dict:
+                     cfg: SealExpConfig, template, released: dict, sc: StageCache, progress: bool = False) -> dict:
     """Every nested item of the full test splits `full` in one setting: the subsample's answers (`outs_by`) and the
     other nested items' (asked now, same prompts and limit); {mode: per-item scores, split-prefixed}, also saved in
     `scored.json` as '<setting>@nested_all'. Each split's answers go to `outputs_<setting>_nested_all_<split>.jsonl`."""
@@ -460,13 +462,13 @@ def _seal_nested_all(setting: str, client, full: dict, tests: dict, outs_by: dic
         texts, cuts, _ = _seal_ask(setting, client, extra, tools, rets, cfg, template, released.get(split), progress)
         have.update({x.id: t for x, t in zip(extra, texts)})
         cut = {x.id: c for x, c in zip(extra, cuts)}
-        atomic_write_text(work / f"outputs_{setting.replace(':', '_')}_nested_all_{split}.jsonl", "".join(
+        atomic_write_text(sc.work / f"outputs_{setting.replace(':', '_')}_nested_all_{split}.jsonl", "".join(
             json.dumps({"id": x.id, "output": have[x.id], "subsample": x.id not in cut, "cut": cut.get(x.id)},
                        ensure_ascii=False) + "\n" for x in nested))
         parts[split] = (nested, [have[x.id] for x in nested])
     items = {m: pool({sp: seal_scores(outs, insts, m)["items"] for sp, (insts, outs) in parts.items()})
              for m in ("compat", "strict")}
-    save_scored(work, f"{setting}@nested_all", "seal", items)
+    save_scored(sc, f"{setting}@nested_all", "seal", items)
     return items
 
 # %% ../nbs/14_sealtools.ipynb
@@ -480,6 +482,7 @@ def run_seal_experiment(
     progress: bool = False,
     released: dict | None = None,
     data_root=None,
+    stage_cache=None,
 ) -> SealRun:
     """Fine-tune the model, answer the test splits in every configured setting (retriever, candidates, prompt) and score
     them in both modes (those of them in `cfg.nested_all` also on every nested test item); `released` maps 'dev' and
@@ -492,24 +495,25 @@ def run_seal_experiment(
     t0 = time.perf_counter()
     train_sub = subsample(train, cfg.train_n, cfg.seed)
     full, tests = tests, {k: subsample(v, cfg.test_n, cfg.seed, cfg.min_nested) for k, v in tests.items()}
-    rets = make_retrievers(tools, list(train), cfg)
+    rets = make_retrievers(tools, list(train), cfg, stage_cache=stage_cache)
     released_layout = cfg.prompt_style == "released" and "dev" in released
     template = SealTemplate.from_records(released["dev"], train) if released_layout else None
     timings["retrievers_s"] = time.perf_counter() - t0
-    info, adapters = _seal_adapters(cfg, train_sub, tools, rets, released, template, work)
+    info, adapters = _seal_adapters(cfg, train_sub, tools, rets, released, template, stage_cache)
     timings.update({f"train_{m}_s": v["train_seconds"] for m, v in info.items()})
     outputs, cands, frames, cut, nested = {}, {}, [], {}, {}
     for s in cfg.settings:
         tuned = adapters.get(_setting_parts(s)[0])
         # a full fine-tune's folder is the model itself; a LoRA run's is an adapter of the base model
-        g = stages.tuned_client(cfg.model, tuned, cfg.train.lora, cfg.gen_batch_size) if tuned is not None else \
-            stages.client(cfg.model, None, cfg.gen_batch_size)
+        g = stage_cache.tuned_client(cfg.model, tuned, cfg.train.lora, cfg.gen_batch_size) if tuned is not None \
+            else stage_cache.client(cfg.model, None, cfg.gen_batch_size)
         t1, tok0 = time.perf_counter(), g.usage.completion_tokens
         outputs[s], cands[s], fr, cut[s] = _seal_answer_setting(
-            s, g, tests, tools, rets, cfg, template, released, work, progress
+            s, g, tests, tools, rets, cfg, template, released, stage_cache, progress
         )
         if s in cfg.nested_all:
-            nested[s] = _seal_nested_all(s, g, full, tests, outputs[s], tools, rets, cfg, template, released, work,
+            nested[s] = _seal_nested_all(s, g, full, tests, outputs[s], tools, rets, cfg, template, released,
+                                         stage_cache,
                                          progress)
         frames += fr
         timings[f"{s}_generate_s"] = time.perf_counter() - t1
@@ -800,13 +804,14 @@ class GeneratedRun:
 # %% ../nbs/14_sealtools.ipynb
 @staged
 def run_generated_experiment(tools: list[Tool], dev: list[Instance], test: list[Instance], fields: list[str],
-                             cfg: GeneratedExpConfig, work_dir, generator=None, progress: bool = False) -> GeneratedRun:
+                             cfg: GeneratedExpConfig, work_dir, generator=None, progress: bool = False,
+                             stage_cache=None) -> GeneratedRun:
     """Generate a Seal-Tools-style dataset with `generator` (default: the stage client of `cfg.gen_model` or the model),
     fine-tune the model on it and on as many released `dev` instances, and score base and both fine-tunes on `test`
     (gold tools as candidates). Raises when the generation kept no instance: there is nothing to train on."""
     work = Path(work_dir); t0 = time.perf_counter(); timings = {}
     gcfg = replace(cfg.gen, fields=sorted(fields)[:cfg.n_fields] if cfg.n_fields else None, seed=cfg.seed)
-    client = generator or stages.client(cfg.gen_model or cfg.model, batch_size=cfg.gen_batch_size)
+    client = generator or stage_cache.client(cfg.gen_model or cfg.model, batch_size=cfg.gen_batch_size)
     gen = generate_seal(client, work / "generated", gcfg)
     timings["generate_s"] = time.perf_counter() - t0
     gtools, ginsts = generated_set(work / "generated")
@@ -820,20 +825,21 @@ def run_generated_experiment(tools: list[Tool], dev: list[Instance], test: list[
     ex, _ = seal_prompts(test, tools, "gold", "toolpaper", seed=cfg.seed)
     trained, frames, cut = {}, [], {}
     for name in ("base", "generated", "released"):
-        if name == "base": g = stages.client(cfg.model, None, cfg.gen_batch_size)
+        if name == "base": g = stage_cache.client(cfg.model, None, cfg.gen_batch_size)
         else:
             folder = work / f"model_{name}"
-            trained[name] = stages.finetune(cfg.model, prompts[name], cfg.train.for_run(folder, seed=cfg.seed))
+            trained[name] = stage_cache.train(cfg.model, prompts[name],
+                                              cfg.train.for_run(folder, seed=cfg.seed))
             trained[name]["examples"] = len(prompts[name])
-            g = stages.tuned_client(cfg.model, folder, cfg.train.lora, cfg.gen_batch_size)
+            g = stage_cache.tuned_client(cfg.model, folder, cfg.train.lora, cfg.gen_batch_size)
         t1 = time.perf_counter()
         done = g.complete([e.messages for e in ex], max_tokens=cfg.max_new_tokens, progress=progress)
         outs, cut[name] = [c.text for c in done], [c.finish_reason == "length" for c in done]
         timings[f"{name}_answer_s"] = time.perf_counter() - t1
         frames.append(score_setting(outs, test, f"{name}:gold"))
-        save_scored(work, f"{name}:gold", "seal",
+        save_scored(stage_cache, f"{name}:gold", "seal",
                     {m: seal_scores(outs, test, m)["items"] for m in ("compat", "strict")})
-        stages.release(g)
+        release(g)
     timings["total_s"] = time.perf_counter() - t0
     return GeneratedRun(asdict(cfg), pd.concat(frames, ignore_index=True), gen, dataset_shape(gtools, ginsts), trained,
                         test, timings, cut)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/12_stages.ipynb 3
 from __future__ import annotations
-import contextvars, functools, inspect, json, os, random, subprocess, warnings
+import functools, inspect, json, os, random, subprocess, warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -18,8 +18,7 @@ from .precision import gen_precision, train_bf16
 # %% auto 0
 __all__ = ['STAGE_VERSION', 'GENERATION_VERSION', 'SCORED', 'git_commit', 'GenSettings', 'weights_bytes', 'holds_stage',
            'checkpoint_minutes', 'peer_stage', 'peer_requests', 'copy_weights', 'loss_differences', 'loss_agreement',
-           'train_key', 'StageCache', 'current', 'finetune', 'client', 'release', 'tuned_client', 'staged',
-           'load_summary', 'summary_precisions', 'verify']
+           'train_key', 'Stages', 'StageCache', 'release', 'staged', 'load_summary', 'summary_precisions', 'verify']
 
 # %% ../nbs/12_stages.ipynb
 STAGE_VERSION = 1          # training stages: bump when toolpaper.train changes what a run learns
@@ -124,7 +123,6 @@ def _read_log(p: Path, warn: bool = True) -> dict | None:
     return v
 
 # %% ../nbs/12_stages.ipynb
-_CURRENT: contextvars.ContextVar = contextvars.ContextVar("toolpaper_stage_cache", default=None)
 SCORED = "scored.json"      # an experiment's per-item scores, beside its stage cache (toolpaper.claims.save_scored)
 
 # %% ../nbs/12_stages.ipynb
@@ -267,7 +265,7 @@ def _generation_rows(cache) -> list[dict]:
 
 # %% ../nbs/12_stages.ipynb
 def _train_stage(cache, model: str, examples, cfg, adapter=None, span_labels=None) -> dict:
-    """`StageCache.finetune` of `cache`: train (or reuse) one fine-tuning run into `cfg.output_dir`; its log as
+    """`StageCache.train` of `cache`: train (or reuse) one fine-tuning run into `cfg.output_dir`; its log as
     JSON data (`toolpaper.train.finetune`'s record plus `storage_bytes`, `stage_key` and the `commit` that trained
     it)."""
     out = Path(cfg.output_dir)
@@ -335,16 +333,35 @@ def _close_stage_cache(cache, finished: bool) -> None:
     in place for the claims ledger); and, for `reproduce`, which cache files this run used (appended: caches nest)."""
     cache.save_summary()
     if finished and cache.scored:
-        atomic_write_text(cache.root.parent / SCORED,
+        atomic_write_text(cache.work / SCORED,
                           json.dumps(cache.scored, sort_keys=True, separators=(",", ":")) + "\n")
     run = os.environ.get("TOOLPAPER_RUN_ID")
     if run and cache.used:
         append_jsonl(cache.root / f".used-{run}.jsonl", [sorted(str(p.relative_to(cache.root)) for p in cache.used)])
 
 # %% ../nbs/12_stages.ipynb
-class StageCache:
-    """The cached training, generation and retrieval stages of one experiment under `work/stages/`; a context manager
-    that makes itself the current cache (`current()`), so `finetune` and `client` go through it."""
+class Stages:
+    """The training and generation stages of an experiment, run now and kept nowhere: `train` fine-tunes
+    (`toolpaper.train.finetune`), `client` loads a `LocalClient`. `StageCache` has the same methods, cached."""
+    def train(self, model: str, examples, cfg, adapter=None, span_labels=None) -> dict:
+        "Fine-tune `model` on `examples` into `cfg.output_dir`; the run's record (`toolpaper.train.finetune`)."
+        from toolpaper.train import finetune            # torch and transformers: only when training
+        return finetune(model, examples, cfg, adapter=adapter, span_labels=span_labels)
+
+    def client(self, model: str, adapter=None, batch_size: int = 16):
+        "A `LocalClient` of `model` (+ `adapter`)."
+        return LocalClient(model, adapter=str(adapter) if adapter else None, batch_size=batch_size)
+
+    def tuned_client(self, base: str, folder, lora: bool, batch_size: int = 16):
+        """The `client` of a fine-tuned model: a LoRA run's `folder` is an adapter over `base`; a full fine-tune's
+        folder is the model itself."""
+        return self.client(base, folder, batch_size) if lora else self.client(str(folder), None, batch_size)
+
+# %% ../nbs/12_stages.ipynb
+class StageCache(Stages):
+    """The cached training, generation and retrieval stages of one experiment under `work/stages/`: `Stages`' methods
+    answered from the cache where it holds the stage. Used as a context manager, it writes the run's summary and scores
+    when its block ends; an experiment function gets it as its `stage_cache` argument (`staged`)."""
     def __init__(self, work, settings: GenSettings | None = None):
         self.root = Path(work) / "stages"
         self.settings = settings or GenSettings.from_env()
@@ -358,13 +375,14 @@ class StageCache:
         self.scored: dict = {}         # condition -> per-item scores of this run (toolpaper.claims.save_scored)
         self.used: set[Path] = set()   # the cache files this run read or wrote (the rest is stale: `reproduce` prunes)
 
-    def __enter__(self):
-        self._token = _CURRENT.set(self)
-        return self
+    @property
+    def work(self) -> Path:
+        "The experiment's work folder (`stages/`' parent): its outputs and `scored.json` live there."
+        return self.root.parent
 
-    def __exit__(self, *exc):
-        _CURRENT.reset(self._token)
-        _close_stage_cache(self, finished=exc[0] is None)
+    def __enter__(self): return self
+
+    def __exit__(self, *exc): _close_stage_cache(self, finished=exc[0] is None)
 
     def ident(self, x) -> str | None:
         "A model or adapter as it enters keys: the stage key of a folder the cache trains, else the name itself."
@@ -378,7 +396,7 @@ class StageCache:
         self.folders[f][1]()
         self.built.add(f)
 
-    def finetune(self, model: str, examples, cfg, adapter=None, span_labels=None) -> dict:
+    def train(self, model: str, examples, cfg, adapter=None, span_labels=None) -> dict:
         """Train (or reuse) one fine-tuning run into `cfg.output_dir`; its log as JSON data
         (`toolpaper.train.finetune`'s record plus `storage_bytes`, `stage_key` and the `commit` that trained it)."""
         return _train_stage(self, model, examples, cfg, adapter, span_labels)
@@ -406,46 +424,23 @@ class StageCache:
         atomic_write_text(self.root / "summary.json", json.dumps(self.summary(), indent=1) + "\n")
 
 # %% ../nbs/12_stages.ipynb
-def current() -> StageCache | None:
-    "The stage cache of the experiment running now (None outside one)."
-    return _CURRENT.get()
-
-# %% ../nbs/12_stages.ipynb
-def finetune(model: str, examples, cfg, adapter=None, span_labels=None) -> dict:
-    "`StageCache.finetune` of the current cache; `toolpaper.train.finetune` when no cache is running."
-    c = current()
-    if c is not None: return c.finetune(model, examples, cfg, adapter=adapter, span_labels=span_labels)
-    from toolpaper.train import finetune as train            # torch and transformers: only when training
-    return train(model, examples, cfg, adapter=adapter, span_labels=span_labels)
-
-# %% ../nbs/12_stages.ipynb
-def client(model: str, adapter=None, batch_size: int = 16):
-    "`StageCache.client` of the current cache; a plain `LocalClient` when no cache is running."
-    c = current()
-    if c is not None: return c.client(model, adapter, batch_size)
-    return LocalClient(model, adapter=str(adapter) if adapter else None, batch_size=batch_size)
-
-# %% ../nbs/12_stages.ipynb
 def release(c) -> None:
     "Free the model behind a stage client (its answers stay cached; a later miss builds it again)."
     inner = getattr(c, "inner", None)
     if hasattr(inner, "factory"): inner.inner = None
 
 # %% ../nbs/12_stages.ipynb
-def tuned_client(base: str, folder, lora: bool, batch_size: int = 16):
-    """The `client` of a fine-tuned model: a LoRA run's `folder` is an adapter over `base`; a full fine-tune's folder is
-    the model itself."""
-    return client(base, folder, batch_size) if lora else client(str(folder), None, batch_size)
-
-# %% ../nbs/12_stages.ipynb
 def staged(fn):
-    """Run experiment function `fn` inside the `StageCache` of its `work_dir` argument (unless one is running)."""
+    """Run experiment function `fn` with a `StageCache` as its `stage_cache` argument: the caller's, or one made for its
+    `work_dir` argument and closed (the run's summary and scores written) when `fn` returns."""
     sig = inspect.signature(fn)
+    if "stage_cache" not in sig.parameters: raise TypeError(f"{fn.__qualname__}: a staged function takes `stage_cache`")
 
     @functools.wraps(fn)
-    def run(*args, **kw):
-        if current() is not None: return fn(*args, **kw)
-        with StageCache(sig.bind(*args, **kw).arguments["work_dir"]): return fn(*args, **kw)
+    def run(*args, stage_cache: StageCache | None = None, **kw):
+        if stage_cache is not None: return fn(*args, stage_cache=stage_cache, **kw)
+        with StageCache(sig.bind_partial(*args, **kw).arguments["work_dir"]) as sc:
+            return fn(*args, stage_cache=sc, **kw)
     return run
 
 # %% ../nbs/12_stages.ipynb

@@ -14,8 +14,8 @@ from .schema import Instance, Tool, Trajectory, planner_decision
 from .agent import EXTRA_METHODS, GLPFTConfig, METHODS
 from .sampling import seeded_subset
 from .suites import Options, Suite, option, register
-from .stages import staged
-from . import data as D, stages
+from .stages import StageCache, release, staged
+from . import data as D
 from toolpaper.agent import (
     SingleAgent, UmiAgent, _Layout, gold_calls, make_agent, realtime_eval, static_predictions, train_methods,
     trained_seconds
@@ -261,10 +261,11 @@ def _cut_pct(ag, before: tuple[int, int]) -> float | None:
     return pct((c1 - c0) / (a1 - a0), 1) if a1 > a0 else None
 
 # %% ../nbs/19_umi.ipynb
-def _umi_step_row(ag, m: str, n: int, dialogues: list, cfg: UmiExpConfig, work=None, names=()) -> dict:
+def _umi_step_row(ag, m: str, n: int, dialogues: list, cfg: UmiExpConfig, sc: StageCache | None = None,
+                  names=()) -> dict:
     """Step-level stage: one method's metrics in both modes, with dialogue-bootstrap intervals, as a results row (with
-    `replies cut %`: the share of its replies that stopped at the token limit); the per-step scores go to
-    `work/scored.json` under each of `names` (for the claims ledger)."""
+    `replies cut %`: the share of its replies that stopped at the token limit); the per-step scores go to the stage
+    cache `sc` (its `scored.json`) under each of `names` (for the claims ledger)."""
     before = _served(ag)
     preds = static_predictions(ag, dialogues)
     row, items = {"method": m, "train trajectories": n, "replies cut %": _cut_pct(ag, before)}, {}
@@ -275,17 +276,17 @@ def _umi_step_row(ag, m: str, n: int, dialogues: list, cfg: UmiExpConfig, work=N
         for k in UMI_COLS:
             row[f"{k} ({mode})"] = pct(res["metrics"][k], 2)
             row[f"{k} ({mode}) lo"], row[f"{k} ({mode}) hi"] = ci_pct(ci, k)
-    for name in names: save_scored(work, name, "umi", items)
+    for name in names: save_scored(sc, name, "umi", items)
     return row
 
 # %% ../nbs/19_umi.ipynb
-def _umi_base_row(dialogues: list, n: int, cfg: UmiExpConfig, work) -> dict:
+def _umi_base_row(dialogues: list, n: int, cfg: UmiExpConfig, sc: StageCache) -> dict:
     """The base model, not fine-tuned, answering with the Single-LLM prompt: its step-level row (listed at the main size
     `n`), scored as `base@heldout`."""
-    base = stages.client(cfg.model, batch_size=cfg.gen_batch_size)
+    base = sc.client(cfg.model, batch_size=cfg.gen_batch_size)
     agent = SingleAgent(base, cfg.max_new_tokens[0] + cfg.max_new_tokens[1])
-    row = _umi_step_row(agent, "base", n, dialogues, cfg, work, ["base@heldout"])
-    stages.release(base)
+    row = _umi_step_row(agent, "base", n, dialogues, cfg, sc, ["base@heldout"])
+    release(base)
     return row
 
 # %% ../nbs/19_umi.ipynb
@@ -357,10 +358,10 @@ def umi_fitting(dialogues: Sequence[Trajectory], model: str, new_tokens: int, st
 
 
 # %% ../nbs/19_umi.ipynb
-def _umi_ood_rows(ag, m: str, ood: list, cfg: UmiExpConfig, work=None) -> list[dict]:
+def _umi_ood_rows(ag, m: str, ood: list, cfg: UmiExpConfig, sc: StageCache | None = None) -> list[dict]:
     """Out-of-domain stage: one method's step-level metrics on the released ToolBench dialogues, a row per mode; the
-    per-step scores go to `work/scored.json` as `<method>@toolbench_ood` (the claims ledger's rows on the paper's own
-    test items)."""
+    per-step scores go to the stage cache `sc` (its `scored.json`) as `<method>@toolbench_ood` (the claims ledger's
+    rows on the paper's own test items)."""
     before = _served(ag)
     opreds, rows, items = static_predictions(ag, ood), [], {}
     cut = _cut_pct(ag, before)
@@ -374,7 +375,7 @@ def _umi_ood_rows(ag, m: str, ood: list, cfg: UmiExpConfig, work=None) -> list[d
             orow[k] = pct(res["metrics"][k], 2)
             orow[f"{k} lo"], orow[f"{k} hi"] = ci_pct(ci, k)
         rows.append(orow)
-    if work is not None: save_scored(work, f"{m}@toolbench_ood", "umi", items)
+    if sc is not None: save_scored(sc, f"{m}@toolbench_ood", "umi", items)
     return rows
 
 # %% ../nbs/19_umi.ipynb
@@ -390,7 +391,8 @@ def _umi_cost_row(m: str, t: dict, rt: dict) -> dict:
 # %% ../nbs/19_umi.ipynb
 @staged
 def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance], test_instances: Sequence[Instance],
-                       cfg: UmiExpConfig, work_dir: str | Path, ood: Sequence[Trajectory] | None = None) -> UmiRun:
+                       cfg: UmiExpConfig, work_dir: str | Path, ood: Sequence[Trajectory] | None = None,
+                       stage_cache=None) -> UmiRun:
     """Build the trajectory corpus, train the methods at every scaling size, evaluate step by step in both modes and, at
     the main size, in real time; `ood`: dialogues every main-size method is also scored on step by step (the
     released ToolBench out-of-domain set)."""
@@ -414,29 +416,29 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
         if note: notes.append(note)
         t1 = time.perf_counter()
         trained = trained_all[n] = train_methods(
-            cfg.model, corpus["subsets"][n], work / f"n{n}", glpft, methods, stage2=stage2
-        )
+            cfg.model, corpus["subsets"][n], work / f"n{n}", glpft, methods, stage2=stage2,
+            stage_cache=stage_cache)
         # the training logs' seconds (a cached rerun keeps what training took), and this run's wall time
         timings[f"n{n}_train_s"], timings[f"n{n}_train_wall_s"] = trained_seconds(trained), time.perf_counter() - t1
         t1 = time.perf_counter()
         cache: dict = {}
         for m in methods:
             ag = make_agent(m, trained, cfg.model, batch_size=cfg.gen_batch_size, cache=cache,
-                            max_new_tokens=tuple(cfg.max_new_tokens))
+                            max_new_tokens=tuple(cfg.max_new_tokens), stage_cache=stage_cache)
             names = [f"{m}@n{n}"] + [f"{m}@{tag}" for tag, size in
                                       (("heldout", main_n), ("smallest", corpus["sizes"][0]),
                                        ("largest", corpus["sizes"][-1])) if n == size]
-            row = _umi_step_row(ag, m, n, test, cfg, work, names)
+            row = _umi_step_row(ag, m, n, test, cfg, stage_cache, names)
             results.append(row)
             if n == main_n:                 # real-time runs for the main comparison only (Figure 4 is step-level)
                 rt_test = test[: cfg.realtime_n] if cfg.realtime_n is not None else test
                 grp_rows, rt = _umi_realtime(ag, m, rt_test, tools, cfg, inst_by_id, row)
                 groups += grp_rows
-                if ood: ood_rows += _umi_ood_rows(ag, m, ood, cfg, work)
+                if ood: ood_rows += _umi_ood_rows(ag, m, ood, cfg, stage_cache)
                 cost.append(_umi_cost_row(m, trained[m], rt))
             for c in cache.values(): c.clear_cache()        # each method's prompts are its own: free the prefix caches
-        for c in cache.values(): stages.release(c)          # the next size trains other models
-        if n == main_n and cfg.base_row: results.append(_umi_base_row(test, n, cfg, work))
+        for c in cache.values(): release(c)          # the next size trains other models
+        if n == main_n and cfg.base_row: results.append(_umi_base_row(test, n, cfg, stage_cache))
         timings[f"n{n}_eval_s"] = time.perf_counter() - t1
     timings["total_s"] = time.perf_counter() - t0
     res = pd.DataFrame(results)
