@@ -8,6 +8,7 @@ import hashlib, json, os, random, threading, time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
+from fastcore.basics import patch
 from pathlib import Path
 from typing import Any, Sequence, Union
 from .engine import cut_at_stop
@@ -145,47 +146,6 @@ class Client:
     @property
     def name(self) -> str: return self.model
 
-    def complete(
-        self,
-        prompts: Sequence[Prompt],
-        max_tokens: int = 256,
-        stop: Sequence[str] = (),
-        include_stop: bool = False,
-        prefixes: Sequence[str] | None = None,
-        temperature: float = 0.0,
-        progress: bool = False,
-        errors: str = "raise",
-        schema: dict | str | list | None = None,
-        draw: int = 0,
-        min_tokens: int = 0,
-    ) -> list:
-        """One completion per prompt, in input order, each cut at the first of `stop` (kept with `include_stop`) and
-    continuing its prefix when `prefixes` are given; `schema`: a JSON schema every answer must follow, or a list of
-    them, one per prompt (the local engine enforces it while decoding, a server gets it as `response_format`);
-    `draw` > 0: another sample of the same sampled prompts (its own seed locally, its own cache key); `min_tokens`:
-    no end-of-sequence token before that many (the model's own continuation where it would stop);
-    `errors='return'` returns failures in place of raising."""
-        if errors not in ("raise", "return"): raise ValueError(f"errors={errors!r}: expected 'raise' or 'return'")
-        prompts = [check_prompt(p, i) for i, p in enumerate(prompts)]
-        if prefixes is not None and len(prefixes) != len(prompts):
-            raise ValueError(f"{len(prefixes)} prefixes for {len(prompts)} prompts")
-        from dataclasses import replace
-        schemas = schema if isinstance(schema, list) else [schema] * len(prompts)
-        if len(schemas) != len(prompts): raise ValueError(f"{len(schemas)} schemas for {len(prompts)} prompts")
-        params = Params(int(max_tokens), tuple(stop or ()), bool(include_stop), float(temperature), draw=int(draw),
-                        min_tokens=int(min_tokens))
-        texts = {id(s): schema_text(s) for s in schemas}            # each distinct schema object checked once
-        items = [(p, (prefixes[i] or "") if prefixes is not None else "",
-                  replace(params, schema=texts[id(schemas[i])]) if schemas[i] is not None else params)
-                 for i, p in enumerate(prompts)]
-        out = self._complete(items, progress) if items else []
-        done = [c for c in out if isinstance(c, Completion)]
-        self.usage.add(answers=len(done), cut=sum(c.finish_reason == "length" for c in done))
-        if errors == "raise":
-            bad = next((r for r in out if isinstance(r, LLMError)), None)
-            if bad is not None: raise bad
-        return out
-
     def generate(self, prompts: Sequence[Prompt], max_tokens: int = 256, **kw) -> list[str]:
         "The texts of `complete` (errors raise)."
         return [c.text for c in self.complete(prompts, max_tokens, **kw)]
@@ -209,6 +169,49 @@ class Client:
         "Free cached engine state (a local engine's prefix cache); a wrapping client passes it to the client inside."
         inner = getattr(self, "inner", None)
         if isinstance(inner, Client): inner.clear_cache()
+
+# %% ../nbs/12_client.ipynb
+@patch
+def complete(
+    self: Client,
+    prompts: Sequence[Prompt],
+    max_tokens: int = 256,
+    stop: Sequence[str] = (),
+    include_stop: bool = False,
+    prefixes: Sequence[str] | None = None,
+    temperature: float = 0.0,
+    progress: bool = False,
+    errors: str = "raise",
+    schema: dict | str | list | None = None,
+    draw: int = 0,
+    min_tokens: int = 0,
+) -> list:
+    """One completion per prompt, in input order, each cut at the first of `stop` (kept with `include_stop`) and
+continuing its prefix when `prefixes` are given; `schema`: a JSON schema every answer must follow, or a list of
+them, one per prompt (the local engine enforces it while decoding, a server gets it as `response_format`);
+`draw` > 0: another sample of the same sampled prompts (its own seed locally, its own cache key); `min_tokens`:
+no end-of-sequence token before that many (the model's own continuation where it would stop);
+`errors='return'` returns failures in place of raising."""
+    if errors not in ("raise", "return"): raise ValueError(f"errors={errors!r}: expected 'raise' or 'return'")
+    prompts = [check_prompt(p, i) for i, p in enumerate(prompts)]
+    if prefixes is not None and len(prefixes) != len(prompts):
+        raise ValueError(f"{len(prefixes)} prefixes for {len(prompts)} prompts")
+    from dataclasses import replace
+    schemas = schema if isinstance(schema, list) else [schema] * len(prompts)
+    if len(schemas) != len(prompts): raise ValueError(f"{len(schemas)} schemas for {len(prompts)} prompts")
+    params = Params(int(max_tokens), tuple(stop or ()), bool(include_stop), float(temperature), draw=int(draw),
+                    min_tokens=int(min_tokens))
+    texts = {id(s): schema_text(s) for s in schemas}            # each distinct schema object checked once
+    items = [(p, (prefixes[i] or "") if prefixes is not None else "",
+              replace(params, schema=texts[id(schemas[i])]) if schemas[i] is not None else params)
+             for i, p in enumerate(prompts)]
+    out = self._complete(items, progress) if items else []
+    done = [c for c in out if isinstance(c, Completion)]
+    self.usage.add(answers=len(done), cut=sum(c.finish_reason == "length" for c in done))
+    if errors == "raise":
+        bad = next((r for r in out if isinstance(r, LLMError)), None)
+        if bad is not None: raise bad
+    return out
 
 # %% ../nbs/12_client.ipynb
 def render_prompt(tok, prompt: Prompt, prefix: str = "", name: str = "model") -> str:
@@ -279,33 +282,36 @@ class LocalClient(Client):
 
     def _complete(self, items, progress=False): return self.complete_each(items, progress)
 
-    def complete_each(self, items, progress=False, on_done=None):
-        t0 = time.perf_counter()
-        reqs = []
-        for p, pre, par in items:
-            text = self.render(p, pre)
-            salt = f"{self.seed}:{par.draw}:" if par.draw else f"{self.seed}:"     # draw 0: the seed of earlier runs
-            seed = int(hashlib.sha256(f"{salt}{text}".encode()).hexdigest()[:8], 16)
-            reqs.append(Request(self.encode(p, pre), par.max_tokens, par.stop, par.temperature, seed, par.schema,
-                                par.min_tokens))
-        done: dict[int, Completion] = {}
-        def finish(j: int, o) -> None:
-            stop, keep = items[j][2].stop, items[j][2].include_stop
-            done[j] = Completion(cut_at_stop(o.text, stop, keep), self.model, o.prompt_tokens, len(o.tokens),
-                                 finish_reason=o.finish_reason, created=int(time.time()), reused_tokens=o.reused_tokens)
-            if on_done is not None: on_done(j, done[j])
-        outs = self.engine.generate(reqs, progress=progress, on_done=finish)
-        for j, o in enumerate(outs):
-            if j not in done: finish(j, o)
-        res = [done[j] for j in range(len(outs))]
-        self.usage.add(
-            requests=len(items),
-            prompt_tokens=sum(c.prompt_tokens for c in res),
-            completion_tokens=sum(c.completion_tokens for c in res),
-            reused_tokens=sum(c.reused_tokens for c in res),
-            seconds=time.perf_counter() - t0,
-        )
-        return res
+# %% ../nbs/12_client.ipynb
+@patch
+def complete_each(self: LocalClient, items, progress=False, on_done=None):
+    "`Client.complete_each`: the engine answers the whole batch; `on_done` is called as each request ends."
+    t0 = time.perf_counter()
+    reqs = []
+    for p, pre, par in items:
+        text = self.render(p, pre)
+        salt = f"{self.seed}:{par.draw}:" if par.draw else f"{self.seed}:"     # draw 0: the seed of earlier runs
+        seed = int(hashlib.sha256(f"{salt}{text}".encode()).hexdigest()[:8], 16)
+        reqs.append(Request(self.encode(p, pre), par.max_tokens, par.stop, par.temperature, seed, par.schema,
+                            par.min_tokens))
+    done: dict[int, Completion] = {}
+    def finish(j: int, o) -> None:
+        stop, keep = items[j][2].stop, items[j][2].include_stop
+        done[j] = Completion(cut_at_stop(o.text, stop, keep), self.model, o.prompt_tokens, len(o.tokens),
+                             finish_reason=o.finish_reason, created=int(time.time()), reused_tokens=o.reused_tokens)
+        if on_done is not None: on_done(j, done[j])
+    outs = self.engine.generate(reqs, progress=progress, on_done=finish)
+    for j, o in enumerate(outs):
+        if j not in done: finish(j, o)
+    res = [done[j] for j in range(len(outs))]
+    self.usage.add(
+        requests=len(items),
+        prompt_tokens=sum(c.prompt_tokens for c in res),
+        completion_tokens=sum(c.completion_tokens for c in res),
+        reused_tokens=sum(c.reused_tokens for c in res),
+        seconds=time.perf_counter() - t0,
+    )
+    return res
 
 # %% ../nbs/12_client.ipynb
 class MalformedResponse(ValueError):
@@ -446,104 +452,115 @@ class OpenAIClient(Client):
         if self.api == "chat" and isinstance(prompt, str):
             raise ValueError("the chat endpoint takes conversations; use api='completions' for plain text")
 
-    def _request(self, prompt: Prompt, prefix: str, par: Params):
-        kw = dict(
-            model=self.model, max_tokens=par.max_tokens, temperature=par.temperature, stop=list(par.stop)[:4] or None
-        )
-        fmt = None
-        if par.schema and not self.schema_refused:
-            schema = json.loads(par.schema)
-            fmt = {"response_format": {"type": "json_object", "schema": schema} if self.schema_form == "json_object"
-                   else {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": True}}}
-        if par.min_tokens: fmt = {**(fmt or {}), "min_tokens": par.min_tokens}      # vLLM's sampling parameter
-        if self.api == "completions":
-            r = self.client.completions.create(prompt=prompt + prefix, extra_body=fmt, **kw)
-            ch = check_response(r, "completions")
-            return r, ch, ch.text
-        tools = prompt["tools"] if isinstance(prompt, dict) else None
-        msgs = list(prompt["messages"] if tools is not None else prompt) + (
-            [{"role": "assistant", "content": prefix}] if prefix else []
-        )
-        extra = {"continue_final_message": True, "add_generation_prompt": False} if prefix else None
-        if fmt: extra = {**(extra or {}), **fmt}
-        if tools is not None: kw["tools"] = tools
-        r = self.client.chat.completions.create(messages=msgs, extra_body=extra, **kw)
-        msg = check_response(r, "chat").message
-        text = msg.content if isinstance(msg.content, str) else ""
-        calls = getattr(msg, "tool_calls", None) or []
-        # native tool calls come back as {"name", "arguments"} objects after the text
-        if calls:
-            def args(c):
-                try: return json.loads(c.function.arguments or "{}")
-                except json.JSONDecodeError: return c.function.arguments
+# %% ../nbs/12_client.ipynb
+@patch
+def _request(self: OpenAIClient, prompt: Prompt, prefix: str, par: Params):
+    "One request as the API takes it (`response_format`, tools, a prefix to continue): (response, choice, text)."
+    kw = dict(
+        model=self.model, max_tokens=par.max_tokens, temperature=par.temperature, stop=list(par.stop)[:4] or None
+    )
+    fmt = None
+    if par.schema and not self.schema_refused:
+        schema = json.loads(par.schema)
+        fmt = {"response_format": {"type": "json_object", "schema": schema} if self.schema_form == "json_object"
+               else {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": True}}}
+    if par.min_tokens: fmt = {**(fmt or {}), "min_tokens": par.min_tokens}      # vLLM's sampling parameter
+    if self.api == "completions":
+        r = self.client.completions.create(prompt=prompt + prefix, extra_body=fmt, **kw)
+        ch = check_response(r, "completions")
+        return r, ch, ch.text
+    tools = prompt["tools"] if isinstance(prompt, dict) else None
+    msgs = list(prompt["messages"] if tools is not None else prompt) + (
+        [{"role": "assistant", "content": prefix}] if prefix else []
+    )
+    extra = {"continue_final_message": True, "add_generation_prompt": False} if prefix else None
+    if fmt: extra = {**(extra or {}), **fmt}
+    if tools is not None: kw["tools"] = tools
+    r = self.client.chat.completions.create(messages=msgs, extra_body=extra, **kw)
+    msg = check_response(r, "chat").message
+    text = msg.content if isinstance(msg.content, str) else ""
+    calls = getattr(msg, "tool_calls", None) or []
+    # native tool calls come back as {"name", "arguments"} objects after the text
+    if calls:
+        def args(c):
+            try: return json.loads(c.function.arguments or "{}")
+            except json.JSONDecodeError: return c.function.arguments
 
-            text += ("\n" if text else "") + json.dumps(
-                [{"name": c.function.name, "arguments": args(c)} for c in calls], ensure_ascii=False
-            )
-        return r, r.choices[0], text
+        text += ("\n" if text else "") + json.dumps(
+            [{"name": c.function.name, "arguments": args(c)} for c in calls], ensure_ascii=False
+        )
+    return r, r.choices[0], text
 
-    def _one(self, prompt: Prompt, prefix: str, par: Params):
-        last, attempt = None, 0
-        for attempt in range(self.max_retries + 1):
-            self.usage.add(requests=1, retries=int(attempt > 0))
-            t0 = time.perf_counter()
+# %% ../nbs/12_client.ipynb
+@patch
+def _one(self: OpenAIClient, prompt: Prompt, prefix: str, par: Params):
+    "One request with its retries and schema fallbacks: a `Completion`, or an `LLMError` after the last attempt."
+    last, attempt = None, 0
+    for attempt in range(self.max_retries + 1):
+        self.usage.add(requests=1, retries=int(attempt > 0))
+        t0 = time.perf_counter()
+        err = None
+        try: r, ch, text = self._request(prompt, prefix, par)
+        except Exception as e: err = e
+        if err is not None and par.schema and not self.schema_refused and _refuses_schema(err) \
+                and self.schema_form == "json_schema":
+            self.schema_form = "json_object"           # llama.cpp's form, tried once before giving the schema up
+            try: r, ch, text = self._request(prompt, prefix, par); err = None
+            except Exception as e: err = e
+        if err is not None and par.schema and not self.schema_refused and _refuses_schema(err):
+            self._refuse_schema(err)                   # stated once; this and later requests go unconstrained
             err = None
             try: r, ch, text = self._request(prompt, prefix, par)
             except Exception as e: err = e
-            if err is not None and par.schema and not self.schema_refused and _refuses_schema(err) \
-                    and self.schema_form == "json_schema":
-                self.schema_form = "json_object"           # llama.cpp's form, tried once before giving the schema up
-                try: r, ch, text = self._request(prompt, prefix, par); err = None
-                except Exception as e: err = e
-            if err is not None and par.schema and not self.schema_refused and _refuses_schema(err):
-                self._refuse_schema(err)                   # stated once; this and later requests go unconstrained
-                err = None
-                try: r, ch, text = self._request(prompt, prefix, par)
-                except Exception as e: err = e
-            if err is not None:
-                last = err
-                self.usage.add(seconds=time.perf_counter() - t0)
-                if not _retryable(err) or attempt == self.max_retries: break
-                time.sleep(self.wait(attempt)); continue
-            u = getattr(r, "usage", None)
-            pt, ct = (getattr(u, "prompt_tokens", 0) or 0, getattr(u, "completion_tokens", 0) or 0) if u else (0, 0)
-            cost = (pt * self.prices[0] + ct * self.prices[1]) / 1e6 if self.prices else 0.0
-            self.usage.add(prompt_tokens=pt, completion_tokens=ct, cost_usd=cost, seconds=time.perf_counter() - t0)
-            hit = _matched_stop(ch)
-            if par.include_stop and ch.finish_reason == "stop" and hit in par.stop and not text.endswith(hit):
-                text += hit
-            return Completion(
-                cut_at_stop(text, par.stop, par.include_stop),
-                getattr(r, "model", None) or self.model,
-                pt,
-                ct,
-                False,
-                ch.finish_reason,
-                int(r.created) if getattr(r, "created", None) else int(time.time()),
-            )
-        self.usage.add(failures=1)
-        return LLMError(
-            f"{self.model} at {self.base_url or 'the OpenAI API'}: request {_preview(prompt)} failed after "
-            f"{attempt + 1} attempt(s): {type(last).__name__}: {str(last)[:200]}"
+        if err is not None:
+            last = err
+            self.usage.add(seconds=time.perf_counter() - t0)
+            if not _retryable(err) or attempt == self.max_retries: break
+            time.sleep(self.wait(attempt)); continue
+        u = getattr(r, "usage", None)
+        pt, ct = (getattr(u, "prompt_tokens", 0) or 0, getattr(u, "completion_tokens", 0) or 0) if u else (0, 0)
+        cost = (pt * self.prices[0] + ct * self.prices[1]) / 1e6 if self.prices else 0.0
+        self.usage.add(prompt_tokens=pt, completion_tokens=ct, cost_usd=cost, seconds=time.perf_counter() - t0)
+        hit = _matched_stop(ch)
+        if par.include_stop and ch.finish_reason == "stop" and hit in par.stop and not text.endswith(hit):
+            text += hit
+        return Completion(
+            cut_at_stop(text, par.stop, par.include_stop),
+            getattr(r, "model", None) or self.model,
+            pt,
+            ct,
+            False,
+            ch.finish_reason,
+            int(r.created) if getattr(r, "created", None) else int(time.time()),
         )
+    self.usage.add(failures=1)
+    return LLMError(
+        f"{self.model} at {self.base_url or 'the OpenAI API'}: request {_preview(prompt)} failed after "
+        f"{attempt + 1} attempt(s): {type(last).__name__}: {str(last)[:200]}"
+    )
 
-    def _complete(self, items, progress=False): return self.complete_each(items, progress)
+# %% ../nbs/12_client.ipynb
+@patch
+def _complete(self: OpenAIClient, items, progress=False): return self.complete_each(items, progress)
 
-    def complete_each(self, items, progress=False, on_done=None):
-        from tqdm.auto import tqdm
-        for p, _, _ in items: self._check(p)
-        out: list = [None] * len(items)
-        def finish(j, c):
-            out[j] = c
-            if on_done is not None: on_done(j, c)
-        if self.concurrency == 1:
-            for j, it in enumerate(tqdm(items, disable=not progress, desc=self.model)): finish(j, self._one(*it))
-            return out
-        with ThreadPoolExecutor(self.concurrency) as ex:
-            futs = {ex.submit(self._one, *it): j for j, it in enumerate(items)}
-            for f in tqdm(as_completed(futs), total=len(futs), disable=not progress, desc=self.model):
-                finish(futs[f], f.result())
+# %% ../nbs/12_client.ipynb
+@patch
+def complete_each(self: OpenAIClient, items, progress=False, on_done=None):  # noqa: F811 (a method of another class)
+    "`Client.complete_each`: up to `concurrency` requests in flight, `on_done` called as each one ends."
+    from tqdm.auto import tqdm
+    for p, _, _ in items: self._check(p)
+    out: list = [None] * len(items)
+    def finish(j, c):
+        out[j] = c
+        if on_done is not None: on_done(j, c)
+    if self.concurrency == 1:
+        for j, it in enumerate(tqdm(items, disable=not progress, desc=self.model)): finish(j, self._one(*it))
         return out
+    with ThreadPoolExecutor(self.concurrency) as ex:
+        futs = {ex.submit(self._one, *it): j for j, it in enumerate(items)}
+        for f in tqdm(as_completed(futs), total=len(futs), disable=not progress, desc=self.model):
+            finish(futs[f], f.result())
+    return out
 
 # %% ../nbs/12_client.ipynb
 def _record_problem(e: dict) -> str | None:
@@ -594,101 +611,115 @@ class RecordReplay(Client):
         "A request's settings as they enter its key: the grammar library too when the request has a schema."
         return {**par.key(), "grammar": self.grammar} if par.schema and self.grammar else par.key()
 
-    def _hit(self, e: dict) -> Completion:
-        return Completion(
-            e["text"],
-            e.get("model", self.model),
-            e.get("prompt_tokens", 0),
-            e.get("completion_tokens", 0),
-            True,
-            e.get("finish_reason"),
-            e.get("created"),
-            e.get("reused_tokens", 0),
-        )
-
     @staticmethod
     def _stem(model, prompt, params: dict, prefix: str) -> str:
         "A greedy request's key without its token limit."
         return request_key(model, prompt, {k: v for k, v in params.items() if k != "max_tokens"}, prefix)
 
-    def _note_ended(self, e: dict) -> None:
-        par, p = e.get("params"), e.get("prompt", e.get("messages"))
-        if e.get("finish_reason") not in ("eos", "stop") or not isinstance(par, dict) or par.get("temperature") != 0 \
-                or p is None or not isinstance(e.get("completion_tokens"), int): return
-        self.ended.setdefault(self._stem(e.get("request_model", self.model), p, par, e.get("prefix") or ""),
-                              []).append(e)
+# %% ../nbs/12_client.ipynb
+@patch
+def _hit(self: RecordReplay, e: dict) -> Completion:
+    "A record as the cached `Completion` it answers with."
+    return Completion(
+        e["text"],
+        e.get("model", self.model),
+        e.get("prompt_tokens", 0),
+        e.get("completion_tokens", 0),
+        True,
+        e.get("finish_reason"),
+        e.get("created"),
+        e.get("reused_tokens", 0),
+    )
 
-    def _ended_earlier(self, key: str, item) -> dict | None:
-        "The record of a greedy answer that ended before this request's limit, written under the request's key."
-        p, pre, par = item
-        if par.temperature != 0: return None
-        old = next((e for e in self.ended.get(self._stem(self.model, p, self._params(par), pre), [])
-                    if e["completion_tokens"] < par.max_tokens), None)
-        if old is None: return None
-        rec = {**old, "key": key, "params": self._params(par), "reused_from": old["key"]}
-        with self._lock:                                   # replay mode reads the file, never writes it
-            if self.mode == "record": append_jsonl(self.path, [rec])
-            self.entries[key] = rec
-        return rec
+# %% ../nbs/12_client.ipynb
+@patch
+def _note_ended(self: RecordReplay, e: dict) -> None:
+    "Index a greedy answer that ended on its own (for `_ended_earlier`)."
+    par, p = e.get("params"), e.get("prompt", e.get("messages"))
+    if e.get("finish_reason") not in ("eos", "stop") or not isinstance(par, dict) or par.get("temperature") != 0 \
+            or p is None or not isinstance(e.get("completion_tokens"), int): return
+    self.ended.setdefault(self._stem(e.get("request_model", self.model), p, par, e.get("prefix") or ""),
+                          []).append(e)
 
-    def _borrowed(self, key: str) -> dict | None:
-        "A peer file's record of `key`, copied into this file (record mode) with `borrowed_from` naming the peer."
-        if key not in self.peer_entries: return None
-        e, src = self.peer_entries[key]
-        rec = {**e, "borrowed_from": os.path.relpath(src, self.path.parent)}
-        with self._lock:
-            if self.mode == "record": append_jsonl(self.path, [rec])
-            self.entries[key] = rec; self._note_ended(rec)
-        return rec
+# %% ../nbs/12_client.ipynb
+@patch
+def _ended_earlier(self: RecordReplay, key: str, item) -> dict | None:
+    "The record of a greedy answer that ended before this request's limit, written under the request's key."
+    p, pre, par = item
+    if par.temperature != 0: return None
+    old = next((e for e in self.ended.get(self._stem(self.model, p, self._params(par), pre), [])
+                if e["completion_tokens"] < par.max_tokens), None)
+    if old is None: return None
+    rec = {**old, "key": key, "params": self._params(par), "reused_from": old["key"]}
+    with self._lock:                                   # replay mode reads the file, never writes it
+        if self.mode == "record": append_jsonl(self.path, [rec])
+        self.entries[key] = rec
+    return rec
 
-    def _complete(self, items, progress=False):
-        keys = [request_key(self.model, p, self._params(par), pre) for p, pre, par in items]
-        out: list = [None] * len(items)
-        todo: dict[str, list[int]] = {}
-        for i, k in enumerate(keys):
-            e = self.entries.get(k) or self._borrowed(k) or self._ended_earlier(k, items[i])
-            if e is not None:
-                out[i] = self._hit(e); self.usage.add(cache_hits=1)
-                self.hit_commits[e.get("commit", "not recorded")] += 1
-            else: todo.setdefault(k, []).append(i)
-        if todo and self.mode == "replay":
-            k, idx = next(iter(todo.items()))
-            raise CacheMiss(f"{len(todo)} request(s) not in {self.path}, e.g. request {idx[0]} (key {k[:12]})")
-        if todo:
-            asked = list(todo.items())
-            def keep(j: int, c) -> None:                   # each answer is written as soon as it exists
-                (k, idx), i = asked[j], asked[j][1][0]
-                if isinstance(c, Completion):
-                    p, pre, par = items[i]
-                    rec = {
-                        "key": k,
-                        "request_model": self.model,
-                        "model": c.model,
-                        ("prompt" if isinstance(p, str) else "messages"): p,
-                        "prefix": pre,
-                        "params": self._params(par),
-                        "text": c.text,
-                        "prompt_tokens": c.prompt_tokens,
-                        "completion_tokens": c.completion_tokens,
-                        "finish_reason": c.finish_reason,
-                        "created": c.created,
-                        **self.extra,
-                    }
-                    with self._lock:
-                        append_jsonl(self.path, [rec])
-                        self.entries[k] = rec; self._note_ended(rec)
-                    self.usage.add(requests=1, prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens,
-                                   reused_tokens=c.reused_tokens)
-                # repeats within the batch are answered by the one request
-                self.usage.add(cache_hits=len(idx) - 1)
-                for r in idx: out[r] = c
-            t0 = time.perf_counter()
-            self.inner.complete_each([items[idx[0]] for _, idx in asked], progress, on_done=keep)
-            self.usage.add(seconds=time.perf_counter() - t0)        # the wrapped model's time (file answers: none)
-            missing = sum(out[idx[0]] is None for _, idx in asked)
-            if missing:
-                raise RuntimeError(f"{type(self.inner).__name__} returned without answering {missing} request(s)")
-        return out
+# %% ../nbs/12_client.ipynb
+@patch
+def _borrowed(self: RecordReplay, key: str) -> dict | None:
+    "A peer file's record of `key`, copied into this file (record mode) with `borrowed_from` naming the peer."
+    if key not in self.peer_entries: return None
+    e, src = self.peer_entries[key]
+    rec = {**e, "borrowed_from": os.path.relpath(src, self.path.parent)}
+    with self._lock:
+        if self.mode == "record": append_jsonl(self.path, [rec])
+        self.entries[key] = rec; self._note_ended(rec)
+    return rec
+
+# %% ../nbs/12_client.ipynb
+@patch
+def _complete(self: RecordReplay, items, progress=False):
+    """Answer from the file, a peer or an earlier answer that ended on its own; ask `inner` for the rest, each
+    answer written as it comes."""
+    keys = [request_key(self.model, p, self._params(par), pre) for p, pre, par in items]
+    out: list = [None] * len(items)
+    todo: dict[str, list[int]] = {}
+    for i, k in enumerate(keys):
+        e = self.entries.get(k) or self._borrowed(k) or self._ended_earlier(k, items[i])
+        if e is not None:
+            out[i] = self._hit(e); self.usage.add(cache_hits=1)
+            self.hit_commits[e.get("commit", "not recorded")] += 1
+        else: todo.setdefault(k, []).append(i)
+    if todo and self.mode == "replay":
+        k, idx = next(iter(todo.items()))
+        raise CacheMiss(f"{len(todo)} request(s) not in {self.path}, e.g. request {idx[0]} (key {k[:12]})")
+    if todo:
+        asked = list(todo.items())
+        def keep(j: int, c) -> None:                   # each answer is written as soon as it exists
+            (k, idx), i = asked[j], asked[j][1][0]
+            if isinstance(c, Completion):
+                p, pre, par = items[i]
+                rec = {
+                    "key": k,
+                    "request_model": self.model,
+                    "model": c.model,
+                    ("prompt" if isinstance(p, str) else "messages"): p,
+                    "prefix": pre,
+                    "params": self._params(par),
+                    "text": c.text,
+                    "prompt_tokens": c.prompt_tokens,
+                    "completion_tokens": c.completion_tokens,
+                    "finish_reason": c.finish_reason,
+                    "created": c.created,
+                    **self.extra,
+                }
+                with self._lock:
+                    append_jsonl(self.path, [rec])
+                    self.entries[k] = rec; self._note_ended(rec)
+                self.usage.add(requests=1, prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens,
+                               reused_tokens=c.reused_tokens)
+            # repeats within the batch are answered by the one request
+            self.usage.add(cache_hits=len(idx) - 1)
+            for r in idx: out[r] = c
+        t0 = time.perf_counter()
+        self.inner.complete_each([items[idx[0]] for _, idx in asked], progress, on_done=keep)
+        self.usage.add(seconds=time.perf_counter() - t0)        # the wrapped model's time (file answers: none)
+        missing = sum(out[idx[0]] is None for _, idx in asked)
+        if missing:
+            raise RuntimeError(f"{type(self.inner).__name__} returned without answering {missing} request(s)")
+    return out
 
 # %% ../nbs/12_client.ipynb
 class LazyClient(Client):
