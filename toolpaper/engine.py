@@ -4,6 +4,7 @@
 
 # %% ../nbs/11_engine.ipynb 3
 from __future__ import annotations
+from fastcore.basics import patch
 import time, warnings
 from dataclasses import dataclass
 from typing import Sequence
@@ -288,26 +289,30 @@ class Engine:
         self._rope = None           # (cos, sin) of every position the lean path may reach, built per generate call
         self.grammar, self._grammars = grammar or DEFAULT_GRAMMAR, None   # schema constraints: built when first asked
 
-    def grammars(self):
-        "The schema matchers of this model's tokenizer and vocabulary (`toolpaper.grammar.Grammars`), built once."
-        if self._grammars is None:
-            self._grammars = Grammars(self.tok, self.lm.lm_head.out_features, self.eos, self.grammar)
-        return self._grammars
+# %% ../nbs/11_engine.ipynb
+@patch
+def grammars(self: Engine):
+    "The schema matchers of this model's tokenizer and vocabulary (`toolpaper.grammar.Grammars`), built once."
+    if self._grammars is None:
+        self._grammars = Grammars(self.tok, self.lm.lm_head.out_features, self.eos, self.grammar)
+    return self._grammars
 
-    def _quantize(self):
-        q8 = []
-        for layer in self.inner.layers:
-            a, m = layer.self_attn, layer.mlp
-            q8.append(
-                {"qkv": _int8_linear(a.q_proj, a.k_proj, a.v_proj), "o_proj": _int8_linear(a.o_proj),
-                 "qkv_sizes": [x.out_features for x in (a.q_proj, a.k_proj, a.v_proj)],
-                 "gate_up": _int8_linear(m.gate_proj, m.up_proj), "inter": m.gate_proj.out_features,
-                 "down_proj": _int8_linear(m.down_proj)}
-                | {"act": m.act_fn}
-            )
-        self.q8_head = _int8_linear(self.lm.lm_head)
-        self.q8_attn = [_Q8Attn(q, layer.self_attn) for q, layer in zip(q8, self.inner.layers)]   # built once
-        return q8
+# %% ../nbs/11_engine.ipynb
+@patch
+def _quantize(self: Engine):
+    q8 = []
+    for layer in self.inner.layers:
+        a, m = layer.self_attn, layer.mlp
+        q8.append(
+            {"qkv": _int8_linear(a.q_proj, a.k_proj, a.v_proj), "o_proj": _int8_linear(a.o_proj),
+             "qkv_sizes": [x.out_features for x in (a.q_proj, a.k_proj, a.v_proj)],
+             "gate_up": _int8_linear(m.gate_proj, m.up_proj), "inter": m.gate_proj.out_features,
+             "down_proj": _int8_linear(m.down_proj)}
+            | {"act": m.act_fn}
+        )
+    self.q8_head = _int8_linear(self.lm.lm_head)
+    self.q8_attn = [_Q8Attn(q, layer.self_attn) for q, layer in zip(q8, self.inner.layers)]   # built once
+    return q8
 
 # %% ../nbs/11_engine.ipynb
 def _qkv(self, attn, h, cos, sin):

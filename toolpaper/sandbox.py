@@ -4,6 +4,7 @@
 
 # %% ../nbs/22_sandbox.ipynb 3
 from __future__ import annotations
+from fastcore.basics import patch
 import json, os, resource, selectors, shutil, signal, subprocess, sys, tempfile, time, warnings
 from collections import Counter
 from dataclasses import dataclass
@@ -443,87 +444,95 @@ class PythonSandbox:
         finally: os.close(out_w); os.close(res_w)
         return proc, out_r, res_r
 
-    def _watch(self, proc, work: Path, out_r: int, res_r: int) -> tuple[str | None, _Tail, list[bytes]]:
-        """Read both pipes until they close, bounded, while the wall clock, the printed bytes and the folder's running
-        total hold; (the limit that stopped the run or None, what was printed, the result lines)."""
-        lim, deadline = self.limits, time.monotonic() + self.limits.wall_s
-        out, res, stop, last_check = _Tail(4 * lim.output_chars + 4096), bytearray(), None, 0.0
-        sel = selectors.DefaultSelector()
-        sel.register(out_r, selectors.EVENT_READ); sel.register(res_r, selectors.EVENT_READ)
-        open_fds = 2
-        while open_fds and stop is None:
-            now = time.monotonic()
-            if now >= deadline: stop = "timeout"; break
-            for key, _ in sel.select(timeout=min(0.05, deadline - now)):
-                b = os.read(key.fd, 65536)
-                if not b: sel.unregister(key.fd); open_fds -= 1; continue
-                if key.fd == out_r: out.add(b)
-                elif len(res) < 65536: res.extend(b[: 65536 - len(res)])
-            if out.total > lim.file_mb * 1024 * 1024: stop = "output_limit"
-            elif now - last_check >= 0.05:
-                last_check = now
-                size, n = _folder_size(work, lim.folder_files)
-                if size > lim.folder_mb * 1024 * 1024 or n > lim.folder_files: stop = "disk_limit"
-        sel.close(); os.close(out_r); os.close(res_r)
-        if stop is None:                    # both pipes closed: the runner is ending (or the program closed them)
-            try: proc.wait(timeout=max(deadline - time.monotonic(), 0.01))
-            except subprocess.TimeoutExpired: stop = "timeout"
-        if stop is not None:
-            try: os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError): pass
-        return stop, out, bytes(res).splitlines()
+# %% ../nbs/22_sandbox.ipynb
+@patch
+def _watch(self: PythonSandbox, proc, work: Path, out_r: int, res_r: int) -> tuple[str | None, _Tail, list[bytes]]:
+    """Read both pipes until they close, bounded, while the wall clock, the printed bytes and the folder's running
+    total hold; (the limit that stopped the run or None, what was printed, the result lines)."""
+    lim, deadline = self.limits, time.monotonic() + self.limits.wall_s
+    out, res, stop, last_check = _Tail(4 * lim.output_chars + 4096), bytearray(), None, 0.0
+    sel = selectors.DefaultSelector()
+    sel.register(out_r, selectors.EVENT_READ); sel.register(res_r, selectors.EVENT_READ)
+    open_fds = 2
+    while open_fds and stop is None:
+        now = time.monotonic()
+        if now >= deadline: stop = "timeout"; break
+        for key, _ in sel.select(timeout=min(0.05, deadline - now)):
+            b = os.read(key.fd, 65536)
+            if not b: sel.unregister(key.fd); open_fds -= 1; continue
+            if key.fd == out_r: out.add(b)
+            elif len(res) < 65536: res.extend(b[: 65536 - len(res)])
+        if out.total > lim.file_mb * 1024 * 1024: stop = "output_limit"
+        elif now - last_check >= 0.05:
+            last_check = now
+            size, n = _folder_size(work, lim.folder_files)
+            if size > lim.folder_mb * 1024 * 1024 or n > lim.folder_files: stop = "disk_limit"
+    sel.close(); os.close(out_r); os.close(res_r)
+    if stop is None:                    # both pipes closed: the runner is ending (or the program closed them)
+        try: proc.wait(timeout=max(deadline - time.monotonic(), 0.01))
+        except subprocess.TimeoutExpired: stop = "timeout"
+    if stop is not None:
+        try: os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError): pass
+    return stop, out, bytes(res).splitlines()
 
-    def _status(self, stop: str | None, rc: int, outcome: dict | None) -> tuple[str, str | None]:
-        lim = self.limits
-        if stop == "timeout": return "timeout", f"TimeoutError: no result within {lim.wall_s:g} s of wall-clock time"
-        if stop == "output_limit": return "output_limit", f"OutputLimit: printed more than {lim.file_mb:g} MB"
-        if stop == "disk_limit":
-            return "disk_limit", (f"DiskLimit: the run folder passed {lim.folder_mb:g} MB or {lim.folder_files} "
-                                  "entries")
-        if rc < 0:
-            status = _SIGNALS.get(-rc, "killed")
-            return status, {"timeout": f"TimeoutError: over the {lim.cpu_s} s CPU limit",
-                            "output_limit": f"OutputLimit: wrote more than {lim.file_mb:g} MB"}.get(
-                status, f"killed by signal {signal.Signals(-rc).name}")
-        if outcome is not None and rc == 0:
-            status = outcome["status"]
-            if status == "disk_limit": return self._status("disk_limit", 0, None)
-            return status, (f"OutputLimit: wrote more than {lim.file_mb:g} MB" if status == "output_limit"
-                            else outcome.get("error"))
-        return "killed", f"the interpreter exited with code {rc} before reporting"
+# %% ../nbs/22_sandbox.ipynb
+@patch
+def _status(self: PythonSandbox, stop: str | None, rc: int, outcome: dict | None) -> tuple[str, str | None]:
+    lim = self.limits
+    if stop == "timeout": return "timeout", f"TimeoutError: no result within {lim.wall_s:g} s of wall-clock time"
+    if stop == "output_limit": return "output_limit", f"OutputLimit: printed more than {lim.file_mb:g} MB"
+    if stop == "disk_limit":
+        return "disk_limit", (f"DiskLimit: the run folder passed {lim.folder_mb:g} MB or {lim.folder_files} "
+                              "entries")
+    if rc < 0:
+        status = _SIGNALS.get(-rc, "killed")
+        return status, {"timeout": f"TimeoutError: over the {lim.cpu_s} s CPU limit",
+                        "output_limit": f"OutputLimit: wrote more than {lim.file_mb:g} MB"}.get(
+            status, f"killed by signal {signal.Signals(-rc).name}")
+    if outcome is not None and rc == 0:
+        status = outcome["status"]
+        if status == "disk_limit": return self._status("disk_limit", 0, None)
+        return status, (f"OutputLimit: wrote more than {lim.file_mb:g} MB" if status == "output_limit"
+                        else outcome.get("error"))
+    return "killed", f"the interpreter exited with code {rc} before reporting"
 
-    def run(self, code: str, setup: Sequence[str] = ()) -> ExecResult:
-        """Run `code` (after the `setup` blocks, whose output is discarded) and return what it printed or why it failed.
-        What the program prints and the runner's report come through pipes the parent opened: nothing is read from
-        the run folder, which the program controls."""
-        if not isinstance(code, str): raise TypeError(f"code must be a string, got {type(code).__name__}")
-        t0 = time.perf_counter()
-        work = Path(tempfile.mkdtemp(prefix="toolpaper-sandbox-"))
-        try:
-            proc, out_r, res_r = self._spawn(work, code, setup)
-            stop, out, lines = self._watch(proc, work, out_r, res_r)
-            rc = proc.wait()
-            if stop is None:                 # what the program left in the folder counts too, however fast it wrote
-                size, n = _folder_size(work, self.limits.folder_files)
-                if size > self.limits.folder_mb * 1024 * 1024 or n > self.limits.folder_files: stop = "disk_limit"
-            contained, outcome = _result(lines)
-            if contained is not None: self.contained = contained
-            status, err = self._status(stop, rc, outcome)
-            text, cut = out.text(self.limits.output_chars)
-            r = ExecResult(status, text, err, time.perf_counter() - t0, cut)
-        finally:
-            left = _remove(work)
-            if left:
-                self.leftovers += left; self.stats["cleanup_failed"] += 1
-                warnings.warn(f"sandbox: could not remove the run folder {left[0]}", RuntimeWarning, stacklevel=2)
-        self.stats[r.status] += 1; self.stats["runs"] += 1; self.seconds += r.seconds
-        return r
+# %% ../nbs/22_sandbox.ipynb
+@patch
+def run(self: PythonSandbox, code: str, setup: Sequence[str] = ()) -> ExecResult:
+    """Run `code` (after the `setup` blocks, whose output is discarded) and return what it printed or why it failed.
+    What the program prints and the runner's report come through pipes the parent opened: nothing is read from
+    the run folder, which the program controls."""
+    if not isinstance(code, str): raise TypeError(f"code must be a string, got {type(code).__name__}")
+    t0 = time.perf_counter()
+    work = Path(tempfile.mkdtemp(prefix="toolpaper-sandbox-"))
+    try:
+        proc, out_r, res_r = self._spawn(work, code, setup)
+        stop, out, lines = self._watch(proc, work, out_r, res_r)
+        rc = proc.wait()
+        if stop is None:                 # what the program left in the folder counts too, however fast it wrote
+            size, n = _folder_size(work, self.limits.folder_files)
+            if size > self.limits.folder_mb * 1024 * 1024 or n > self.limits.folder_files: stop = "disk_limit"
+        contained, outcome = _result(lines)
+        if contained is not None: self.contained = contained
+        status, err = self._status(stop, rc, outcome)
+        text, cut = out.text(self.limits.output_chars)
+        r = ExecResult(status, text, err, time.perf_counter() - t0, cut)
+    finally:
+        left = _remove(work)
+        if left:
+            self.leftovers += left; self.stats["cleanup_failed"] += 1
+            warnings.warn(f"sandbox: could not remove the run folder {left[0]}", RuntimeWarning, stacklevel=2)
+    self.stats[r.status] += 1; self.stats["runs"] += 1; self.seconds += r.seconds
+    return r
 
-    def summary(self) -> dict:
-        "Runs by status, the mean seconds per run and the run folders left behind."
-        n = self.stats["runs"]
-        return {"runs": n, **{k: self.stats[k] for k in _STATUSES}, "mean_s": round(self.seconds / n, 3) if n else None,
-                "leftovers": len(self.leftovers)}
+# %% ../nbs/22_sandbox.ipynb
+@patch
+def summary(self: PythonSandbox) -> dict:
+    "Runs by status, the mean seconds per run and the run folders left behind."
+    n = self.stats["runs"]
+    return {"runs": n, **{k: self.stats[k] for k in _STATUSES}, "mean_s": round(self.seconds / n, 3) if n else None,
+            "leftovers": len(self.leftovers)}
 
 # %% ../nbs/22_sandbox.ipynb
 _PROBED: dict = {}

@@ -4,6 +4,7 @@
 
 # %% ../nbs/12_stages.ipynb 3
 from __future__ import annotations
+from fastcore.basics import patch
 import functools, inspect, json, os, random, subprocess, warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -406,22 +407,28 @@ class StageCache(Stages):
         (built then, weights trained then if needed) or the server answers, under the adapter folder's name."""
         return _stage_client(self, model, adapter, batch_size)
 
-    def record(self, stage: str, key: str, reused: bool, commit: str | None = None) -> None:
-        "Note a stage an experiment caches itself (e.g. a stored ablation point) in this run's summary."
-        self.trained.append({"stage": stage, "key": key, "status": "reused" if reused else "computed",
-                             "precision": GenSettings.precision_of(self.settings.backend()),
-                             "commit": (commit or "not recorded") if reused else self.commit})
+# %% ../nbs/12_stages.ipynb
+@patch
+def record(self: StageCache, stage: str, key: str, reused: bool, commit: str | None = None) -> None:
+    "Note a stage an experiment caches itself (e.g. a stored ablation point) in this run's summary."
+    self.trained.append({"stage": stage, "key": key, "status": "reused" if reused else "computed",
+                         "precision": GenSettings.precision_of(self.settings.backend()),
+                         "commit": (commit or "not recorded") if reused else self.commit})
 
-    def summary(self) -> list[dict]:
-        """One row per stage of this run: what it is, its key, reused or computed (requests counted), and by which
-        commit; a client that answered nothing is left out."""
-        rows = [dict(r, status=f"{r['status']}; weights rebuilt, {self.rebuilt[r['stage'], r['key']]}")
-                if (r["stage"], r["key"]) in self.rebuilt else r for r in self.trained]
-        return rows + _generation_rows(self)
+# %% ../nbs/12_stages.ipynb
+@patch
+def summary(self: StageCache) -> list[dict]:
+    """One row per stage of this run: what it is, its key, reused or computed (requests counted), and by which
+    commit; a client that answered nothing is left out."""
+    rows = [dict(r, status=f"{r['status']}; weights rebuilt, {self.rebuilt[r['stage'], r['key']]}")
+            if (r["stage"], r["key"]) in self.rebuilt else r for r in self.trained]
+    return rows + _generation_rows(self)
 
-    def save_summary(self) -> None:
-        "Write `stages/summary.json` (this run's stages; the report page shows it)."
-        atomic_write_text(self.root / "summary.json", json.dumps(self.summary(), indent=1) + "\n")
+# %% ../nbs/12_stages.ipynb
+@patch
+def save_summary(self: StageCache) -> None:
+    "Write `stages/summary.json` (this run's stages; the report page shows it)."
+    atomic_write_text(self.root / "summary.json", json.dumps(self.summary(), indent=1) + "\n")
 
 # %% ../nbs/12_stages.ipynb
 def release(c) -> None:

@@ -4,6 +4,7 @@
 
 # %% ../nbs/95_testing.ipynb 3
 from __future__ import annotations
+from fastcore.basics import patch
 import json
 from typing import Any, Sequence
 from .client import Client, Completion
@@ -57,54 +58,7 @@ class OracleChat(Client):
 
     def _fields(self, n: int) -> str: return repr(list(dict.fromkeys(t["field"].split("/")[0] for t in self.seal)))
 
-    def _subfields(self, field: str, n: int) -> str:
-        return repr(
-            list(dict.fromkeys(t["field"].split("/", 1)[1] for t in self.seal if t["field"].startswith(field + "/")))
-        )
-
-    def _tools(self, field: str, subfield: str, n: int, avoid: Sequence[str]) -> str:
-        return json.dumps(
-            [
-                {k: v for k, v in t.items() if k != "field"}
-                for t in self.seal
-                if t["field"] == f"{field}/{subfield}" and t["api_name"] not in set(avoid)
-            ][:n]
-        )
-
-    def _backfill(self, tools: Sequence[dict]) -> str:
-        return json.dumps(
-            {
-                t["api_name"]: {
-                    k: str(self._value(k, {"description": p.get("description", "")}))
-                    for k, p in t["parameters"].items()
-                }
-                for t in tools
-            }
-        )
-
-    def _single(self, tool: dict, fixed: dict) -> str:
-        args = {k: fixed.get(k, self._value(k, p)) for k, p in tool["parameters"].items() if k in tool["required"]} or \
-               {k: self._value(k, p) for k, p in list(tool["parameters"].items())[:1]}
-        return json.dumps({"query": self._request(tool, args), "parameters": args})
-
     def _query(self, tool: dict, arguments: dict) -> str: return json.dumps({"query": self._request(tool, arguments)})
-
-    def _combos(self, candidates: Sequence[dict], max_tools: int) -> str:
-        return json.dumps([t["api_name"] for t in candidates][:2])
-
-    def _multi(self, tools: Sequence[dict], plan: list[dict], fixed: dict, query: bool = True) -> str:
-        by = {t["api_name"]: t for t in tools}
-        calls, prev = [], None
-        for c in plan:
-            t = by[c["api"]]; args = {}
-            for k in c["parameters"]:
-                if prev and t["parameters"][k]["type"] == "str" and k not in fixed and not args: args[k] = prev
-                else: args[k] = fixed.get(k, self._value(k, t["parameters"][k]))
-            calls.append({"api": c["api"], "parameters": args}); prev = c["responses"][0]
-        return json.dumps({"calling": calls, **({"query": self._plan_request(by, calls)} if query else {})})
-
-    def _multi_query(self, tools: Sequence[dict], calls: list[dict]) -> str:
-        return json.dumps({"query": self._plan_request({t["api_name"]: t for t in tools}, calls)})
 
     @staticmethod
     def _plan_request(by: dict, calls: list[dict]) -> str:
@@ -117,29 +71,98 @@ class OracleChat(Client):
         ]
         return "First " + ", then ".join(parts) + "."
 
-    def _deer_examples(self, tool: dict, n: int) -> str:
-        t = self.deer.get(tool["api_name"])
-        if t is None: return "I do not know this API."
-        return json.dumps(
-            {"api_function": t.signature, "examples": [{"query": e.query, "call": e.call_text} for e in t.examples]}
+# %% ../nbs/95_testing.ipynb
+@patch
+def _subfields(self: OracleChat, field: str, n: int) -> str:
+    return repr(
+        list(dict.fromkeys(t["field"].split("/", 1)[1] for t in self.seal if t["field"].startswith(field + "/")))
+    )
+
+# %% ../nbs/95_testing.ipynb
+@patch
+def _tools(self: OracleChat, field: str, subfield: str, n: int, avoid: Sequence[str]) -> str:
+    return json.dumps(
+        [
+            {k: v for k, v in t.items() if k != "field"}
+            for t in self.seal
+            if t["field"] == f"{field}/{subfield}" and t["api_name"] not in set(avoid)
+        ][:n]
+    )
+
+# %% ../nbs/95_testing.ipynb
+@patch
+def _backfill(self: OracleChat, tools: Sequence[dict]) -> str:
+    return json.dumps(
+        {
+            t["api_name"]: {
+                k: str(self._value(k, {"description": p.get("description", "")}))
+                for k, p in t["parameters"].items()
+            }
+            for t in tools
+        }
+    )
+
+# %% ../nbs/95_testing.ipynb
+@patch
+def _single(self: OracleChat, tool: dict, fixed: dict) -> str:
+    args = {k: fixed.get(k, self._value(k, p)) for k, p in tool["parameters"].items() if k in tool["required"]} or \
+           {k: self._value(k, p) for k, p in list(tool["parameters"].items())[:1]}
+    return json.dumps({"query": self._request(tool, args), "parameters": args})
+
+# %% ../nbs/95_testing.ipynb
+@patch
+def _combos(self: OracleChat, candidates: Sequence[dict], max_tools: int) -> str:
+    return json.dumps([t["api_name"] for t in candidates][:2])
+
+# %% ../nbs/95_testing.ipynb
+@patch
+def _multi(self: OracleChat, tools: Sequence[dict], plan: list[dict], fixed: dict, query: bool = True) -> str:
+    by = {t["api_name"]: t for t in tools}
+    calls, prev = [], None
+    for c in plan:
+        t = by[c["api"]]; args = {}
+        for k in c["parameters"]:
+            if prev and t["parameters"][k]["type"] == "str" and k not in fixed and not args: args[k] = prev
+            else: args[k] = fixed.get(k, self._value(k, t["parameters"][k]))
+        calls.append({"api": c["api"], "parameters": args}); prev = c["responses"][0]
+    return json.dumps({"calling": calls, **({"query": self._plan_request(by, calls)} if query else {})})
+
+# %% ../nbs/95_testing.ipynb
+@patch
+def _multi_query(self: OracleChat, tools: Sequence[dict], calls: list[dict]) -> str:
+    return json.dumps({"query": self._plan_request({t["api_name"]: t for t in tools}, calls)})
+
+# %% ../nbs/95_testing.ipynb
+@patch
+def _deer_examples(self: OracleChat, tool: dict, n: int) -> str:
+    t = self.deer.get(tool["api_name"])
+    if t is None: return "I do not know this API."
+    return json.dumps(
+        {"api_function": t.signature, "examples": [{"query": e.query, "call": e.call_text} for e in t.examples]}
+    )
+
+# %% ../nbs/95_testing.ipynb
+@patch
+def _deer_filter(self: OracleChat, tool: dict, examples: Sequence[dict]) -> str:
+    return json.dumps([i for i, e in enumerate(examples) if not self.grounded(e["query"], e["call"])])
+
+# %% ../nbs/95_testing.ipynb
+@patch
+def _deer_check(self: OracleChat, signature: str, query: str, call: str) -> str:
+    return "YES" if self.grounded(query, call) else "NO"
+
+# %% ../nbs/95_testing.ipynb
+@patch
+def _complete(self: OracleChat, items, progress=False) -> list[Completion]:
+    out = []
+    for messages, _, _ in items:
+        text = self.answer(messages[-1]["content"] if not isinstance(messages, str) else messages)
+        pt, ct = (
+            sum(len(m["content"].split()) for m in messages)
+            if not isinstance(messages, str)
+            else len(messages.split()),
+            len(text.split()),
         )
-
-    def _deer_filter(self, tool: dict, examples: Sequence[dict]) -> str:
-        return json.dumps([i for i, e in enumerate(examples) if not self.grounded(e["query"], e["call"])])
-
-    def _deer_check(self, signature: str, query: str, call: str) -> str:
-        return "YES" if self.grounded(query, call) else "NO"
-
-    def _complete(self, items, progress=False) -> list[Completion]:
-        out = []
-        for messages, _, _ in items:
-            text = self.answer(messages[-1]["content"] if not isinstance(messages, str) else messages)
-            pt, ct = (
-                sum(len(m["content"].split()) for m in messages)
-                if not isinstance(messages, str)
-                else len(messages.split()),
-                len(text.split()),
-            )
-            self.usage.add(requests=1, prompt_tokens=pt, completion_tokens=ct)
-            out.append(Completion(text, self.model, pt, ct, created=1_700_000_000))
-        return out
+        self.usage.add(requests=1, prompt_tokens=pt, completion_tokens=ct)
+        out.append(Completion(text, self.model, pt, ct, created=1_700_000_000))
+    return out
