@@ -354,6 +354,7 @@ ROLES = ("planner", "caller", "summarizer")
 METHODS = ("single", "multi_one_stage", "multitask", "alpha_umi")
 EXTRA_METHODS = ("alpha_umi_wo_reuse",)     # needs a second, disjoint set of trajectories (see train_methods)
 
+# %% ../nbs/18_agent.ipynb
 @dataclass
 class GLPFTConfig:
     """The GLPFT recipe: stage 1 (lr1, epochs1), stage 2's lr2 and epochs per role, and the settings every stage shares;

@@ -123,6 +123,7 @@ SEAL_PERTURBATIONS: dict[str, tuple[Callable, str, Callable]] = {
     ),
 }
 
+# %% ../nbs/06_audit.ipynb
 def seal_audit(instances: list[Instance], names: list[str] | None = None) -> pd.DataFrame:
     "compat vs strict metrics of every perturbation over the instances it applies to."
     rows = []

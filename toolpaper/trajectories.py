@@ -4,6 +4,7 @@
 
 # %% ../nbs/17_trajectories.ipynb 3
 from __future__ import annotations
+from fastcore.basics import patch
 import functools, json, random, re
 from dataclasses import dataclass
 from pathlib import Path
@@ -663,17 +664,6 @@ class UmiRoleTemplate:
     ensure_ascii: bool = True   # how the tool lines were dumped
     merge_calls: bool = False  # the history shows a planner turn and its call as one turn (the backbone)
 
-    def doc(self, tools: Sequence[dict]) -> str:
-        return "\n".join(json.dumps(t, ensure_ascii=self.ensure_ascii) for t in tools)
-
-    def render(self, tools: Sequence[dict], history: Sequence[dict], thought: str = "") -> str:
-        tail = self.tail.replace(_NAMES, ", ".join(str(t.get("Name", "")) for t in tools)).replace(_THOUGHT, thought)
-        return (
-            (self.head if self.mid is None else self.head + self.doc(tools) + self.mid)
-            + render_umi_history(history, self.merge_calls)
-            + tail
-        )
-
     @classmethod
     def learn(cls, role: str, rec: dict, where: str = "record") -> "UmiRoleTemplate":
         """The layout of `rec` (a released role record); a ValueError naming `where` when the record does not have the
@@ -713,6 +703,23 @@ class UmiRoleTemplate:
         if t.render(tools, hist, hist[-1]["value"] if role == "caller" else "") != inp:
             raise ValueError(f"{where}: input: re-rendering the learned layout does not give the record back")
         return t
+
+# %% ../nbs/17_trajectories.ipynb
+@patch
+def doc(self: UmiRoleTemplate, tools: Sequence[dict]) -> str:
+    "The tool lines of a role's input: one JSON record per tool, dumped as the released file dumps them."
+    return "\n".join(json.dumps(t, ensure_ascii=self.ensure_ascii) for t in tools)
+
+# %% ../nbs/17_trajectories.ipynb
+@patch
+def render(self: UmiRoleTemplate, tools: Sequence[dict], history: Sequence[dict], thought: str = "") -> str:
+    "The role's input for `tools` and `history` (a caller's with the planner's last `thought`), in this layout."
+    tail = self.tail.replace(_NAMES, ", ".join(str(t.get("Name", "")) for t in tools)).replace(_THOUGHT, thought)
+    return (
+        (self.head if self.mid is None else self.head + self.doc(tools) + self.mid)
+        + render_umi_history(history, self.merge_calls)
+        + tail
+    )
 
 # %% ../nbs/17_trajectories.ipynb
 @functools.lru_cache(maxsize=8)
