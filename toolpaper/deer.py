@@ -954,10 +954,11 @@ def _point_config(cfg: DeerExpConfig, setting: dict) -> DeerExpConfig:
 # %% ../nbs/15_deer.ipynb
 def _ablation_key(setting: dict, cfg: DeerExpConfig) -> str:
     """A point's identity: its setting and the whole config with the setting applied (any other config change trains
-    afresh; the grid itself does not count)."""
+    afresh; the grid itself does not count, nor `train_seeds`: a point trains at `seed` alone, and keys made before
+    that field existed stay the same)."""
     import hashlib
     applied = asdict(_point_config(cfg, setting))
-    applied.pop("grid", None)
+    for f in ("grid", "train_seeds"): applied.pop(f, None)
     blob = json.dumps({"setting": setting, "cfg": applied}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
