@@ -16,11 +16,11 @@ from .stages import SCORED, StageCache, summary_precisions
 from .suites import get_suite
 
 # %% auto 0
-__all__ = ['FACTS', 'VERDICTS', 'PAPER_SETUP', 'MIN_SEEDS', 'CLAIMS', 'UMI_STATS_TOLERANCE', 'BASE_CHECKS', 'SUMMARY_START',
-           'SUMMARY_END', 'save_scored', 'load_scored', 'save_facts', 'load_facts', 'pool', 'resample', 'contrast',
-           'seeded_contrast', 'defined_n', 'units', 'verdict', 'Claim', 'select', 'run_precision', 'setup_cells',
-           'seed_conditions', 'evaluate', 'umi_setup', 'base_table', 'branch_table', 'ledger', 'ledger_sources',
-           'write_ledger', 'claims_summary', 'sync_summary']
+__all__ = ['FACTS', 'VERDICTS', 'PAPER_SETUP', 'MIN_SEEDS', 'SEAL_CLAIMS', 'DEER_CLAIMS', 'UMI_CLAIMS', 'CLAIMS',
+           'UMI_STATS_TOLERANCE', 'BASE_CHECKS', 'SUMMARY_START', 'SUMMARY_END', 'save_scored', 'load_scored',
+           'save_facts', 'load_facts', 'pool', 'resample', 'contrast', 'seeded_contrast', 'defined_n', 'units',
+           'verdict', 'Claim', 'select', 'run_precision', 'setup_cells', 'seed_conditions', 'evaluate', 'umi_setup',
+           'base_table', 'branch_table', 'ledger', 'ledger_sources', 'write_ledger', 'claims_summary', 'sync_summary']
 
 # %% ../nbs/91_claims.ipynb
 _KEEP = ("id", "subsets", "branch", "dialogue", "plan", "counts", "values")
@@ -500,7 +500,9 @@ def evaluate(claim: Claim, reports, n_boot: int = 2000, seed: int = 0) -> dict:
 def _d(a: str, b: str) -> tuple: return ((1, a), (-1, b))
 
 _SEAL_T2 = "Table 2 (DPR candidates)"
-CLAIMS: list[Claim] = [
+
+# %% ../nbs/91_claims.ipynb
+SEAL_CLAIMS: list[Claim] = [   # Seal-Tools
     Claim("Seal-Tools", "fine-tuning raises Tool F1 over the base model", _SEAL_T2,
           "LLaMA2 7B 34.33 → fine-tuned 80.25 (+45.92)", "seal_tools", "tool.f1", _d("ft:dense", "base:dense")),
     Claim("Seal-Tools", "fine-tuning raises Parameter F1 over the base model", _SEAL_T2,
@@ -531,6 +533,10 @@ CLAIMS: list[Claim] = [
     Claim("Seal-Tools", "with only the gold tools in the prompt, parameter filling improves", "Table 5",
           "fine-tuned, gold tools: Parameter F1 93.95 vs 72.98 with DPR candidates", "seal_tools", "param.f1",
           _d("ftgold:gold", "ft:dense"), recipes=True),
+]
+
+# %% ../nbs/91_claims.ipynb
+DEER_CLAIMS: list[Claim] = [   # DEER
     *[Claim("DEER", f"decision-aware fine-tuning beats few-shot prompting on {name}", "Table 1",
             f"ToolDEER-7B {t} vs GPT-4 (4-shot) {g}, LLaMA2-13B-Chat (4-shot) {l}", "deer", key,
             _d("mixture 2:1:2@valid", "base 4-shot@valid"))
@@ -552,6 +558,10 @@ CLAIMS: list[Claim] = [
           answered=0.5,
           note="only the answer text is scored (decision phrases, invented turns and role tags removed); the control "
                "answers in its chat format; deer_table4_retention"),
+]
+
+# %% ../nbs/91_claims.ipynb
+UMI_CLAIMS: list[Claim] = [   # alpha-UMi (and its math agent)
     *[Claim("alpha-UMi", f"alpha-UMi (GLPFT) beats Single-LLM on {label}", "Table 1 (ToolBench in-domain)",
             f"{a} vs {s}", "alpha_umi", key, _d("alpha_umi@heldout", "single@heldout"),
             expect="lower" if key == "hallu" else "higher", recipes=True)
@@ -580,6 +590,9 @@ CLAIMS: list[Claim] = [
           "7B: 49.73 vs 37.90; 13B: 54.20 vs 44.88", "alpha_umi_math", "accuracy", _d("alpha_umi", "single"),
           reach=5, recipes=True),
 ]
+
+# %% ../nbs/91_claims.ipynb
+CLAIMS: list[Claim] = SEAL_CLAIMS + DEER_CLAIMS + UMI_CLAIMS      # the ledger's rows, in order
 
 # %% ../nbs/91_claims.ipynb
 UMI_STATS_TOLERANCE = 0.25    # a corpus statistic further than this (relative) from ToolBench's is named as differing
