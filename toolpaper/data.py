@@ -1036,15 +1036,17 @@ SPLITS: dict[str, tuple[str, str, Callable]] = {
     },
     **{f"gsm8k:{s}": ("gsm8k", f"{s}.jsonl", (lambda s: lambda p: read_gsm8k(p, s))(s)) for s in ("train", "test")},
 }
+
+# %% ../nbs/01_data.ipynb
 SAMPLE_ONLY = {"alpha-umi:steps": ("alpha-umi", "steps.json", read_umi_steps)}
 # connected machines
 ARCHIVE_SPLITS = {
     f"math:{s}": ("math", f"MATH/{s}", (lambda s: lambda p: read_math(p, s))(s)) for s in ("train", "test")
 }
 
+# %% ../nbs/01_data.ipynb
 def split_path(name: str, root=None, download: bool | None = None, verify: bool = True) -> Path:
     "Local path of the registered split `name` (e.g. 'seal-tools:dev'), downloaded and verified when needed."
-    "Local path of a registered split (downloaded and verified if needed)."
     if name in SAMPLE_ONLY:
         ds, rel, _ = SAMPLE_ONLY[name]
         p = data_dir(root) / ds / rel

@@ -153,66 +153,36 @@ class Experiment:
     title: str
 
 # %% ../nbs/90_report.ipynb
-EXPERIMENTS: dict[str, Experiment] = {
-    e.name: e
-    for e in [
-        Experiment(
-            "dataset_stats", "00_dataset_stats.ipynb", "Dataset statistics (Seal-Tools Table 1, Figure 6; DEER Table 2)"
-        ),
-        Experiment(
-            "metric_audit", "01_metric_audit.ipynb", "Metric audit: compat vs strict on gold answers and perturbations"
-        ),
-        Experiment("retrieval", "02_retrieval.ipynb", "Tool retrieval: BM25 vs DPR (Seal-Tools Figure 10)"),
-        Experiment(
-            "deer_sampling",
-            "03_deer_sampling.ipynb",
-            "DEER tool clusters, candidate sampling and rebuilt decision data",
-        ),
-        Experiment(
-            "seal_tools",
-            "04_seal_tools.ipynb",
-            "Seal-Tools: zero-shot vs fine-tuned tool calling (Tables 2-5, Figures 7-8)",
-        ),
-        Experiment(
-            "deer",
-            "05_deer.ipynb",
-            "DEER: decision-aware fine-tuning, unseen tools, sampling strategies, retention (Tables 1, 3, 4, Figure 5)",
-        ),
-        Experiment(
-            "generation_yield",
-            "06_generation_yield.ipynb",
-            "Self-instruct generation yield (Seal-Tools pipeline, Figure 9 analogue; DEER pairs)",
-        ),
-        Experiment(
-            "alpha_umi",
-            "07_alpha_umi.ipynb",
-            "alpha-UMi: GLPFT vs Single-LLM and baselines (Table 1, Figures 4-5, Table 3)",
-        ),
-        Experiment(
-            "deer_ablation",
-            "08_deer_ablation.ipynb",
-            "DEER ablations: data (Figure 6) and training hyper-parameters (Appendix Figure 8)",
-        ),
-        Experiment(
-            "alpha_umi_math",
-            "09_alpha_umi_math.ipynb",
-            "alpha-UMi Appendix D: program-aided math agent on GSM8K (Table 4)",
-        ),
-        Experiment(
-            "deer_call_pilot",
-            "12_deer_call_pilot.ipynb",
-            "DEER P_Call pilot: training samples and epochs of a strategy adapter",
-        ),
-        Experiment(
-            "seal_generated",
-            "11_seal_generated.ipynb",
-            "Fine-tuning on generated data (Seal-Tools: self-instruct data teaches tool calling)",
-        ),
-        # last: it reads the per-item scores the experiments above keep
-        Experiment("claims", "10_claims.ipynb", "Claims ledger: which of the papers' findings toolpaper reproduces"),
-    ]
-}
+EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [   # `reproduce` runs them in this order
+    Experiment("dataset_stats", "00_dataset_stats.ipynb",
+               "Dataset statistics (Seal-Tools Table 1, Figure 6; DEER Table 2)"),
+    Experiment("metric_audit", "01_metric_audit.ipynb",
+               "Metric audit: compat vs strict on gold answers and perturbations"),
+    Experiment("retrieval", "02_retrieval.ipynb", "Tool retrieval: BM25 vs DPR (Seal-Tools Figure 10)"),
+    Experiment("deer_sampling", "03_deer_sampling.ipynb",
+               "DEER tool clusters, candidate sampling and rebuilt decision data"),
+    Experiment("seal_tools", "04_seal_tools.ipynb",
+               "Seal-Tools: zero-shot vs fine-tuned tool calling (Tables 2-5, Figures 7-8)"),
+    Experiment("deer", "05_deer.ipynb",
+               "DEER: decision-aware fine-tuning, unseen tools, sampling strategies, retention "
+               "(Tables 1, 3, 4, Figure 5)"),
+    Experiment("generation_yield", "06_generation_yield.ipynb",
+               "Self-instruct generation yield (Seal-Tools pipeline, Figure 9 analogue; DEER pairs)"),
+    Experiment("alpha_umi", "07_alpha_umi.ipynb",
+               "alpha-UMi: GLPFT vs Single-LLM and baselines (Table 1, Figures 4-5, Table 3)"),
+    Experiment("deer_ablation", "08_deer_ablation.ipynb",
+               "DEER ablations: data (Figure 6) and training hyper-parameters (Appendix Figure 8)"),
+    Experiment("alpha_umi_math", "09_alpha_umi_math.ipynb",
+               "alpha-UMi Appendix D: program-aided math agent on GSM8K (Table 4)"),
+    Experiment("deer_call_pilot", "12_deer_call_pilot.ipynb",
+               "DEER P_Call pilot: training samples and epochs of a strategy adapter"),
+    Experiment("seal_generated", "11_seal_generated.ipynb",
+               "Fine-tuning on generated data (Seal-Tools: self-instruct data teaches tool calling)"),
+    # last: it reads the per-item scores the experiments above keep
+    Experiment("claims", "10_claims.ipynb", "Claims ledger: which of the papers' findings toolpaper reproduces"),
+]}
 
+# %% ../nbs/90_report.ipynb
 def repo_root(start: str | os.PathLike | None = None) -> Path:
     """The project checkout (the folder holding settings.ini and nbs/), searched upward from `start`, the cwd, then the
     package."""
