@@ -45,7 +45,8 @@ class ExecResult:
         return {"output": self.output} | ({"error": self.error} if self.error else {})
 
 # %% ../nbs/22_sandbox.ipynb
-_CONFINE = r'''
+# the child's confinement, as source text it runs first: imports and the seccomp tables
+_CONFINE_TABLES = r'''
 import ctypes, os, platform, struct, sys
 
 _ARCHES = {"x86_64": 0xC000003E}          # the seccomp table below is x86_64's; elsewhere Landlock and hooks hold
@@ -80,7 +81,11 @@ _OWN = {"sched_setaffinity": (203, 0, None, None), "sched_setscheduler": (144, 0
         "sched_setparam": (142, 0, None, None), "sched_setattr": (314, 0, None, None),
         "setpriority": (141, 1, 0, 2), "ioprio_set": (251, 1, 0, 3)}
 
-def _bpf(pid):
+'''
+
+# %% ../nbs/22_sandbox.ipynb
+# ... the seccomp filter and the Landlock rules
+_CONFINE_SECCOMP_LANDLOCK = r'''def _bpf(pid):
     "The seccomp filter program (x86_64) as packed sock_filter structs."
     LD, JEQ, JSET, JGE, RET = 0x20, 0x15, 0x45, 0x35, 0x06
     ALLOW, EPERM, ENOSYS, KILL = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38, 0x80000000
@@ -131,7 +136,11 @@ def _landlock(libc, root, read):
     os.close(rfd)
     return abi if ok else 0
 
-def _private_root(libc, root, read, quota=None):
+'''
+
+# %% ../nbs/22_sandbox.ipynb
+# ... the private root (mount namespace) with its quota
+_CONFINE_ROOT = r'''def _private_root(libc, root, read, quota=None):
     """A mount namespace of its own, in a new user namespace: the root the program sees is an empty read-only tmpfs
     holding only `read` (bound read-only) and `root`, its writable folder — a tmpfs of its own sized by `quota` (MB,
     entries) when given — so no other host path exists for it, not even for stat. (private, folder a sized tmpfs);
@@ -184,7 +193,11 @@ def _private_root(libc, root, read, quota=None):
     os.chdir(root)
     return True, bool(quota)
 
-class _CapHeader(ctypes.Structure): _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+'''
+
+# %% ../nbs/22_sandbox.ipynb
+# ... dropping capabilities, and `_confine`, which applies all of it
+_CONFINE_CAPS = r'''class _CapHeader(ctypes.Structure): _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 class _CapData(ctypes.Structure):
     _fields_ = [("eff", ctypes.c_uint32), ("perm", ctypes.c_uint32), ("inh", ctypes.c_uint32)]
 
@@ -215,7 +228,11 @@ def _confine(root, quota=None):
 '''
 
 # %% ../nbs/22_sandbox.ipynb
-_RUNNER = _CONFINE + r'''
+_CONFINE = _CONFINE_TABLES + _CONFINE_SECCOMP_LANDLOCK + _CONFINE_ROOT + _CONFINE_CAPS
+
+# %% ../nbs/22_sandbox.ipynb
+# the child's runner, as source text after the confinement: the audit hook and output cutting
+_RUNNER_HOOKS = r'''
 import io, json, ast, traceback
 def _make_hook(root, kernel):
     """The audit hook. Behind the kernel's boundary (`kernel`) it only turns the obvious escapes into a clear refusal;
@@ -266,7 +283,11 @@ def _cut(text, n):
     if len(text) <= n: return text
     return text[: n // 2] + f"\n[... {len(text) - 2 * (n // 2)} characters cut ...]\n" + text[len(text) - n // 2:]
 
-def _main():
+'''
+
+# %% ../nbs/22_sandbox.ipynb
+# ... its main: read the code, confine, run, report
+_RUNNER_MAIN = r'''def _main():
     os.environ.clear()
     sys.dont_write_bytecode = True
     with open("program.json", encoding="utf-8") as f: prog = json.loads(f.read())
@@ -327,6 +348,9 @@ def _main():
 
 _main()
 '''
+
+# %% ../nbs/22_sandbox.ipynb
+_RUNNER = _CONFINE + _RUNNER_HOOKS + _RUNNER_MAIN
 
 # %% ../nbs/22_sandbox.ipynb
 def _limits(lim: SandboxLimits):
