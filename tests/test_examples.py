@@ -159,3 +159,27 @@ def test_follow_ratio_counts(tmp_path):
     nbformat.write(nb, p)
     test = _follow_ratio([p])
     assert test == (3, 1, ["x:alone", "x:elsewhere"]), test
+
+
+EXPORT_CELL_LINES = 65       # "no export cell over ~60 lines": a class goes on in @patch cells, a table in parts
+
+
+def long_export_cells(paths) -> list[str]:
+    "'notebook:first line (n lines)' of every export cell longer than EXPORT_CELL_LINES."
+    out = []
+    for p in paths:
+        for c in nbformat.read(p, as_version=4).cells:
+            n = len(c.source.splitlines())
+            if c.cell_type == "code" and "export" in _export_dirs(c.source) and n > EXPORT_CELL_LINES:
+                out.append(f"{p.stem}:{c.source.splitlines()[1][:50]} ({n} lines)")
+    return out
+
+
+def test_export_cells_are_short(tmp_path):
+    "Every export cell reads as one unit: at most EXPORT_CELL_LINES lines (the counter itself checked on a toy)."
+    assert not long_export_cells(sorted(NBS.glob("*.ipynb"))), long_export_cells(sorted(NBS.glob("*.ipynb")))
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("#| export\ndef long():\n" + "    x = 1\n" * 70),
+                nbformat.v4.new_code_cell("#| export\ndef short(): ...")]
+    nbformat.write(nb, tmp_path / "t.ipynb")
+    assert long_export_cells([tmp_path / "t.ipynb"]) == ["t:def long(): (72 lines)"]
