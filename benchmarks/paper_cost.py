@@ -1,5 +1,6 @@
 """Benchmark: what a full `paper` profile run trains, and what that costs on a GPU at the trainer throughput measured by
-`benchmarks/gpu_throughput.py`.
+`benchmarks/gpu_throughput.py`: the experiments that fine-tune LLMs (seal_tools, deer, deer_ablation, alpha_umi; the
+DEER pilot's paper point is the deer adapter itself, the math agent's corpus needs a sandbox run per GSM8K problem).
 
 Each experiment function runs at the paper profile's settings and sizes (its full released splits, seeds, epochs,
 schedules and variants) with a stage cache that counts instead of working: every training stage records its examples
@@ -24,7 +25,7 @@ from _index import commit_line, measured_at, write_index  # noqa: E402
 TOKENIZER = "smollm2-135m-instruct"
 # LLaMA-2 7B: 32 layers of 4 x 4096^2 (attention) + 3 x 4096 x 11008 (MLP), and the 32000 x 4096 output head
 LLAMA2_7B_MATMUL = 32 * (4 * 4096 ** 2 + 3 * 4096 * 11008) + 32000 * 4096
-EXPERIMENTS = ("seal_tools", "deer", "alpha_umi")
+EXPERIMENTS = ("seal_tools", "deer", "deer_ablation", "alpha_umi")
 
 
 def counting_cache(work: Path, sample: int):
@@ -90,6 +91,11 @@ def run_experiment(name: str, sc, work: Path, data_dir: str):
             try: base[label] = D.load(f"tooldeer:baselines/{key}", root)
             except D.DataMissingError: pass
         DE.run_deer_experiment(tools, valid, test, base, cfg, work, stage_cache=sc)
+    elif name == "deer_ablation":
+        from toolpaper import deer as DE
+        cfg = DE.DeerAblationConfig.for_profile("paper", **small)
+        tools, valid, test = (D.load(f"tooldeer:{s}", root) for s in ("tools", "valid", "test"))
+        DE.run_deer_ablation(tools, valid, test, cfg, cfg.grid, work, stage_cache=sc)
     elif name == "alpha_umi":
         from toolpaper import umi as UM
         cfg = UM.UmiExpConfig.for_profile("paper", **small)
