@@ -258,3 +258,20 @@ def test_train_throughput_page_says_what_decides_auto(tmp_path, monkeypatch):
            "auto_trains_in": pick, "auto_why": why}
     md = page(res)
     assert "picks here: **fp32** (this machine's kept training verdict" in md and "Load" not in md
+
+
+def test_paper_cost_counts_instead_of_training(tmp_path):
+    "The counting stage cache records a training stage's examples and tokens and answers with empty texts; the hours."
+    from paper_cost import LLAMA2_7B_MATMUL, counting_cache, gpu_hours
+    from toolpaper.config import SFTConfig
+    from toolpaper.prompts import PromptExample
+    sc = counting_cache(tmp_path, sample=5)
+    ex = [PromptExample(f"e{i}", [{"role": "user", "content": "Say hi " * i}], [("answer", "hi")]) for i in range(8)]
+    log = sc.train("unused", ex, SFTConfig(str(tmp_path / "adapter"), epochs=3, max_length=64))
+    (run,) = sc.runs
+    assert (run["stage"], run["examples"], run["epochs"]) == ("adapter", 8, 3.0) and log["tokens"] == run["tokens"] > 8
+    assert not (tmp_path / "adapter").exists()                      # nothing trained, nothing written
+    assert sc.client("m").generate(["a", "b"], max_tokens=7) == ["", ""]
+    assert (sc.tally["requests"], sc.tally["max_new_tokens"]) == (2, 14)
+    # 6 x 6.61B FLOPs per token at 307 TFLOP/s: about 36 GPU-hours per billion tokens
+    assert LLAMA2_7B_MATMUL == 6_607_077_376 and round(gpu_hours(1e9, 307.0), 1) == 35.9
