@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from .config import Profiled
 from .io import atomic_write_bytes, atomic_write_text, cache_root, fingerprint
 from .schema import Instance, Tool
-from .stages import StageCache, _read_log, staged
+from .stages import StageCache, _read_log, loss_agreement, staged
 from .claims import save_scored
 from .models import load_embedder
 
@@ -485,7 +485,8 @@ def dense_retriever(tools, model: str = "all-minilm-l6-v2", name: str = "dense (
 def dpr_retriever(tools, train, cfg, base: str = "all-minilm-l6-v2", name: str | None = None,
                   stage_cache: StageCache | None = None):
     """`toolpaper.retrieval.train_dpr_retriever` as a stage: (retriever, loss history); with a `stage_cache` the
-    history is a training log and the rankings are cached, so a rerun loads no encoder and trains nothing."""
+    history is a training log and the rankings are cached, so a rerun loads no encoder and trains nothing. A query
+    the cache has not ranked needs the encoder: trained again then, its log kept and the summary saying so."""
     c = stage_cache
     if c is None: return train_dpr_retriever(tools, train, cfg, name=name, base=base)
     key, label = dpr_key(tools, train, cfg, base), name or f"DPR ({cfg.loss})"
@@ -495,15 +496,19 @@ def dpr_retriever(tools, train, cfg, base: str = "all-minilm-l6-v2", name: str |
     def build():
         if "r" not in built:
             built["r"], hist = train_dpr_retriever(tools, train, cfg, name=name, base=base)
-            atomic_write_text(log_p, json.dumps({"history": hist, "stage_key": key, "commit": c.commit}) + "\n")
+            if "row" in built:              # the log that made the cached rankings stays; the summary says what ran
+                built["row"]["status"] = f"reused; weights rebuilt, {loss_agreement(log, {'history': hist})}"
+            else: atomic_write_text(log_p, json.dumps({"history": hist, "stage_key": key, "commit": c.commit}) + "\n")
         return built["r"]
 
     reused = not c.settings.fresh and _read_log(log_p) is not None
     if not reused: build()
     log = _read_log(log_p, warn=False)
     if log is None: raise RuntimeError(f"{log_p}: the DPR stage finished without writing its log")
-    c.trained.append({"stage": f"train {label}", "key": key, "status": "reused" if reused else "computed",
-                      "precision": "fp32", "commit": log.get("commit", "not recorded")})   # sentence-transformers fit
+    row = {"stage": f"train {label}", "key": key, "status": "reused" if reused else "computed", "precision": "fp32",
+           "commit": log.get("commit", "not recorded")}                     # sentence-transformers fit
+    c.trained.append(row)
+    if reused: built["row"] = row
     return CachedRetriever(c, label, key, build, tools), log["history"]
 
 # %% ../nbs/07_retrieval.ipynb
