@@ -575,6 +575,9 @@ class RecordReplay(Client):
     'replay' answers from the file alone and raises `CacheMiss` for a request it does not hold. `fresh` (record mode)
     ignores the answers already in the file (new ones are appended; the last answer to a request wins when read);
     `extra` fields are written into every new record; `hit_commits` counts the answers reused, by their `commit`;
+    `answered` holds each distinct answer handed out (read back or new) with its generation seconds: a new record's
+    `seconds` are the wall time from the call's previous answer to this one (they add up to the generation time), and
+    None marks a record written before records kept them;
     `grammar`: the library that enforces schemas (part of a constrained request's key: libraries decode differently).
     A greedy request the file lacks is answered by a greedy answer to the same request under another token limit that
     ended on its own (end of sequence or a stop) in fewer tokens than this limit: decoding under the new limit would
@@ -592,6 +595,7 @@ class RecordReplay(Client):
         self._lock = threading.Lock()
         self.entries: dict[str, dict] = {}
         self.hit_commits: Counter = Counter()
+        self.answered: dict[str, float | None] = {}
         if self.path.is_dir(): raise ValueError(f"{self.path} is a folder; give the record file's path")
         if self.path.exists() and not (fresh and mode == "record"):
             # a torn last line, a line that is not an object, or a record without a string key and text is
@@ -650,7 +654,7 @@ def _ended_earlier(self: RecordReplay, key: str, item) -> dict | None:
     old = next((e for e in self.ended.get(self._stem(self.model, p, self._params(par), pre), [])
                 if e["completion_tokens"] < par.max_tokens), None)
     if old is None: return None
-    rec = {**old, "key": key, "params": self._params(par), "reused_from": old["key"]}
+    rec = {**old, "key": key, "params": self._params(par), "reused_from": old["key"], "seconds": 0.0}   # not generated
     with self._lock:                                   # replay mode reads the file, never writes it
         if self.mode == "record": append_jsonl(self.path, [rec])
         self.entries[key] = rec
@@ -681,14 +685,17 @@ def _complete(self: RecordReplay, items, progress=False):
         if e is not None:
             out[i] = self._hit(e); self.usage.add(cache_hits=1)
             self.hit_commits[e.get("commit", "not recorded")] += 1
+            self.answered.setdefault(k, e.get("seconds"))
         else: todo.setdefault(k, []).append(i)
     if todo and self.mode == "replay":
         k, idx = next(iter(todo.items()))
         raise CacheMiss(f"{len(todo)} request(s) not in {self.path}, e.g. request {idx[0]} (key {k[:12]})")
     if todo:
-        asked = list(todo.items())
+        asked, last = list(todo.items()), [time.perf_counter()]
         def keep(j: int, c) -> None:                   # each answer is written as soon as it exists
             (k, idx), i = asked[j], asked[j][1][0]
+            with self._lock:                           # its seconds: the wall time since the call's last answer
+                now = time.perf_counter(); secs, last[0] = round(now - last[0], 3), now
             if isinstance(c, Completion):
                 p, pre, par = items[i]
                 rec = {
@@ -703,11 +710,12 @@ def _complete(self: RecordReplay, items, progress=False):
                     "completion_tokens": c.completion_tokens,
                     "finish_reason": c.finish_reason,
                     "created": c.created,
+                    "seconds": secs,
                     **self.extra,
                 }
                 with self._lock:
                     append_jsonl(self.path, [rec])
-                    self.entries[k] = rec; self._note_ended(rec)
+                    self.entries[k] = rec; self._note_ended(rec); self.answered[k] = secs
                 self.usage.add(requests=1, prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens,
                                reused_tokens=c.reused_tokens)
             # repeats within the batch are answered by the one request

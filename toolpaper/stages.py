@@ -19,7 +19,8 @@ from .precision import gen_precision, train_bf16
 # %% auto 0
 __all__ = ['STAGE_VERSION', 'GENERATION_VERSION', 'SCORED', 'git_commit', 'GenSettings', 'weights_bytes', 'holds_stage',
            'checkpoint_minutes', 'peer_stage', 'peer_requests', 'copy_weights', 'loss_differences', 'loss_agreement',
-           'train_key', 'Stages', 'StageCache', 'release', 'staged', 'load_summary', 'summary_precisions', 'verify']
+           'train_key', 'stage_hours', 'Stages', 'StageCache', 'release', 'staged', 'load_summary',
+           'summary_precisions', 'verify']
 
 # %% ../nbs/12_stages.ipynb
 STAGE_VERSION = 1          # training stages: bump when toolpaper.train changes what a run learns
@@ -245,6 +246,16 @@ def _make_stage_client(cache, model: str, adapter, name: str, batch_size: int, g
                        engine=st.engine, precision=st.precision, grammar=grammar, name=name)
 
 # %% ../nbs/12_stages.ipynb
+def stage_hours(seconds) -> str:
+    """Hours for the Stages table from the seconds of a stage's answers (or of its training): '–' when none is known,
+    a lower bound naming the untimed ones (None) when some are not."""
+    secs = list(seconds)
+    timed = [float(s) for s in secs if s is not None]
+    if not timed: return "–"
+    h = f"{sum(timed) / 3600:.2f}"
+    return h if len(timed) == len(secs) else f"≥ {h} ({len(secs) - len(timed)} untimed)"
+
+# %% ../nbs/12_stages.ipynb
 def _generation_rows(cache) -> list[dict]:
     "Summary rows of a `StageCache`'s clients and retrievers that answered anything: reused and computed, by commit."
     rows = []
@@ -255,7 +266,7 @@ def _generation_rows(cache) -> list[dict]:
         backend = json.loads(ident)["backend"]
         rows.append({"stage": f"generate {c.path.stem.rsplit('-', 1)[0]}", "key": fingerprint(ident),
                      "status": f"{hits} reused, {new} computed",
-                     "precision": GenSettings.precision_of(backend),
+                     "precision": GenSettings.precision_of(backend), "hours": stage_hours(c.answered.values()),
                      "commit": ", ".join(commits) or "–"})
     for r in cache.retrievers:
         if not (r.hits or r.new): continue
@@ -292,6 +303,7 @@ def _train_stage(cache, model: str, examples, cfg, adapter=None, span_labels=Non
     bf16 = train_bf16() if cfg.bf16 is None else cfg.bf16
     cache.trained.append({"stage": f"train {out.name}", "key": key, "status": "reused" if reused else "computed",
                          "precision": info.get("precision", "bf16" if bf16 else "fp32"),
+                         "hours": stage_hours([info.get("train_seconds")]),
                          "commit": info.get("commit", "not recorded")})
     return info
 
