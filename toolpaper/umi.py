@@ -113,6 +113,9 @@ class UmiExpConfig(Profiled):
     scaling_methods: tuple = ("single", "alpha_umi", "alpha_umi_wo_reuse")
     # released ToolBench out-of-domain dialogues every method is also scored on (None: all 400; 0: none)
     ood_n: int | None = 4
+    # the main-size methods scored on them (None: every one); the ledger's out-of-domain rows compare GLPFT with
+    # Single-LLM, so all 400 dialogues can be spent on those two alone
+    ood_methods: tuple | None = None
     # held-out dialogues the real-time pass rate runs on, the first of the test set (None: all of them)
     realtime_n: int | None = None
     # also score the base model, not fine-tuned, with the Single-LLM prompt (`base`): the floor every fine-tuned method
@@ -227,8 +230,9 @@ def _umi_methods(n: int, corpus: dict, cfg: UmiExpConfig) -> tuple[tuple, list |
     """The methods trained at size `n` (all at the main size, `cfg.scaling_methods` otherwise), the stage-2
     trajectories of alpha-UMi w/o reuse (instructions no training subset uses), and a note when too few are left for
     it."""
-    bad = sorted(set(cfg.scaling_methods) - set(METHODS + EXTRA_METHODS))
-    if bad: raise ValueError(f"scaling_methods: unknown method(s) {bad}; choose from {METHODS + EXTRA_METHODS}")
+    for field_, names in (("scaling_methods", cfg.scaling_methods), ("ood_methods", cfg.ood_methods or ())):
+        bad = sorted(set(names) - set(METHODS + EXTRA_METHODS))
+        if bad: raise ValueError(f"{field_}: unknown method(s) {bad}; choose from {METHODS + EXTRA_METHODS}")
     main = n == corpus["main_n"]
     methods = METHODS if main else tuple(m for m in METHODS if m in cfg.scaling_methods)
     if not cfg.wo_reuse or not (main or "alpha_umi_wo_reuse" in cfg.scaling_methods): return methods, None, None
@@ -394,8 +398,8 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
                        cfg: UmiExpConfig, work_dir: str | Path, ood: Sequence[Trajectory] | None = None,
                        stage_cache=None) -> UmiRun:
     """Build the trajectory corpus, train the methods at every scaling size, evaluate step by step in both modes and, at
-    the main size, in real time; `ood`: dialogues every main-size method is also scored on step by step (the
-    released ToolBench out-of-domain set)."""
+    the main size, in real time; `ood`: dialogues the main-size methods (`cfg.ood_methods`; None: all) are also
+    scored on step by step (the released ToolBench out-of-domain set)."""
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter(); timings = {}
     glpft = replace(cfg.glpft, seed=cfg.seed)
@@ -434,7 +438,7 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
                 rt_test = test[: cfg.realtime_n] if cfg.realtime_n is not None else test
                 grp_rows, rt = _umi_realtime(ag, m, rt_test, tools, cfg, inst_by_id, row)
                 groups += grp_rows
-                if ood: ood_rows += _umi_ood_rows(ag, m, ood, cfg, stage_cache)
+                if ood and m in (cfg.ood_methods or methods): ood_rows += _umi_ood_rows(ag, m, ood, cfg, stage_cache)
                 cost.append(_umi_cost_row(m, trained[m], rt))
             for c in cache.values(): c.clear_cache()        # each method's prompts are its own: free the prefix caches
         for c in cache.values(): release(c)          # the next size trains other models
