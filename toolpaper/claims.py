@@ -20,7 +20,8 @@ __all__ = ['FACTS', 'VERDICTS', 'PAPER_SETUP', 'MIN_SEEDS', 'SEAL_CLAIMS', 'DEER
            'UMI_STATS_TOLERANCE', 'BASE_CHECKS', 'SUMMARY_START', 'SUMMARY_END', 'save_scored', 'load_scored',
            'save_facts', 'load_facts', 'pool', 'resample', 'contrast', 'seeded_contrast', 'defined_n', 'units',
            'verdict', 'Claim', 'select', 'run_precision', 'setup_cells', 'seed_conditions', 'evaluate', 'umi_setup',
-           'base_table', 'branch_table', 'ledger', 'ledger_sources', 'write_ledger', 'claims_summary', 'sync_summary']
+           'base_table', 'branch_table', 'ledger', 'ledger_sources', 'moved_verdicts', 'ledger_at', 'moved_lines',
+           'write_ledger', 'claims_summary', 'sync_summary']
 
 # %% ../nbs/91_claims.ipynb
 _KEEP = ("id", "subsets", "branch", "dialogue", "plan", "counts", "values")
@@ -728,9 +729,57 @@ def ledger_sources(reports, claims: list[Claim] | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 # %% ../nbs/91_claims.ipynb
+def moved_verdicts(before: pd.DataFrame, now: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ledger `now` whose verdict differs from ledger `before` (matched on paper and claim) or that
+    `before` lacks: both verdicts and differences, and what changed (metric, mode and n where they differ, the reason
+    given now)."""
+    m = now.merge(before, on=["paper", "claim"], how="left", suffixes=("", " before"))
+    rows = []
+    for _, r in m.iterrows():
+        was = r.get("verdict before")
+        if isinstance(was, str) and was == r["verdict"]: continue
+        new_row = not isinstance(was, str)
+        show = lambda v: str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)   # 200.0 after a merge
+        changed = [] if new_row else [f"{c} {show(r[c + ' before'])} → {show(r[c])}" for c in ("metric", "mode", "n")
+                                      if c + " before" in r and show(r[c + " before"]) != show(r[c])]
+        reason = r.get("reason")
+        changed += [f"now: {reason}"] if isinstance(reason, str) and reason else []
+        rows.append({"paper": r["paper"], "claim": r["claim"], "verdict before": "– (no such row)" if new_row else was,
+                     "verdict now": r["verdict"],
+                     "difference before": "–" if new_row else r["difference [95% CI] before"],
+                     "difference now": r["difference [95% CI]"], "what changed": "; ".join(changed) or "–"})
+    return pd.DataFrame(rows, columns=["paper", "claim", "verdict before", "verdict now", "difference before",
+                                       "difference now", "what changed"])
+
+# %% ../nbs/91_claims.ipynb
+def ledger_at(rev: str, root=None, path: str = "reports/claims.csv") -> pd.DataFrame | None:
+    """The ledger (`path`, as `claims.csv` holds it) committed at git revision `rev` of the repository at `root`; None
+    where git, the revision or the file is not there (a copy without its history)."""
+    import io, subprocess
+    try:
+        r = subprocess.run(["git", "-C", str(root or "."), "show", f"{rev}:{path}"], capture_output=True, text=True,
+                           timeout=60)
+    except (OSError, subprocess.TimeoutExpired): return None
+    return pd.read_csv(io.StringIO(r.stdout)) if r.returncode == 0 and r.stdout.strip() else None
+
+# %% ../nbs/91_claims.ipynb
+def moved_lines(rev: str, before: pd.DataFrame | None, now: pd.DataFrame) -> list[str]:
+    "The ledger page's section on the verdicts that moved since the ledger committed at `rev` (`before`)."
+    lines = [f"## Verdicts that moved since `{rev}`", ""]
+    if before is None:
+        return lines + [f"The ledger committed at `{rev}` is not readable here (no git history): nothing to "
+                        "compare.", ""]
+    mv = moved_verdicts(before, now)
+    lines += [f"Each row whose verdict differs from the ledger committed at `{rev}` ({len(before)} rows), matched on "
+              "the claim's words, and each row that ledger did not have; `what changed`: the metric, mode or n where "
+              "they differ, and the reason the row gives now.", ""]
+    return lines + ([df_markdown(mv), ""] if len(mv) else ["No verdict moved.", ""])
+
+# %% ../nbs/91_claims.ipynb
 def write_ledger(reports, claims: list[Claim] | None = None, n_boot: int = 2000, seed: int = 0,
-                 scale: str = "", to=None) -> pd.DataFrame:
-    "Write `CLAIMS.md` and `claims.csv` of the experiments under `reports` into `to` (default: `reports`); the ledger."
+                 scale: str = "", to=None, baseline: tuple[str, pd.DataFrame | None] | None = None) -> pd.DataFrame:
+    """Write `CLAIMS.md` and `claims.csv` of the experiments under `reports` into `to` (default: `reports`); the ledger.
+    `baseline`: (revision, the ledger committed there) to say which verdicts moved since (`moved_lines`)."""
     df = ledger(reports, claims, n_boot, seed)
     counts = df["verdict"].value_counts()
     lines = ["# Claims ledger", "",
@@ -761,8 +810,9 @@ def write_ledger(reports, claims: list[Claim] | None = None, n_boot: int = 2000,
     if scale: lines += [scale, ""]
     bt, br = base_table(reports, n_boot=n_boot, seed=seed), branch_table(reports, n_boot=n_boot, seed=seed)
     lines += ["Verdicts: " + ", ".join(f"{v} {counts.get(v, 0)}" for v in VERDICTS), "",
-              df_markdown(df.drop(columns=["why"]) if not df["why"].any() else df), "",
-              "## Fine-tuned models against their base", "",
+              df_markdown(df.drop(columns=["why"]) if not df["why"].any() else df), ""]
+    if baseline is not None: lines += moved_lines(baseline[0], baseline[1], df)
+    lines += ["## Fine-tuned models against their base", "",
               "Every fine-tuned model against the model it was tuned from, on the same items and the primary metric "
               "(Seal-Tools Tool F1, DEER P_DS and P_DC against the 4-shot base model, alpha-UMi Act EM against the "
               "base model with the Single-LLM prompt; GSM8K left out): the paired difference with its 95% interval.",
