@@ -19,9 +19,9 @@ from .suites import get_suite
 __all__ = ['FACTS', 'VERDICTS', 'PAPER_SETUP', 'MIN_SEEDS', 'SEAL_CLAIMS', 'DEER_CLAIMS', 'UMI_CLAIMS', 'CLAIMS',
            'UMI_STATS_TOLERANCE', 'BASE_CHECKS', 'SUMMARY_START', 'SUMMARY_END', 'save_scored', 'load_scored',
            'save_facts', 'load_facts', 'pool', 'resample', 'contrast', 'seeded_contrast', 'defined_n', 'units',
-           'verdict', 'Claim', 'select', 'run_precision', 'setup_cells', 'seed_conditions', 'evaluate', 'umi_setup',
-           'base_table', 'branch_table', 'ledger', 'ledger_sources', 'moved_verdicts', 'ledger_at', 'moved_lines',
-           'write_ledger', 'claims_summary', 'sync_summary']
+           'verdict', 'Claim', 'select', 'run_precision', 'setup_cells', 'seed_conditions', 'nested_items', 'evaluate',
+           'umi_setup', 'base_table', 'branch_table', 'ledger', 'ledger_sources', 'moved_verdicts', 'ledger_at',
+           'moved_lines', 'write_ledger', 'claims_summary', 'sync_summary']
 
 # %% ../nbs/91_claims.ipynb
 _KEEP = ("id", "subsets", "branch", "dialogue", "plan", "counts", "values")
@@ -399,10 +399,24 @@ def _floor_text(suite: str, claim: Claim, r: dict, items: list[dict]) -> str:
     return "; ".join(out) or "–"
 
 # %% ../nbs/91_claims.ipynb
+def nested_items(per: list[list[list[dict]]]) -> list[list[list[dict]]]:
+    """`per` (per term, per seed: items) restricted to the smallest term's item ids, which every term's set must
+    contain; unchanged where every term holds the same ids."""
+    sets = [{it["id"] for it in seeds[0]} for seeds in per]
+    small = min(sets, key=len)
+    if all(s == small for s in sets): return per
+    for s in sets:
+        if not small <= s:
+            raise ValueError(f"paired terms on overlapping item sets, neither inside the other: e.g. "
+                             f"{sorted(small - s)[:3]} are missing from a term holding {len(s)} items")
+    return [[[it for it in items if it["id"] in small] for items in seeds] for seeds in per]
+
+# %% ../nbs/91_claims.ipynb
 def _measure(claim: Claim, scored: dict, suite: str, mode: str, n_boot: int, seed: int) -> tuple[dict, list]:
     """(interval of `claim` in `mode`, each term's items at its first seed): with several training seeds kept for every
     term, `seeded_contrast`; otherwise the paired (or independent) `contrast` at the experiment's seed."""
     per = [[select(scored, c, mode)[1] for c in seed_conditions(scored, cond)] for _, cond in claim.terms]
+    if claim.paired: per = nested_items(per)                 # a condition on every item beside one on a subsample
     if claim.paired and max(len(p) for p in per) > 1:
         r = seeded_contrast(suite, [(w, p) for (w, _), p in zip(claim.terms, per)], claim.metric, mode, n_boot, seed)
     else:
