@@ -459,6 +459,7 @@ class CachedRetriever:
 
     def search(self, queries, k: int = 10):
         keys = [f"{k}\t{q}" for q in check_queries(queries)]
+        if not keys: return np.zeros((0, k), dtype=int)          # no queries: no rankings (and nothing built)
         lent = [x for x in dict.fromkeys(keys) if x not in self.ranked and x in self.peers[0]]
         for x in lent: self.ranked[x] = self.peers[0][x]
         if lent: self.hit_commits |= self.peers[1]

@@ -283,6 +283,9 @@ class SealExpConfig(Profiled):
     max_new_tokens: int = 384
     # settings that also answer every nested item of the full test splits (the nested claim's comparison)
     nested_all: tuple = ()
+    # settings answered on every item of the test splits instead of the `test_n` subsample (a comparison of two
+    # settings that needs more items than the others: the claims pair them with the rest on the items both hold)
+    all_items: tuple = ()
     gen_batch_size: int = 8
     seed: int = 0
     PROFILES: ClassVar[dict] = SEAL_PROFILES
@@ -300,6 +303,11 @@ class SealRun:
     train_info: dict | None = None
     cut: dict = field(default_factory=dict)      # setting -> {split: [answer stopped by the token limit?]}
     nested: dict = field(default_factory=dict)   # setting -> {mode: per-item scores of every nested test item}
+    full: dict = field(default_factory=dict)     # split -> every test Instance (what `all_items` settings answer)
+
+    def items_of(self, setting: str) -> dict:
+        "The test items `setting` answered, per split: all of them (an `all_items` setting) or the subsample."
+        return self.full if setting in self.config.get("all_items", ()) and self.full else self.tests
 
 # %% ../nbs/14_sealtools.ipynb
 def make_retrievers(tools: list[Tool], dpr_train: list[Instance], cfg: SealExpConfig,
@@ -420,6 +428,7 @@ def _pooled_items(outs_by: dict, tests: dict, mode: str) -> list[dict]:
 def _seal_ask(setting: str, client, insts: list, tools: list, rets: dict, cfg: SealExpConfig, template, released,
               progress: bool = False) -> tuple[list[str], list[bool], list]:
     "One setting's answers to `insts`: (texts, cut by the token limit?, candidate names of each prompt)."
+    if not insts: return [], [], []                       # e.g. every nested item already answered
     cand = _setting_parts(setting)[1]
     ex, names = seal_prompts(insts, tools, cand, cfg.prompt_style, rets.get(cand), cfg.k, cfg.seed, template, released)
     done = client.complete([e.messages for e in ex], max_tokens=cfg.max_new_tokens, progress=progress)
@@ -488,7 +497,7 @@ def run_seal_experiment(
     them in both modes (those of them in `cfg.nested_all` also on every nested test item); `released` maps 'dev' and
     each test split to its released prompts (read from `data_root` when needed and not given)."""
     check_style(cfg.prompt_style)
-    for s in (*cfg.settings, *cfg.nested_all): _setting_parts(s)      # nested_all applies to the settings that run
+    for s in (*cfg.settings, *cfg.nested_all, *cfg.all_items): _setting_parts(s)   # they apply to settings that run
     released = _released_prompts(cfg, tests, released, data_root)
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
@@ -508,20 +517,20 @@ def run_seal_experiment(
         g = stage_cache.tuned_client(cfg.model, tuned, cfg.train.lora, cfg.gen_batch_size) if tuned is not None \
             else stage_cache.client(cfg.model, None, cfg.gen_batch_size)
         t1, tok0 = time.perf_counter(), g.usage.completion_tokens
+        own = full if s in cfg.all_items else tests          # every test item, or the seeded subsample
         outputs[s], cands[s], fr, cut[s] = _seal_answer_setting(
-            s, g, tests, tools, rets, cfg, template, released, stage_cache, progress
+            s, g, own, tools, rets, cfg, template, released, stage_cache, progress
         )
         if s in cfg.nested_all:
-            nested[s] = _seal_nested_all(s, g, full, tests, outputs[s], tools, rets, cfg, template, released,
-                                         stage_cache,
-                                         progress)
+            nested[s] = _seal_nested_all(s, g, full, own, outputs[s], tools, rets, cfg, template, released,
+                                         stage_cache, progress)
         frames += fr
         timings[f"{s}_generate_s"] = time.perf_counter() - t1
         timings[f"{s}_generated_tokens"] = g.usage.completion_tokens - tok0
     timings["total_s"] = time.perf_counter() - t0
     scores = pd.concat(frames, ignore_index=True)
     atomic_write_text(work / "scores.csv", scores.to_csv(index=False))
-    return SealRun(asdict(cfg), scores, outputs, tests, cands, timings, info or None, cut, nested)
+    return SealRun(asdict(cfg), scores, outputs, tests, cands, timings, info or None, cut, nested, full)
 
 # %% ../nbs/14_sealtools.ipynb
 def seal_table(run: SealRun, subset: str = "all", settings: Sequence[str] | None = None, split: str = "all test",
@@ -572,7 +581,7 @@ def nested_vs_multiple(run: SealRun, setting: str = "ft:dense", mode: str = "com
     (`run.nested`), the difference multiple − nested with its unpaired bootstrap 95% interval, and the paper's."""
     if setting not in run.nested:
         raise ValueError(f"{setting!r} did not answer every nested item: add it to nested_all")
-    multi = [it for it in _pooled_items(run.outputs[setting], run.tests, mode)
+    multi = [it for it in _pooled_items(run.outputs[setting], run.items_of(setting), mode)
              if "multiple" in (it.get("subsets") or ())]
     nest = run.nested[setting][mode]
     rows = []
@@ -590,7 +599,7 @@ def nested_vs_multiple(run: SealRun, setting: str = "ft:dense", mode: str = "com
 def error_taxonomy(run: SealRun, setting: str, tools: list[Tool]) -> pd.DataFrame:
     "Error counts of one setting over all test splits (candidate lists taken into account for hallucinated tools)."
     outs, golds, cand = [], [], {}
-    for split, insts in run.tests.items():
+    for split, insts in run.items_of(setting).items():
         outs += run.outputs[setting][split]; golds += insts
         cand.update({x.id: c for x, c in zip(insts, run.candidates[setting][split])})
     return seal_error_taxonomy(outs, golds, {t.name: t for t in tools}, cand)
@@ -668,13 +677,14 @@ def plot_taxonomy(tax: pd.DataFrame, title: str = ""):
 # %% ../nbs/14_sealtools.ipynb
 def _pooled(run: SealRun, setting: str, mode: str) -> dict[str, dict]:
     "One setting's per-item scores over every test split, keyed '<split>/<id>' as the claims ledger pools them."
-    return {it["id"]: it for it in _pooled_items(run.outputs[setting], run.tests, mode)}
+    return {it["id"]: it for it in _pooled_items(run.outputs[setting], run.items_of(setting), mode)}
 
 # %% ../nbs/14_sealtools.ipynb
 def _holds_gold(run: SealRun, setting: str) -> dict[str, bool]:
     "Per item ('<split>/<id>'): does the setting's candidate list hold every gold tool?"
     return {f"{sp}/{x.id}": {c.api for c in x.calls} <= set(cands)
-            for sp, insts in run.tests.items() for x, cands in zip(insts, run.candidates[setting][sp])}
+            for sp, insts in run.items_of(setting).items()
+            for x, cands in zip(insts, run.candidates[setting][sp])}
 
 # %% ../nbs/14_sealtools.ipynb
 def candidate_groups(run: SealRun, a: str, b: str, mode: str = "compat", metric: str = "tool.f1",
@@ -690,7 +700,7 @@ def candidate_groups(run: SealRun, a: str, b: str, mode: str = "compat", metric:
               "neither list": lambda i: not (ha[i] or hb[i]), "all items": lambda i: True}
     rows = []
     for name, keep in groups.items():
-        ids = [i for i in A if keep(i)]
+        ids = [i for i in A if i in B and keep(i)]       # an `all_items` setting beside a subsample: items both hold
         row = {"items": name, "n": len(ids), la: None, lb: None, "difference": None, "95% CI": "–"}
         if ids:
             r = contrast("seal", [(1, [A[i] for i in ids]), (-1, [B[i] for i in ids])], metric, mode,
@@ -715,15 +725,16 @@ def candidate_lists(run: SealRun, settings: Sequence[str], tools: Sequence[Tool]
     by_name = {t.name: t for t in tools or []}
     sim = None
     if embedder is not None and by_name:
-        names = sorted({n for s in settings for sp in run.tests for c in run.candidates[s][sp] for n in c}
-                       | {c.api for insts in run.tests.values() for x in insts for c in x.calls})
+        every = {s: run.items_of(s) for s in settings}
+        names = sorted({n for s in settings for sp in every[s] for c in run.candidates[s][sp] for n in c}
+                       | {c.api for s in settings for insts in every[s].values() for x in insts for c in x.calls})
         names = [n for n in names if n in by_name]
         vecs = embedder.encode([f"{n}: {by_name[n].description}" for n in names], normalize_embeddings=True)
         sim = (dict(zip(names, range(len(names)))), vecs)
     rows = []
     for s in settings:
         full, listed, gold_n, named, close = 0, 0, 0, 0, []
-        items = [(x, c, o) for sp, insts in run.tests.items()
+        items = [(x, c, o) for sp, insts in run.items_of(s).items()
                  for x, c, o in zip(insts, run.candidates[s][sp], run.outputs[s][sp])]
         for x, cands, out in items:
             gold = {c.api for c in x.calls}
