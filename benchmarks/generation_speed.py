@@ -308,6 +308,46 @@ def umi_workload(model, n_tasks: int = 6):
     return rows
 
 
+def umi_ood_workload(model, n: int = 4, max_new: int = 64, seed: int = 0):
+    """The released ToolBench out-of-domain dialogues as the step-level scoring asks them (issue 74's longest prompts):
+    the planner prompt of every decided step of a seeded draw of `n` dialogues the model can read, built from the gold
+    history, greedy up to `max_new` new tokens (a fine-tuned planner writes about 55), through the reference path and
+    the engine in fp32 (the precision verdict's pick): prompt length, prefill and decode time, the prefill's
+    GFLOP/s against the machine's measured fp32 product, and the hours every step of the readable dialogues would take
+    for one role model at each path's rate."""
+    from toolpaper.client import LocalClient
+    from toolpaper.data import load
+    from toolpaper.sampling import seeded_subset
+    from toolpaper.schema import planner_decision
+    from toolpaper.trajectories import planner_messages
+    from toolpaper.umi import umi_fitting
+    fit, _ = umi_fitting(list(load("alpha-umi:toolbench/test_out_domain")), model, 256 + 256 + 512)
+    steps = lambda t: [i for i, u in enumerate(t.turns) if u.role == "planner" and planner_decision(u.content)]
+    prompts = [planner_messages(t.tools, t.turns[:i]) for t in seeded_subset(fit, n, seed) for i in steps(t)]
+    every, params = sum(len(steps(t)) for t in fit), matmul_params(model)
+    rows = []
+    for name, kind in [("reference (transformers, batch 8)", "reference"), ("toolpaper engine (fp32)", "auto")]:
+        c = LocalClient(model, engine=kind, batch_size=8, precision="fp32")
+        t0 = time.perf_counter()
+        done = c.complete(prompts, max_tokens=max_new)
+        secs = time.perf_counter() - t0
+        st = getattr(c.engine, "stats", None)
+        pt = [d.prompt_tokens for d in done]
+        row = {"path": name, "prompts": len(prompts), "prompt tokens (mean / max)": f"{np.mean(pt):.0f} / {max(pt)}",
+               "generated tokens": sum(d.completion_tokens for d in done), "seconds": round(secs, 1),
+               "s / prompt": round(secs / len(prompts), 2)}
+        if st is not None and st.prefill_seconds:
+            row |= {"prefill s": round(st.prefill_seconds, 1), "decode s": round(st.decode_seconds, 1),
+                    "prefill tokens / s": round(st.prefilled_tokens / st.prefill_seconds),
+                    "prefill GFLOP/s": round(2 * (params or 0) * st.prefilled_tokens / st.prefill_seconds / 1e9, 1),
+                    "decode tokens / s": round(st.generated_tokens / max(st.decode_seconds, 1e-9), 1)}
+        row[f"hours, {every} steps of {len(fit)} dialogues"] = round(secs / len(prompts) * every / 3600, 1)
+        rows.append(row)
+        print("umi_ood", json.dumps(row), flush=True)
+    for r in rows: r["speed-up"] = round(rows[0]["seconds"] / r["seconds"], 2)
+    return rows
+
+
 def deer_workload(model, n: int = 16, shots: int = 4):
     from toolpaper.client import LocalClient
     from toolpaper.data import load
@@ -381,17 +421,40 @@ def markdown(res: dict) -> str:
         "umi": "alpha-UMi run in rounds (planner, caller and summarizer prompts of each step; one base model plays "
                "all three roles)",
         "deer": "DEER few-shot baseline (4 compact demonstrations, two rounds)",
+        "umi_ood": "alpha-UMi step prompts of the released ToolBench out-of-domain dialogues (planner prompts from the "
+                   "gold history, at most 64 new tokens): is the engine the bottleneck on long prompts?",
     }
     for k, rows in res["workloads"].items():
         m = res.get("measured", {}).get(k)
         load = f", load average {m['load_start']} at the start, {m['load_end']} at the end" if m and "load_start" in m \
             else ""
-        when = (f"Measured {m['at']}{load}" + (f"; {m['note']}" if m.get("note") else "") + "." if m else
+        then = f"; fp32 product then {m['floors']['fp32 GFLOP/s']} GFLOP/s" if m and m.get("floors") else ""
+        when = (f"Measured {m['at']}{load}{then}" + (f"; {m['note']}" if m.get("note") else "") + "." if m else
                 "Measured in an earlier run (before 2026-11-24; its machine load was not recorded).")
         L += [f"## {titles[k]}", "", when, "", df_markdown(pd.DataFrame(rows)), ""]
+        if k == "umi_ood": L += [umi_ood_reading(rows, (m or {}).get("floors") or fl, res.get("matmul_params")), ""]
     L += constraint_section(res.get("out"))
     L += ["## Targets", ""] + [f"- {t}" for t in res["targets"]] + [""]
     return "\n".join(L)
+
+
+def umi_ood_reading(rows: list, fl: dict | None, params: int | None) -> str:
+    """What the long-prompt workload says: where the engine's time goes, its prefill against the machine's fp32
+    product and its decode against the bound of reading every fp32 weight once per round of 8 sequences."""
+    e = next((r for r in rows if "prefill s" in r), None)
+    if e is None or not fl or not params: return "The engine's prefill / decode split was not measured."
+    share = e["prefill GFLOP/s"] / fl["fp32 GFLOP/s"]
+    pre = e["prefill s"] / (e["prefill s"] + e["decode s"])
+    bound = 8 * fl["copy GB/s"] * 1e9 / (4 * params)          # tokens/s: 8 sequences per round, weights read once
+    return (f"The engine spends {100 * pre:.0f}% of its generation time in prefill and {100 * (1 - pre):.0f}% in "
+            f"decode. Its prefill multiplies weights at {e['prefill GFLOP/s']} GFLOP/s (weight products only; the "
+            f"tokens the prefix cache reused are not counted), {100 * share:.0f}% of the fp32 product measured with "
+            f"it; its decode makes {e['decode tokens / s']} tokens/s, {100 * e['decode tokens / s'] / bound:.0f}% "
+            f"of {bound:.0f} tokens/s, what rounds of 8 sequences that read every fp32 weight once at the copy "
+            f"bandwidth measured with it ({fl['copy GB/s']} GB/s) could make before the key/value cache. "
+            + ("Both within 2x of the machine's limits: these hours are the machine's more than the engine's."
+               if share >= 0.5 and e["decode tokens / s"] >= bound / 2 else
+               "A part under half its limit is where engine work would pay."))
 
 
 def cpu_units() -> str:
@@ -526,19 +589,22 @@ def main():
         "machine": f"{platform.machine()}, torch {torch.__version__}",
         "workloads": {},
     }
-    if not a.render: res["floors"] = floors()
+    fl = None if a.render else floors()
+    if fl: res["floors"] = fl
     fns = {"seal": seal_workload, "decode": decode_workload, "profile": decode_profile, "umi": umi_workload,
-           "deer": deer_workload}
+           "deer": deer_workload, "umi_ood": umi_ood_workload}
     if a.render: res = json.loads(Path(a.render).read_text())
     for k in [] if a.render else a.only.split(","):
         t0, load0 = time.perf_counter(), [round(x, 2) for x in os.getloadavg()]
         res["workloads"][k] = fns[k](a.model, adapter=a.adapter) if k in ("seal", "decode") else fns[k](a.model)
         res.setdefault("measured", {})[k] = {
             "at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_start": load0,
-            "load_end": [round(x, 2) for x in os.getloadavg()], "note": a.note}
+            "load_end": [round(x, 2) for x in os.getloadavg()], "note": a.note, "floors": fl}
         print(f"[{k}: {time.perf_counter() - t0:.0f} s]", flush=True)
     if a.keep:
         old = json.loads(Path(a.keep).read_text())
+        # the page's head keeps the kept run's limits; this run's are with its workloads
+        res["floors"] = old.get("floors", res.get("floors"))
         for k, rows in old["workloads"].items():
             if k not in res["workloads"]:
                 res["workloads"][k] = rows

@@ -240,6 +240,20 @@ def test_seal_target_is_judged_in_the_kept_verdicts_precision():
         in targets(res)[0]
 
 
+def test_long_prompt_reading_names_the_part_under_its_limit():
+    "The long-prompt workload's reading sets prefill against the fp32 product and decode against the weight-read bound."
+    from generation_speed import umi_ood_reading
+    eng = {"path": "toolpaper engine (fp32)", "prefill s": 20.0, "decode s": 30.0, "prefill GFLOP/s": 80.0,
+           "decode tokens / s": 40.0}
+    fl = {"fp32 GFLOP/s": 100.0, "copy GB/s": 4.0}
+    text = umi_ood_reading([{"path": "reference"}, eng], fl, 100_000_000)      # bound: 8 * 4e9 / 4e8 = 80 tokens/s
+    assert "40% of its generation time in prefill" in text and "80% of the fp32 product" in text
+    assert "50% of 80 tokens/s" in text and text.endswith("these hours are the machine's more than the engine's.")
+    slow = umi_ood_reading([dict(eng, **{"decode tokens / s": 20.0})], fl, 100_000_000)
+    assert slow.endswith("A part under half its limit is where engine work would pay.")
+    assert umi_ood_reading([{"path": "reference"}], fl, 1) == "The engine's prefill / decode split was not measured."
+
+
 def test_train_throughput_page_says_what_decides_auto(tmp_path, monkeypatch):
     "The training page names what `auto` trains in and what decided it: a kept training verdict, or the products."
     from toolpaper.precision import machine_profile, save_verdict
