@@ -198,6 +198,7 @@ class UmiRun:
     notes: list = field(default_factory=list)
     # how hard the trajectories are (toolpaper.trajectories.trajectory_stats): the main runs' corpus beside ToolBench's
     difficulty: pd.DataFrame = field(default_factory=pd.DataFrame)
+    n_test_buildable: int = 0      # held-out trajectories the test instances give (the rest break their own schema)
 
 # %% ../nbs/19_umi.ipynb
 def _umi_corpus(tools, train_instances, test_instances, cfg: UmiExpConfig) -> dict:
@@ -210,7 +211,8 @@ def _umi_corpus(tools, train_instances, test_instances, cfg: UmiExpConfig) -> di
     )
     skipped: list = []
     train_all = build_corpus(list(train_instances), list(tools), tcfg, skipped=skipped)
-    test = seeded_subset(build_corpus(list(test_instances), list(tools), tcfg, skipped=skipped), cfg.test_n, cfg.seed)
+    buildable = build_corpus(list(test_instances), list(tools), tcfg, skipped=skipped)    # the builder's own limit
+    test = seeded_subset(buildable, cfg.test_n, cfg.seed)
     main_n = cfg.train_n or len(train_all)
     scaling = cfg.scaling if cfg.scaling is not None else (max(1, main_n // 4), max(1, main_n // 2))
     sizes = sorted(set(list(scaling) + [main_n]))
@@ -223,6 +225,7 @@ def _umi_corpus(tools, train_instances, test_instances, cfg: UmiExpConfig) -> di
     order = random.Random(cfg.seed).sample(range(len(train_all)), len(train_all))
     subsets = {n: [train_all[i] for i in sorted(order[:n])] for n in sizes}
     return dict(train_all=train_all, test=test, skipped=skipped, main_n=main_n, sizes=sizes, order=order,
+                n_buildable=len(buildable),
                 subsets=subsets)
 
 # %% ../nbs/19_umi.ipynb
@@ -450,7 +453,7 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
     return UmiRun(asdict(cfg), res, pd.DataFrame(cost), trained_all, corpus_table(corpus["subsets"][main_n] + test),
                   corpus["sizes"], main_n, len(corpus["train_all"]), len(test), corpus["skipped"],
                   sum(len(umi_gold_steps(t)) for t in test), timings, pd.DataFrame(groups),
-                  pd.DataFrame(ood_rows), notes, difficulty)
+                  pd.DataFrame(ood_rows), notes, difficulty, corpus["n_buildable"])
 
 # %% ../nbs/19_umi.ipynb
 def umi_table1(run: UmiRun) -> pd.DataFrame:
