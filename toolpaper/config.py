@@ -24,6 +24,7 @@ def apply_overrides(cfg, overrides: dict, skip_none: bool = True):
         if k not in names:
             raise TypeError(f"{type(cfg).__name__} has no field {k!r}; fields: {', '.join(sorted(names))}")
         cur = getattr(cfg, k)
+        if v == "all" and (cur is None or type(cur) is int): v = None            # a count: every item
         if isinstance(v, dict) and is_dataclass(cur): v = apply_overrides(cur, v, skip_none)
         elif is_dataclass(v) and not isinstance(v, type): v = replace(v)          # a copy: profiles share nothing
         kw[k] = v
