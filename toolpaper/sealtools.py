@@ -802,7 +802,7 @@ class GeneratedExpConfig(Profiled):
 @dataclass
 class GeneratedRun:
     """What `run_generated_experiment` returns: config, scores, the generation, training logs, test set, timings, and
-    which answers the token limit cut (model -> [cut?] per test instance)."""
+    which answers the token limit cut (model -> [cut?] per test instance) and, of those, which end in a loop."""
     config: dict
     scores: pd.DataFrame
     generation: GenResult
@@ -811,6 +811,7 @@ class GeneratedRun:
     test: list
     timings: dict
     cut: dict = field(default_factory=dict)
+    looping: dict = field(default_factory=dict)      # model -> [cut and ends in a loop (`looping_tail`)?]
 
 # %% ../nbs/14_sealtools.ipynb
 @staged
@@ -834,7 +835,7 @@ def run_generated_experiment(tools: list[Tool], dev: list[Instance], test: list[
     prompts = {"generated": gold_examples(ginsts, gtools, cfg.seed), "released": gold_examples(rel, tools, cfg.seed)}
     test = subsample(test, cfg.test_n, cfg.seed, cfg.min_nested)
     ex, _ = seal_prompts(test, tools, "gold", "toolpaper", seed=cfg.seed)
-    trained, frames, cut = {}, [], {}
+    trained, frames, cut, loops = {}, [], {}, {}
     for name in ("base", "generated", "released"):
         if name == "base": g = stage_cache.client(cfg.model, None, cfg.gen_batch_size)
         else:
@@ -846,6 +847,7 @@ def run_generated_experiment(tools: list[Tool], dev: list[Instance], test: list[
         t1 = time.perf_counter()
         done = g.complete([e.messages for e in ex], max_tokens=cfg.max_new_tokens, progress=progress)
         outs, cut[name] = [c.text for c in done], [c.finish_reason == "length" for c in done]
+        loops[name] = [c and looping_tail(t) for c, t in zip(cut[name], outs)]
         timings[f"{name}_answer_s"] = time.perf_counter() - t1
         frames.append(score_setting(outs, test, f"{name}:gold"))
         save_scored(stage_cache, f"{name}:gold", "seal",
@@ -853,13 +855,18 @@ def run_generated_experiment(tools: list[Tool], dev: list[Instance], test: list[
         release(g)
     timings["total_s"] = time.perf_counter() - t0
     return GeneratedRun(asdict(cfg), pd.concat(frames, ignore_index=True), gen, dataset_shape(gtools, ginsts), trained,
-                        test, timings, cut)
+                        test, timings, cut, loops)
 
 # %% ../nbs/14_sealtools.ipynb
 def cut_share(run: GeneratedRun) -> pd.DataFrame:
-    "Per model: answers, those the token limit cut, and their share in percent."
-    return pd.DataFrame([{"model": k, "answers": len(v), "cut": sum(v), "cut %": pct(sum(v) / len(v)) if v else None}
-                         for k, v in run.cut.items()])
+    """Per model: answers, those the token limit cut and their share in percent, the cut ones that end in a loop (no
+    limit would end them) and the share cut without a loop (what a higher limit could still finish)."""
+    rows = []
+    for k, v in run.cut.items():
+        loop = sum(run.looping.get(k, []))
+        rows.append({"model": k, "answers": len(v), "cut": sum(v), "cut %": pct(sum(v) / len(v)) if v else None,
+                     "looping": loop, "cut, no loop %": pct((sum(v) - loop) / len(v)) if v else None})
+    return pd.DataFrame(rows)
 
 # %% ../nbs/14_sealtools.ipynb
 def native_calls(text: str) -> str:
