@@ -320,8 +320,9 @@ def umi_ood_workload(model, n: int = 4, max_new: int = 64, seed: int = 0):
     from toolpaper.sampling import seeded_subset
     from toolpaper.schema import planner_decision
     from toolpaper.trajectories import planner_messages
-    from toolpaper.umi import umi_fitting
-    fit, _ = umi_fitting(list(load("alpha-umi:toolbench/test_out_domain")), model, 256 + 256 + 512)
+    from toolpaper.umi import UmiExpConfig, umi_fitting
+    fit, _ = umi_fitting(list(load("alpha-umi:toolbench/test_out_domain")), model,
+                         sum(UmiExpConfig.for_profile("cpu").max_new_tokens))   # the cpu run's fit
     steps = lambda t: [i for i, u in enumerate(t.turns) if u.role == "planner" and planner_decision(u.content)]
     prompts = [planner_messages(t.tools, t.turns[:i]) for t in seeded_subset(fit, n, seed) for i in steps(t)]
     every, params = sum(len(steps(t)) for t in fit), matmul_params(model)

@@ -748,12 +748,11 @@ def moved_verdicts(before: pd.DataFrame, now: pd.DataFrame) -> pd.DataFrame:
     `before` lacks: both verdicts and differences, and what changed (metric, mode and n where they differ, the reason
     given now)."""
     m = now.merge(before, on=["paper", "claim"], how="left", suffixes=("", " before"))
-    rows = []
+    rows, show = [], lambda v: str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)   # 200.0: merged
     for _, r in m.iterrows():
         was = r.get("verdict before")
         if isinstance(was, str) and was == r["verdict"]: continue
         new_row = not isinstance(was, str)
-        show = lambda v: str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)   # 200.0 after a merge
         changed = [] if new_row else [f"{c} {show(r[c + ' before'])} → {show(r[c])}" for c in ("metric", "mode", "n")
                                       if c + " before" in r and show(r[c + " before"]) != show(r[c])]
         reason = r.get("reason")
