@@ -373,7 +373,8 @@ def _seed_rule(v: str, r: dict, claim: Claim) -> tuple[str, str]:
 
 # %% ../nbs/91_claims.ipynb
 def _answered_rule(claim: Claim, per_term: list[list[dict]]) -> str:
-    "Why the claim is not measurable (an arm answers under `claim.answered` of its queries), or ''."
+    """Why the claim is not measurable (an arm answers under `claim.answered` of its queries, `per_term`: each arm's
+    items, every training seed's together), or ''."""
     if claim.answered is None: return ""
     shares = []
     for (_, c), items in zip(claim.terms, per_term):
@@ -382,8 +383,8 @@ def _answered_rule(claim: Claim, per_term: list[list[dict]]) -> str:
     low = [s for _, s in shares if s < claim.answered]
     if not low: return ""
     said = ", ".join(f"{c} answers {100 * s:.0f}%" for c, s in shares)
-    return (f"{said} of the queries (under {100 * claim.answered:.0f}%, what is scored is decision phrases or "
-            "nothing: the score would measure phrase overlap, not dialogue)")
+    return (f"{said} of the queries, every training seed's answers counted (under {100 * claim.answered:.0f}%, what is "
+            "scored is decision phrases or nothing: the score would measure phrase overlap, not dialogue)")
 
 # %% ../nbs/91_claims.ipynb
 def _floor_text(suite: str, claim: Claim, r: dict, items: list[dict]) -> str:
@@ -497,7 +498,9 @@ def evaluate(claim: Claim, reports, n_boot: int = 2000, seed: int = 0) -> dict:
                "not what is missing")
     measured = v
     v, seed_why = _seed_rule(v, r, claim)
-    unanswered = _answered_rule(claim, items) if v != "not run" else ""
+    every_seed = [[it for c in seed_conditions(scored, cond) for it in select(scored, c, used)[1]]
+                  for _, cond in claim.terms]
+    unanswered = _answered_rule(claim, every_seed) if v != "not run" else ""
     if unanswered: v = VERDICTS[4]
     reason = _reason_of(v, measured, seed_why, floor, unanswered)
     notes = [seed_why, unanswered, _also(claim, scored, suite, used, n_boot, seed) if claim.also else "",
