@@ -234,6 +234,32 @@ def _loss_cell(log: dict) -> tuple[str, str]:
     return f(L["mean loss"]), f(L["mean loss, last fifth"])
 
 
+def margin_reading(rows: list[dict], spread: dict, tolerance: float) -> str:
+    """What the training verdict can and cannot say, in words: per reduced precision, the metrics whose interval holds
+    zero (not shown different) and those that exclude it (shown different); and the metrics where the fp32 seeds alone
+    land further apart than the margin — there no precision can be shown within it at this n, so fp32 stays because
+    the other is not shown equivalent, not because it was shown worse. '' with one fp32 seed (spread unmeasured)."""
+    f = lambda x: f"{x:.1f}"
+    wide = [(m, d["spread"]) for m, d in spread.items() if d["spread"] is not None and d["spread"] > tolerance]
+    if not any(d["spread"] is not None for d in spread.values()): return ""
+    out = []
+    for r in rows:
+        if r["precision"] == "fp32": continue
+        iv = {m: (lo, hi) for m, (_, lo, hi) in r["metrics"].items() if lo is not None and hi is not None}
+        held = [m for m, (lo, hi) in iv.items() if lo <= 0 <= hi]
+        apart = [f"{m} [{lo:+.1f}, {hi:+.1f}]" for m, (lo, hi) in iv.items() if not lo <= 0 <= hi]
+        out.append(f"{r['precision']}'s interval holds zero on {', '.join(held) or 'no metric'} (not shown different "
+                   f"from fp32 there)" + (f" and excludes it on {', '.join(apart)} (shown different)" if apart else "")
+                   + ".")
+    if wide:
+        out.append(f"The fp32 seeds alone land further apart than ±{tolerance:g} points on "
+                   + ", ".join(f"{m} (largest gap {f(g)})" for m, g in wide)
+                   + ": at this n and scale no precision can be shown within the margin on those metrics, so training "
+                   "stays in fp32 because the other precision is not shown equivalent — not because it was shown "
+                   "worse where its interval holds zero.")
+    return " ".join(out)
+
+
 def train_page(res: dict) -> str:
     v, rows, spread = res["verdict"], res["rows"], res["seed_spread"]
     k = {p: len(r) for p, r in res["runs"].items()}
@@ -280,6 +306,8 @@ def train_page(res: dict) -> str:
         lines += ["", "With one fp32 seed the interval cannot hold the seed-to-seed spread: a difference here may be "
                       "training noise (`--fp32-seeds` 3 measures it)."]
     lines += ["", f"**Verdict: train in {v['pick']}.** {v['why']}"]
+    reading = margin_reading(rows, spread, v["tolerance"])
+    lines += ["", reading] if reading else []
     return "\n".join(lines)
 
 

@@ -199,6 +199,23 @@ def test_training_verdict_runs_end_to_end(tmp_path):
         (tmp_path / "precision_verdict_train_tiny.md").read_text()
 
 
+def test_training_verdict_says_what_the_seed_spread_lets_it_see():
+    """The training page reads the bf16 intervals against zero and the fp32 seeds' own gap against the margin: a
+    margin tighter than the seed spread cannot be met, and the page says fp32 stays for that reason, not because bf16
+    was shown worse; with one fp32 seed it says nothing of the kind."""
+    from precision_verdict import margin_reading
+    rows = [{"precision": "fp32", "metrics": {"a": (0.0, 0.0, 0.0), "b": (0.0, 0.0, 0.0)}},
+            {"precision": "bf16", "metrics": {"a": (-3.0, -12.0, 6.0), "b": (-9.0, -15.0, -3.0)}}]
+    spread = {"a": {"spread": 8.5}, "b": {"spread": 1.0}}
+    text = margin_reading(rows, spread, 2.0)
+    assert "bf16's interval holds zero on a (not shown different" in text
+    assert "excludes it on b [-15.0, -3.0] (shown different)" in text
+    assert "further apart than ±2 points on a (largest gap 8.5)" in text and "on b" not in text.split("apart than")[1]
+    assert "not because it was shown worse" in text
+    assert "The fp32 seeds alone" not in margin_reading(rows, {"a": {"spread": 1.0}, "b": {"spread": 0.5}}, 2.0)
+    assert margin_reading(rows, {"a": {"spread": None}, "b": {"spread": None}}, 2.0) == ""
+
+
 def test_keep_an_earlier_verdict(tmp_path, monkeypatch):
     """--keep takes a page's verdict for `auto` only when it was measured on this machine kind, on the real models and
     is keepable; nothing is answered."""
