@@ -234,6 +234,13 @@ def _loss_cell(log: dict) -> tuple[str, str]:
     return f(L["mean loss"]), f(L["mean loss, last fifth"])
 
 
+def _seed_noise(sd, k: int, k_ref: int) -> float | None:
+    """The seed noise a difference of two means over `k` and `k_ref` training seeds must exceed while either has fewer
+    than 3 (the claims ledger's seed rule): 1.96 · sd · √(1/k + 1/k_ref); None with 3 or more each, or sd unknown."""
+    if sd is None or min(k, k_ref) >= 3: return None
+    return 1.96 * sd * (1 / k + 1 / k_ref) ** 0.5
+
+
 def margin_reading(rows: list[dict], spread: dict, tolerance: float) -> str:
     """What the training verdict can and cannot say, in words: per reduced precision, the metrics whose interval holds
     zero (not shown different) and those that exclude it (shown different); and the metrics where the fp32 seeds alone
@@ -242,15 +249,22 @@ def margin_reading(rows: list[dict], spread: dict, tolerance: float) -> str:
     f = lambda x: f"{x:.1f}"
     wide = [(m, d["spread"]) for m, d in spread.items() if d["spread"] is not None and d["spread"] > tolerance]
     if not any(d["spread"] is not None for d in spread.values()): return ""
-    out = []
+    out, ref_seeds = [], next((r.get("seeds", 1) for r in rows if r["precision"] == "fp32"), 1)
     for r in rows:
         if r["precision"] == "fp32": continue
-        iv = {m: (lo, hi) for m, (_, lo, hi) in r["metrics"].items() if lo is not None and hi is not None}
-        held = [m for m, (lo, hi) in iv.items() if lo <= 0 <= hi]
-        apart = [f"{m} [{lo:+.1f}, {hi:+.1f}]" for m, (lo, hi) in iv.items() if not lo <= 0 <= hi]
+        iv = {m: v for m, v in r["metrics"].items() if None not in v}
+        held = [m for m, (_, lo, hi) in iv.items() if lo <= 0 <= hi]
+        noise = {m: _seed_noise(spread[m].get("sd"), r.get("seeds", 1), ref_seeds) for m in iv}
+        apart = [f"{m} [{lo:+.1f}, {hi:+.1f}]" for m, (d, lo, hi) in iv.items()
+                 if not lo <= 0 <= hi and (noise[m] is None or abs(d) > noise[m])]
+        within = [f"{m} ({d:+.1f}, seed noise ±{noise[m]:.1f})" for m, (d, lo, hi) in iv.items()
+                  if not lo <= 0 <= hi and noise[m] is not None and abs(d) <= noise[m]]
         out.append(f"{r['precision']}'s interval holds zero on {', '.join(held) or 'no metric'} (not shown different "
-                   f"from fp32 there)" + (f" and excludes it on {', '.join(apart)} (shown different)" if apart else "")
-                   + ".")
+                   "from fp32 there)" + (f"; it excludes zero on {', '.join(apart)} (shown different)" if apart
+                                          else "")
+                   + (f"; it excludes zero on {', '.join(within)}, but with fewer than 3 seeds an arm the difference "
+                      "lies within 1.96 · sd · √(1/k + 1/k_fp32) of the fp32 seeds' sd (not shown different)"
+                      if within else "") + ".")
     if wide:
         out.append(f"The fp32 seeds alone land further apart than ±{tolerance:g} points on "
                    + ", ".join(f"{m} (largest gap {f(g)})" for m, g in wide)

@@ -204,16 +204,21 @@ def test_training_verdict_says_what_the_seed_spread_lets_it_see():
     margin tighter than the seed spread cannot be met, and the page says fp32 stays for that reason, not because bf16
     was shown worse; with one fp32 seed it says nothing of the kind."""
     from precision_verdict import margin_reading
-    rows = [{"precision": "fp32", "metrics": {"a": (0.0, 0.0, 0.0), "b": (0.0, 0.0, 0.0)}},
-            {"precision": "bf16", "metrics": {"a": (-3.0, -12.0, 6.0), "b": (-9.0, -15.0, -3.0)}}]
-    spread = {"a": {"spread": 8.5}, "b": {"spread": 1.0}}
+    rows = [{"precision": "fp32", "seeds": 3, "metrics": {"a": (0.0, 0.0, 0.0), "b": (0.0, 0.0, 0.0)}},
+            {"precision": "bf16", "seeds": 3, "metrics": {"a": (-3.0, -12.0, 6.0), "b": (-9.0, -15.0, -3.0)}}]
+    spread = {"a": {"spread": 8.5, "sd": 4.0}, "b": {"spread": 1.0, "sd": 0.7}}
     text = margin_reading(rows, spread, 2.0)
     assert "bf16's interval holds zero on a (not shown different" in text
-    assert "excludes it on b [-15.0, -3.0] (shown different)" in text
+    assert "excludes zero on b [-15.0, -3.0] (shown different)" in text
+    few = [dict(r, seeds=2) if r["precision"] == "fp32" else dict(r, seeds=1) for r in rows]   # the seed rule applies
+    wide = margin_reading(few, {"a": {"spread": 8.5, "sd": 4.0}, "b": {"spread": 9.0, "sd": 6.0}}, 2.0)
+    assert "b (-9.0, seed noise ±14.4)" in wide and "(shown different)" not in wide   # 1.96 · 6 · √1.5 = 14.4
+    assert "(shown different)" in margin_reading(few, spread, 2.0)                    # 9.0 > 1.96 · 0.7 · √1.5
     assert "further apart than ±2 points on a (largest gap 8.5)" in text and "on b" not in text.split("apart than")[1]
     assert "not because it was shown worse" in text
-    assert "The fp32 seeds alone" not in margin_reading(rows, {"a": {"spread": 1.0}, "b": {"spread": 0.5}}, 2.0)
-    assert margin_reading(rows, {"a": {"spread": None}, "b": {"spread": None}}, 2.0) == ""
+    assert "The fp32 seeds alone" not in margin_reading(rows, {"a": {"spread": 1.0, "sd": 0.7},
+                                                               "b": {"spread": 0.5, "sd": 0.3}}, 2.0)
+    assert margin_reading(rows, {"a": {"spread": None, "sd": None}, "b": {"spread": None, "sd": None}}, 2.0) == ""
 
 
 def test_keep_an_earlier_verdict(tmp_path, monkeypatch):
