@@ -262,8 +262,8 @@ def margin_reading(rows: list[dict], spread: dict, tolerance: float) -> str:
         out.append(f"{r['precision']}'s interval holds zero on {', '.join(held) or 'no metric'} (not shown different "
                    "from fp32 there)" + (f"; it excludes zero on {', '.join(apart)} (shown different)" if apart
                                           else "")
-                   + (f"; it excludes zero on {', '.join(within)}, but with fewer than 3 seeds an arm the difference "
-                      "lies within 1.96 · sd · √(1/k + 1/k_fp32) of the fp32 seeds' sd (not shown different)"
+                   + (f"; it excludes zero on {', '.join(within)}, but while an arm has fewer than 3 seeds a "
+                      "difference within 1.96 · sd · √(1/k + 1/k_fp32) (sd: the fp32 seeds') is not shown different"
                       if within else "") + ".")
     if wide:
         out.append(f"The fp32 seeds alone land further apart than ±{tolerance:g} points on "
