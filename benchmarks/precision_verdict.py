@@ -234,18 +234,12 @@ def _loss_cell(log: dict) -> tuple[str, str]:
     return f(L["mean loss"]), f(L["mean loss, last fifth"])
 
 
-def _seed_noise(sd, k: int, k_ref: int) -> float | None:
-    """The seed noise a difference of two means over `k` and `k_ref` training seeds must exceed while either has fewer
-    than 3 (the claims ledger's seed rule): 1.96 · sd · √(1/k + 1/k_ref); None with 3 or more each, or sd unknown."""
-    if sd is None or min(k, k_ref) >= 3: return None
-    return 1.96 * sd * (1 / k + 1 / k_ref) ** 0.5
-
-
 def margin_reading(rows: list[dict], spread: dict, tolerance: float) -> str:
     """What the training verdict can and cannot say, in words: per reduced precision, the metrics whose interval holds
     zero (not shown different) and those that exclude it (shown different); and the metrics where the fp32 seeds alone
     land further apart than the margin — there no precision can be shown within it at this n, so fp32 stays because
     the other is not shown equivalent, not because it was shown worse. '' with one fp32 seed (spread unmeasured)."""
+    from toolpaper.claims import seed_noise
     f = lambda x: f"{x:.1f}"
     wide = [(m, d["spread"]) for m, d in spread.items() if d["spread"] is not None and d["spread"] > tolerance]
     if not any(d["spread"] is not None for d in spread.values()): return ""
@@ -254,7 +248,7 @@ def margin_reading(rows: list[dict], spread: dict, tolerance: float) -> str:
         if r["precision"] == "fp32": continue
         iv = {m: v for m, v in r["metrics"].items() if None not in v}
         held = [m for m, (_, lo, hi) in iv.items() if lo <= 0 <= hi]
-        noise = {m: _seed_noise(spread[m].get("sd"), r.get("seeds", 1), ref_seeds) for m in iv}
+        noise = {m: seed_noise(spread[m].get("sd"), [r.get("seeds", 1), ref_seeds]) for m in iv}
         apart = [f"{m} [{lo:+.1f}, {hi:+.1f}]" for m, (d, lo, hi) in iv.items()
                  if not lo <= 0 <= hi and (noise[m] is None or abs(d) > noise[m])]
         within = [f"{m} ({d:+.1f}, seed noise ±{noise[m]:.1f})" for m, (d, lo, hi) in iv.items()

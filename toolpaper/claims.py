@@ -19,9 +19,9 @@ from .suites import get_suite
 __all__ = ['FACTS', 'VERDICTS', 'PAPER_SETUP', 'MIN_SEEDS', 'SEAL_CLAIMS', 'DEER_CLAIMS', 'UMI_CLAIMS', 'CLAIMS',
            'UMI_STATS_TOLERANCE', 'BASE_CHECKS', 'SUMMARY_START', 'SUMMARY_END', 'save_scored', 'load_scored',
            'save_facts', 'load_facts', 'pool', 'resample', 'contrast', 'seeded_contrast', 'defined_n', 'units',
-           'verdict', 'Claim', 'select', 'run_precision', 'setup_cells', 'seed_conditions', 'nested_items', 'evaluate',
-           'umi_setup', 'base_table', 'branch_table', 'ledger', 'ledger_sources', 'moved_verdicts', 'ledger_at',
-           'moved_lines', 'write_ledger', 'claims_summary', 'sync_summary']
+           'verdict', 'Claim', 'select', 'run_precision', 'setup_cells', 'seed_conditions', 'seed_noise',
+           'nested_items', 'evaluate', 'umi_setup', 'base_table', 'branch_table', 'ledger', 'ledger_sources',
+           'moved_verdicts', 'ledger_at', 'moved_lines', 'write_ledger', 'claims_summary', 'sync_summary']
 
 # %% ../nbs/91_claims.ipynb
 _KEEP = ("id", "subsets", "branch", "dialogue", "plan", "counts", "values")
@@ -357,6 +357,16 @@ def seed_conditions(scored: dict, condition: str) -> list[str]:
 MIN_SEEDS = 3
 _INC = "inconclusive at this scale"
 
+def seed_noise(sd: float | None, seeds: list[int], weights: list[float] | None = None) -> float | None:
+    """1.96 · sd · √(Σ w²/k): the seed noise of a weighted sum of means over `seeds[i]` training seeds each (`weights`
+    default ±1, a difference), `sd` the spread of one recipe's seeds; None when every arm has `MIN_SEEDS` seeds (the
+    interval then holds the seed spread itself) or `sd` is unknown."""
+    if sd is None or min(seeds) >= MIN_SEEDS: return None
+    weights = weights or [1] * len(seeds)
+    return 1.96 * sd * math.sqrt(sum(w * w / k for w, k in zip(weights, seeds)))
+
+
+# %% ../nbs/91_claims.ipynb
 def _seed_rule(v: str, r: dict, claim: Claim) -> tuple[str, str]:
     """(verdict, why) of a claim after the seed rule: a comparison of training recipes is decided by its interval only
     with `MIN_SEEDS` seeds per arm, or by a difference beyond the seed noise measured on its arms."""
@@ -366,7 +376,7 @@ def _seed_rule(v: str, r: dict, claim: Claim) -> tuple[str, str]:
     if not sds:
         return _INC, ("one training seed per arm: how far two seeds of one recipe land apart is not measured, so this "
                       f"difference cannot be told from training noise ({MIN_SEEDS} seeds per arm decide)")
-    noise = 1.96 * max(sds) * math.sqrt(sum(w * w / k for (w, _), k in zip(claim.terms, seeds)))
+    noise = seed_noise(max(sds), seeds, [w for w, _ in claim.terms])
     if abs(r["value"]) > noise: return v, ""
     return _INC, (f"fewer than {MIN_SEEDS} seeds per arm and the difference lies within the seed noise "
                   f"±{100 * noise:.1f} (largest sd across seeds {100 * max(sds):.1f})")
