@@ -424,8 +424,9 @@ def nested_items(per: list[list[list[dict]]]) -> list[list[list[dict]]]:
 
 # %% ../nbs/91_claims.ipynb
 def _measure(claim: Claim, scored: dict, suite: str, mode: str, n_boot: int, seed: int) -> tuple[dict, list]:
-    """(interval of `claim` in `mode`, each term's items at its first seed): with several training seeds kept for every
-    term, `seeded_contrast`; otherwise the paired (or independent) `contrast` at the experiment's seed."""
+    """(interval of `claim` in `mode`, each term's items per training seed, first seed first): with several training
+    seeds kept for every term, `seeded_contrast`; otherwise the paired (or independent) `contrast` at the experiment's
+    seed."""
     per = [[select(scored, c, mode)[1] for c in seed_conditions(scored, cond)] for _, cond in claim.terms]
     if claim.paired: per = nested_items(per)                 # a condition on every item beside one on a subsample
     if claim.paired and max(len(p) for p in per) > 1:
@@ -434,7 +435,7 @@ def _measure(claim: Claim, scored: dict, suite: str, mode: str, n_boot: int, see
         r = contrast(suite, [(w, p[0]) for (w, _), p in zip(claim.terms, per)], claim.metric, mode, claim.paired,
                      n_boot, seed)
         r |= {"seeds": [1] * len(per), "seed_sd": [None] * len(per)}
-    return r, [p[0] for p in per]
+    return r, per
 
 # %% ../nbs/91_claims.ipynb
 def _also(claim: Claim, scored: dict, suite: str, mode: str, n_boot: int, seed: int) -> str:
@@ -491,14 +492,14 @@ def evaluate(claim: Claim, reports, n_boot: int = 2000, seed: int = 0) -> dict:
     suites = {s for s, _ in got}
     if len(suites) != 1: raise ValueError(f"{claim.claim}: its conditions come from different suites {suites}")
     suite, mode, used = suites.pop(), claim.mode, claim.mode
-    r, items = _measure(claim, scored, suite, mode, n_boot, seed)
+    r, per = _measure(claim, scored, suite, mode, n_boot, seed)
     if mode == "compat" and (r["value"] is None or r["undefined"] > 0.05):
         try: [select(scored, c, "strict") for _, c in claim.terms]; has_strict = True
         except KeyError: has_strict = False
         if has_strict:
             why = "a term is undefined" if r["value"] is None else f"undefined in {100 * r['undefined']:.0f}% of draws"
             mode, used = f"strict (compat: {why})", "strict"
-            r, items = _measure(claim, scored, suite, "strict", n_boot, seed)
+            r, per = _measure(claim, scored, suite, "strict", n_boot, seed)
     pct = lambda v: "–" if v is None else f"{100 * v:.1f}"
     v = verdict(r["low"], r["high"], claim.expect, claim.margin)
     why = "" if v != "not run" else "a term is undefined on these items"
@@ -508,8 +509,7 @@ def evaluate(claim: Claim, reports, n_boot: int = 2000, seed: int = 0) -> dict:
                "not what is missing")
     measured = v
     v, seed_why = _seed_rule(v, r, claim)
-    every_seed = [[it for c in seed_conditions(scored, cond) for it in select(scored, c, used)[1]]
-                  for _, cond in claim.terms]
+    items, every_seed = [p[0] for p in per], [[it for s in p for it in s] for p in per]
     unanswered = _answered_rule(claim, every_seed) if v != "not run" else ""
     if unanswered: v = VERDICTS[4]
     reason = _reason_of(v, measured, seed_why, floor, unanswered)
