@@ -4,7 +4,8 @@
 
 # %% ../nbs/18_agent.ipynb 3
 from __future__ import annotations
-import json, re, time
+import json, re
+from .io import active_clock
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -232,7 +233,7 @@ def run_agent(
     one `AgentRun` per task. A planner reply with no `Next:` decision ends its run (`undecided='stop'`, status
     'no_decision') or goes on as the authors' inference does (`'authors'`: `agent.authors_fallback`)."""
     if undecided not in UNDECIDED: raise ValueError(f"undecided={undecided!r}: expected one of {UNDECIDED}")
-    t0 = time.perf_counter()
+    t0 = active_clock()
     hist = [[Turn(role="user", content=q)] for q, _ in tasks]
     tools = [list(ts) for _, ts in tasks]
     status, calls, answers = [None] * len(tasks), [[] for _ in tasks], [None] * len(tasks)
@@ -259,7 +260,7 @@ def run_agent(
         if concl:
             for i, a in zip(concl, agent.answer([hist[i] for i in concl])):
                 answers[i] = a; status[i] = "finished"; hist[i].append(Turn(role="summarizer", content=a))
-    secs = (time.perf_counter() - t0) / max(1, len(tasks))
+    secs = (active_clock() - t0) / max(1, len(tasks))
     out = []
     for i, (q, _) in enumerate(tasks):
         traj = Trajectory.model_construct(id=(ids[i] if ids else str(i)), instruction=q, tools=tools[i], turns=hist[i])

@@ -4,12 +4,12 @@
 
 # %% ../nbs/20_bench.ipynb 3
 from __future__ import annotations
-import json, time
+import json
 from dataclasses import fields
 from pathlib import Path
 from typing import Sequence
 import pandas as pd
-from .io import append_jsonl
+from .io import append_jsonl, active_clock
 from .suites import get_suite
 from .io import atomic_write_text
 from .metrics import df_markdown, score
@@ -193,7 +193,7 @@ def run_bench(cfg: BenchConfig, client, out, progress: bool = False) -> dict:
     pred_p = out / "predictions.jsonl"
     done = _resume(pred_p, unit_ids(cfg, items))
     todo = [x for x, d in zip(items, done) if not d]
-    usage, t0 = UsageLog(out, client), time.perf_counter()
+    usage, t0 = UsageLog(out, client), active_clock()
     if todo:
         predict, step = cfg.spec.predictor(cfg, client, items), chunk_size(cfg, len(todo))
         desc = f"bench {cfg.suite}:{cfg.split}"
@@ -206,7 +206,7 @@ def run_bench(cfg: BenchConfig, client, out, progress: bool = False) -> dict:
     res = score_run(cfg, items, read_predictions(pred_p)[0])
     res.update({"model": _model_info(client), "precision": _precision(client), "usage": usage.total(),
                 "usage_this_session": usage.session(),
-                "seconds_this_session": round(time.perf_counter() - t0, 2), "predicted_this_session": len(todo)})
+                "seconds_this_session": round(active_clock() - t0, 2), "predicted_this_session": len(todo)})
     atomic_write_text(out / "metrics.json", json.dumps(res, indent=1) + "\n")
     rows = bench_rows(res, str(out))
     atomic_write_text(out / "row.csv", rows.to_csv(index=False))

@@ -12,7 +12,7 @@ from fastcore.basics import patch
 from pathlib import Path
 from typing import Any, Sequence, Union
 from .engine import cut_at_stop
-from .io import append_jsonl, jsonl_records
+from .io import append_jsonl, jsonl_records, active_clock
 from .engine import Request, context_length, make_engine
 from .grammar import schema_text
 from .models import load_model
@@ -286,7 +286,7 @@ class LocalClient(Client):
 @patch
 def complete_each(self: LocalClient, items, progress=False, on_done=None):
     "`Client.complete_each`: the engine answers the whole batch; `on_done` is called as each request ends."
-    t0 = time.perf_counter()
+    t0 = active_clock()
     reqs = []
     for p, pre, par in items:
         text = self.render(p, pre)
@@ -309,7 +309,7 @@ def complete_each(self: LocalClient, items, progress=False, on_done=None):
         prompt_tokens=sum(c.prompt_tokens for c in res),
         completion_tokens=sum(c.completion_tokens for c in res),
         reused_tokens=sum(c.reused_tokens for c in res),
-        seconds=time.perf_counter() - t0,
+        seconds=active_clock() - t0,
     )
     return res
 
@@ -498,7 +498,7 @@ def _one(self: OpenAIClient, prompt: Prompt, prefix: str, par: Params):
     last, attempt = None, 0
     for attempt in range(self.max_retries + 1):
         self.usage.add(requests=1, retries=int(attempt > 0))
-        t0 = time.perf_counter()
+        t0 = active_clock()
         err = None
         try: r, ch, text = self._request(prompt, prefix, par)
         except Exception as e: err = e
@@ -514,13 +514,13 @@ def _one(self: OpenAIClient, prompt: Prompt, prefix: str, par: Params):
             except Exception as e: err = e
         if err is not None:
             last = err
-            self.usage.add(seconds=time.perf_counter() - t0)
+            self.usage.add(seconds=active_clock() - t0)
             if not _retryable(err) or attempt == self.max_retries: break
             time.sleep(self.wait(attempt)); continue
         u = getattr(r, "usage", None)
         pt, ct = (getattr(u, "prompt_tokens", 0) or 0, getattr(u, "completion_tokens", 0) or 0) if u else (0, 0)
         cost = (pt * self.prices[0] + ct * self.prices[1]) / 1e6 if self.prices else 0.0
-        self.usage.add(prompt_tokens=pt, completion_tokens=ct, cost_usd=cost, seconds=time.perf_counter() - t0)
+        self.usage.add(prompt_tokens=pt, completion_tokens=ct, cost_usd=cost, seconds=active_clock() - t0)
         hit = _matched_stop(ch)
         if par.include_stop and ch.finish_reason == "stop" and hit in par.stop and not text.endswith(hit):
             text += hit
@@ -691,11 +691,11 @@ def _complete(self: RecordReplay, items, progress=False):
         k, idx = next(iter(todo.items()))
         raise CacheMiss(f"{len(todo)} request(s) not in {self.path}, e.g. request {idx[0]} (key {k[:12]})")
     if todo:
-        asked, last = list(todo.items()), [time.perf_counter()]
+        asked, last = list(todo.items()), [active_clock()]
         def keep(j: int, c) -> None:                   # each answer is written as soon as it exists
             (k, idx), i = asked[j], asked[j][1][0]
             with self._lock:                           # its seconds: the wall time since the call's last answer
-                now = time.perf_counter(); secs, last[0] = round(now - last[0], 3), now
+                now = active_clock(); secs, last[0] = round(now - last[0], 3), now
             if isinstance(c, Completion):
                 p, pre, par = items[i]
                 rec = {
@@ -721,9 +721,9 @@ def _complete(self: RecordReplay, items, progress=False):
             # repeats within the batch are answered by the one request
             self.usage.add(cache_hits=len(idx) - 1)
             for r in idx: out[r] = c
-        t0 = time.perf_counter()
+        t0 = active_clock()
         self.inner.complete_each([items[idx[0]] for _, idx in asked], progress, on_done=keep)
-        self.usage.add(seconds=time.perf_counter() - t0)        # the wrapped model's time (file answers: none)
+        self.usage.add(seconds=active_clock() - t0)        # the wrapped model's time (file answers: none)
         missing = sum(out[idx[0]] is None for _, idx in asked)
         if missing:
             raise RuntimeError(f"{type(self.inner).__name__} returned without answering {missing} request(s)")

@@ -4,7 +4,7 @@
 
 # %% ../nbs/15_deer.ipynb 3
 from __future__ import annotations
-import json, random, re, time
+import json, random, re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -18,7 +18,7 @@ from .suites import Options, Suite, option, register
 from .stages import StageCache, release, staged
 from . import data as D
 from .claims import contrast, save_scored
-from .io import atomic_write_text
+from .io import atomic_write_text, active_clock
 from .precision import train_bf16
 from toolpaper.metrics import (
     bootstrap_ci, ci_pct, deer_boot, deer_scores, pct, retention_ci, retention_scores, rouge_pairs, with_ci
@@ -565,12 +565,12 @@ def _deer_adapter(name: str, d, evals: dict, ret_q: list, refs: list, cfg: DeerE
     """One sampling variant at training seed `s`: train, score on `evals`, and (with `ret_q`) retention; (training log,
     counts row, metric rows tagged with the seed, retention row or None, evaluation seconds)."""
     info, count, out = _deer_variant_train(name, d, cfg, sc, train_seed=s)
-    t1 = time.perf_counter(); label = seeded_name(name, s, cfg)
+    t1 = active_clock(); label = seeded_name(name, s, cfg)
     gen = sc.client(cfg.model, out, cfg.gen_batch_size)
     rows = [dict(r, seed=s) for r in _deer_evaluate(gen, label, evals, cfg, sc, (), progress)]
     ret = dict(_deer_retention(gen, label, ret_q, refs, cfg, sc, progress), seed=s) if ret_q else None
     release(gen)                                  # one variant's model at a time
-    return info, count, rows, ret, time.perf_counter() - t1
+    return info, count, rows, ret, active_clock() - t1
 
 
 # %% ../nbs/15_deer.ipynb
@@ -585,20 +585,20 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
     without NoSearch samples as retention's control (`retention_control`, every seed). Stages run seed by seed (every
     variant at the experiment's seed first), the controls last."""
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter(); timings = {}
+    t0 = active_clock(); timings = {}
     datas = _deer_datas(tools, released_valid, released_test, cfg)
     main = next(iter(datas)); dd = datas[main]
-    timings["data_s"] = time.perf_counter() - t0
+    timings["data_s"] = active_clock() - t0
     evals = {
         "valid": _valid_set(dd.heldout_nosearch, released_valid, cfg),
         "test": stratified(released_test, cfg.test_n, None, cfg.seed),
     }
     base_sets = {k: stratified(v, cfg.baseline_n, None, cfg.seed) for k, v in baselines.items()}
     ret_q = dd.heldout_nosearch[: cfg.retention_n] if cfg.retention_n is not None else dd.heldout_nosearch
-    t1 = time.perf_counter()
+    t1 = active_clock()
     rows, refs = _deer_base(dd, evals, ret_q, cfg, stage_cache, progress)
     rows = [dict(r, seed=None) for r in rows]
-    timings["base_eval_s"] = time.perf_counter() - t1
+    timings["base_eval_s"] = active_clock() - t1
     ret_rows, infos, counts = [], {}, []
     seeds = [cfg.seed + k for k in range(max(cfg.train_seeds, 1))]
     for s in seeds:
@@ -619,7 +619,7 @@ def run_deer_experiment(tools: list[Tool], released_valid: list[DecisionSample],
             infos[label], count, row = _deer_control(name, dd, ret_q, refs, cfg, stage_cache, progress, train_seed=s)
             if s == cfg.seed: counts.append(count)
             ret_rows.append(dict(row, seed=s))
-    timings["total_s"] = time.perf_counter() - t0
+    timings["total_s"] = active_clock() - t0
     sizes = {k: dict(Counter(s.branch for s in v)) for k, v in {**evals, **base_sets}.items()} | {
         "retention": {"NoSearch": len(ret_q)}
     }
@@ -797,7 +797,7 @@ def run_call_pilot(tools: list[Tool], released_valid: list[DecisionSample], rele
     point equal to the experiment's recipe is named as the experiment names its adapter (in the experiment's work
     folder, read from its stage cache)."""
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
+    t0 = active_clock()
     d = _deer_datas(tools, released_valid, released_test, cfg, {pilot.strategy: (pilot.strategy, None)})
     d = d[pilot.strategy]
     evalset = _valid_set(d.heldout_nosearch, released_valid, cfg)
@@ -810,7 +810,7 @@ def run_call_pilot(tools: list[Tool], released_valid: list[DecisionSample], rele
         same = not kw                                       # the experiment's recipe: the experiment's own stage
         name = pilot.strategy if same else f"{pilot.strategy} {n} samples {epochs} epochs"
         info, count, out = _deer_variant_train(name, d, cfg, stage_cache, **kw)
-        t1 = time.perf_counter()
+        t1 = active_clock()
         gen = stage_cache.client(cfg.model, out, cfg.gen_batch_size)
         outs = deer_generate(gen, evalset, max_new_tokens=cfg.max_new_tokens, progress=progress,
                              style=cfg.prompt_style)
@@ -823,8 +823,8 @@ def run_call_pilot(tools: list[Tool], released_valid: list[DecisionSample], rele
                          **_metric_row(outs, evalset, name, "valid", mode, average=True),
                          "train Call": count["Call"], "train_s": info["train_seconds"],
                          "trained on": info.get("device") or f"CPU, {info.get('precision', 'fp32')}"})
-        timings[f"{name}_train_s"], timings[f"{name}_eval_s"] = info["train_seconds"], time.perf_counter() - t1
-    timings["total_s"] = time.perf_counter() - t0
+        timings[f"{name}_train_s"], timings[f"{name}_eval_s"] = info["train_seconds"], active_clock() - t1
+    timings["total_s"] = active_clock() - t0
     return CallPilot(pilot.strategy, pd.DataFrame(rows), timings, items)
 
 # %% ../nbs/15_deer.ipynb
@@ -1027,14 +1027,14 @@ def _ablation_point(setting: dict, key: str, data: _AblationData, cfg: DeerExpCo
     sft = _point_config(cfg, setting).train.for_run(out, seed=cfg.seed)
     ex = [deer_prompt(s, style=cfg.prompt_style, score_pool=cfg.score_pool) for s in train]
     info = sc.train(cfg.model, ex, sft, span_labels=["decision", "call"])
-    t1 = time.perf_counter()
+    t1 = active_clock()
     gen = sc.client(cfg.model, out, cfg.gen_batch_size)
     outs = deer_generate(gen, evalset, max_new_tokens=cfg.max_new_tokens, progress=progress, style=cfg.prompt_style)
     release(gen)
     c = Counter(s.branch for s in train)
     rec = {
         "setting": setting, "train": {b: c.get(b, 0) for b in ("NoSearch", "NoCall", "Call")},
-        "train_s": info["train_seconds"], "eval_s": time.perf_counter() - t1,
+        "train_s": info["train_seconds"], "eval_s": active_clock() - t1,
         "outputs": [{"id": s.id, "branch": s.branch, "output": o} for s, o in zip(evalset, outs)],
     }
     rec["commit"] = sc.commit
@@ -1083,7 +1083,7 @@ def run_deer_ablation(
     _check_axes(grid)
     fresh = stage_cache.settings.fresh
     work = Path(work_dir); (work / "points").mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
+    t0 = active_clock()
     data = _AblationData(tools, released_valid, released_test, cfg)
     shares = cfg.train_mix or PAPER_TRAIN_MIX
     ns_share = shares.get("NoSearch", 0) / sum(shares.values())
@@ -1111,7 +1111,7 @@ def run_deer_ablation(
             continue
         done[key] = _ablation_point(setting, key, data, cfg, evalset, n_search, stage_cache, progress); trained += 1
     rows = _ablation_rows(grid, star, done, evalset, cfg, work)
-    timings = {"total_s": time.perf_counter() - t0, "points_trained": trained, "points_reused": len(done) - trained}
+    timings = {"total_s": active_clock() - t0, "points_trained": trained, "points_reused": len(done) - trained}
     pts = pd.DataFrame(rows)
     atomic_write_text(work / "ablation_points.csv", pts.to_csv(index=False))
     return DeerAblation(asdict(cfg), grid, star, pts, timings)

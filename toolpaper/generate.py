@@ -4,13 +4,13 @@
 
 # %% ../nbs/13_generate.ipynb 3
 from __future__ import annotations
-import json, os, random, re, time
+import json, os, random, re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable, Sequence
 import pandas as pd
 from .config import Profiled
-from .io import append_jsonl, jsonl_records
+from .io import append_jsonl, jsonl_records, active_clock
 from .schema import PARAM_TYPES, fits_type
 from .client import LLMError
 from .data import SealToolRaw, parse_signature, read_seal_instances, read_seal_tools, seal_tool
@@ -1227,7 +1227,7 @@ def generate_seal(client, out: str | Path, cfg: SealGenConfig | None = None, emb
     under `out/seal-tools/`, per-stage yields in `out/yield.json`. `functions` are real implementations of
     generated tools (by name) for the execution check."""
     cfg = cfg if cfg is not None else SealGenConfig()
-    out = Path(out); t0 = time.perf_counter(); u0 = dict(client.usage.as_dict())
+    out = Path(out); t0 = active_clock(); u0 = dict(client.usage.as_dict())
     run, Y = _Run(client, cfg, out / "stages"), {}
     run.settle("seal")
     tools, kept, dropped = _seal_tool_stages(run, cfg, embedder, Y)
@@ -1274,7 +1274,7 @@ def _write_result(out: Path, sub: str, client, u0: dict, t0: float, stages: dict
         for k, (f, rows) in data.items()
     }
     usage = {k: v - u0.get(k, 0) for k, v in client.usage.as_dict().items()}
-    secs, on_file = time.perf_counter() - t0, report.get("on_file", {})
+    secs, on_file = active_clock() - t0, report.get("on_file", {})
     files["yield"] = atomic_write_text(out / yield_name, json.dumps(report, indent=1, ensure_ascii=False))
     files["usage"] = atomic_write_text(
         out / usage_name, json.dumps({**usage, "seconds": round(secs, 2), "on_file": on_file}, indent=1)
@@ -1317,7 +1317,7 @@ def generate_seal_given(client, out: str | Path, given: str | Path, cfg: SealGen
     with the same quotas and seed), into `out` like `generate_seal` (resumable); each stage's yield then does not hang
     on this run's earlier stages."""
     cfg = cfg if cfg is not None else SealGenConfig()
-    out = Path(out); t0 = time.perf_counter(); u0 = dict(client.usage.as_dict())
+    out = Path(out); t0 = active_clock(); u0 = dict(client.usage.as_dict())
     subs, given_tools = _given_inputs(Path(given))
     combos_file = Path(given) / "stages" / "combos.jsonl"
     given_combos = StageFile(combos_file).records if combos_file.exists() else {}
@@ -1450,7 +1450,7 @@ def generate_deer(client, seeds: Sequence[dict], out: str | Path, cfg: DeerGenCo
     `out/tooldeer/tool.json` in the released layout with its provenance, per-stage yields in
     `out/deer_yield.json`."""
     cfg = cfg if cfg is not None else DeerGenConfig()
-    out = Path(out); t0 = time.perf_counter(); u0 = dict(client.usage.as_dict())
+    out = Path(out); t0 = active_clock(); u0 = dict(client.usage.as_dict())
     run = _Run(client, cfg, out / "stages")
     run.settle("deer")
     seeds = [s for s in seeds if isinstance(s, dict) and isinstance(s.get("api_name"), str)]

@@ -4,7 +4,7 @@
 
 # %% ../nbs/23_math.ipynb 3
 from __future__ import annotations
-import json, math, random, re, time
+import json, math, random, re
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -21,7 +21,7 @@ from .stages import StageCache, staged
 from . import data as D
 from .agent import make_agent, run_agent, train_methods, trained_seconds
 from .claims import save_scored
-from .io import atomic_write_text
+from .io import atomic_write_text, active_clock
 from .metrics import count_boot, mean_ci, pct, ratio_arrays, with_ci
 from .tools import ToolEnv
 from .umi import UMI_NAMES
@@ -379,33 +379,33 @@ def run_math_experiment(
     (accuracy with a confidence interval; per-problem scores in `scored.json`, one condition per method)."""
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
     lim = SandboxLimits(wall_s=cfg.wall_s, cpu_s=cfg.cpu_s)
-    t0 = time.perf_counter(); timings = {}
+    t0 = active_clock(); timings = {}
     pool = list(train); random.Random(cfg.seed).shuffle(pool)
     build_sb = PythonSandbox(lim)
     trajs, why = build_math_corpus(pool, build_sb, cfg.train_n)
     if not trajs: raise ValueError(f"no GSM8K training problem gave a checked trajectory ({dict(why)})")
-    timings["corpus_s"] = time.perf_counter() - t0
+    timings["corpus_s"] = active_clock() - t0
     used = {t.instruction for t in trajs}
     demos = [p for p in pool if p.question not in used and pal_program(p)][: cfg.shots]
     tests = seeded_subset(list(test), cfg.test_n, cfg.seed)
-    t1 = time.perf_counter()
+    t1 = active_clock()
     trained = train_methods(cfg.model, trajs, work / "models", replace(cfg.glpft, seed=cfg.seed), methods=cfg.methods,
                             stage_cache=stage_cache)
     # the training logs' seconds (a cached rerun keeps the time training took); this run's wall time beside
-    timings["train_s"], timings["train_wall_s"] = trained_seconds(trained), time.perf_counter() - t1
+    timings["train_s"], timings["train_wall_s"] = trained_seconds(trained), active_clock() - t1
     rows, ex_rows, outputs, cache = [], [], {}, {}
     for m in cfg.methods:
-        t1 = time.perf_counter()
+        t1 = active_clock()
         row, ex_row, outputs[m] = _math_method(m, trained, tests, cfg, lim, cache,
                                                stage_cache)
         rows.append(row); ex_rows.append(ex_row)
-        timings[f"{m}_eval_s"] = time.perf_counter() - t1
-    t1 = time.perf_counter()
+        timings[f"{m}_eval_s"] = active_clock() - t1
+    t1 = active_clock()
     row, ex_row, outputs["base_pal"] = _math_pal(tests, demos, cfg, lim, stage_cache, progress)
     rows.append(row); ex_rows.append(ex_row)
-    timings["base_pal_s"] = time.perf_counter() - t1
+    timings["base_pal_s"] = active_clock() - t1
     ex_rows.append({"method": "trajectory check (GSM8K train)", **build_sb.summary()})
-    timings["total_s"] = time.perf_counter() - t0
+    timings["total_s"] = active_clock() - t0
     for k, recs in outputs.items():
         atomic_write_text(work / f"outputs_{k}.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs))
         save_scored(stage_cache, k, "gsm8k",

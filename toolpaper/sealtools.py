@@ -4,7 +4,7 @@
 
 # %% ../nbs/14_sealtools.ipynb 3
 from __future__ import annotations
-import json, re, time
+import json, re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar, Sequence
@@ -20,7 +20,7 @@ from . import data as D
 from .claims import contrast, pool, save_scored
 from .data import DataMissingError, load
 from .generate import dataset_shape, generate_seal, generated_set
-from .io import atomic_write_text
+from .io import atomic_write_text, active_clock
 from .metrics import bootstrap_ci, ci_pct, pct, seal_boot, seal_error_taxonomy, seal_scores, with_ci
 from .parse import balanced_spans, load_literal
 from .prompts import SealTemplate, check_style, seal_template
@@ -501,13 +501,13 @@ def run_seal_experiment(
     released = _released_prompts(cfg, tests, released, data_root)
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
-    t0 = time.perf_counter()
+    t0 = active_clock()
     train_sub = subsample(train, cfg.train_n, cfg.seed)
     full, tests = tests, {k: subsample(v, cfg.test_n, cfg.seed, cfg.min_nested) for k, v in tests.items()}
     rets = make_retrievers(tools, list(train), cfg, stage_cache=stage_cache)
     released_layout = cfg.prompt_style == "released" and "dev" in released
     template = SealTemplate.from_records(released["dev"], train) if released_layout else None
-    timings["retrievers_s"] = time.perf_counter() - t0
+    timings["retrievers_s"] = active_clock() - t0
     info, adapters = _seal_adapters(cfg, train_sub, tools, rets, released, template, stage_cache)
     timings.update({f"train_{m}_s": v["train_seconds"] for m, v in info.items()})
     outputs, cands, frames, cut, nested = {}, {}, [], {}, {}
@@ -516,7 +516,7 @@ def run_seal_experiment(
         # a full fine-tune's folder is the model itself; a LoRA run's is an adapter of the base model
         g = stage_cache.tuned_client(cfg.model, tuned, cfg.train.lora, cfg.gen_batch_size) if tuned is not None \
             else stage_cache.client(cfg.model, None, cfg.gen_batch_size)
-        t1, tok0 = time.perf_counter(), g.usage.completion_tokens
+        t1, tok0 = active_clock(), g.usage.completion_tokens
         own = full if s in cfg.all_items else tests          # every test item, or the seeded subsample
         outputs[s], cands[s], fr, cut[s] = _seal_answer_setting(
             s, g, own, tools, rets, cfg, template, released, stage_cache, progress
@@ -525,9 +525,9 @@ def run_seal_experiment(
             nested[s] = _seal_nested_all(s, g, full, own, outputs[s], tools, rets, cfg, template, released,
                                          stage_cache, progress)
         frames += fr
-        timings[f"{s}_generate_s"] = time.perf_counter() - t1
+        timings[f"{s}_generate_s"] = active_clock() - t1
         timings[f"{s}_generated_tokens"] = g.usage.completion_tokens - tok0
-    timings["total_s"] = time.perf_counter() - t0
+    timings["total_s"] = active_clock() - t0
     scores = pd.concat(frames, ignore_index=True)
     atomic_write_text(work / "scores.csv", scores.to_csv(index=False))
     return SealRun(asdict(cfg), scores, outputs, tests, cands, timings, info or None, cut, nested, full)
@@ -821,11 +821,11 @@ def run_generated_experiment(tools: list[Tool], dev: list[Instance], test: list[
     """Generate a Seal-Tools-style dataset with `generator` (default: the stage client of `cfg.gen_model` or the model),
     fine-tune the model on it and on as many released `dev` instances, and score base and both fine-tunes on `test`
     (gold tools as candidates). Raises when the generation kept no instance: there is nothing to train on."""
-    work = Path(work_dir); t0 = time.perf_counter(); timings = {}
+    work = Path(work_dir); t0 = active_clock(); timings = {}
     gcfg = replace(cfg.gen, fields=sorted(fields)[:cfg.n_fields] if cfg.n_fields else None, seed=cfg.seed)
     client = generator or stage_cache.client(cfg.gen_model or cfg.model, batch_size=cfg.gen_batch_size)
     gen = generate_seal(client, work / "generated", gcfg)
-    timings["generate_s"] = time.perf_counter() - t0
+    timings["generate_s"] = active_clock() - t0
     gtools, ginsts = generated_set(work / "generated")
     if not ginsts:
         raise ValueError(f"{work / 'generated'}: the generation kept no instance (yields in yield.json); "
@@ -844,16 +844,16 @@ def run_generated_experiment(tools: list[Tool], dev: list[Instance], test: list[
                                               cfg.train.for_run(folder, seed=cfg.seed))
             trained[name]["examples"] = len(prompts[name])
             g = stage_cache.tuned_client(cfg.model, folder, cfg.train.lora, cfg.gen_batch_size)
-        t1 = time.perf_counter()
+        t1 = active_clock()
         done = g.complete([e.messages for e in ex], max_tokens=cfg.max_new_tokens, progress=progress)
         outs, cut[name] = [c.text for c in done], [c.finish_reason == "length" for c in done]
         loops[name] = [c and looping_tail(t) for c, t in zip(cut[name], outs)]
-        timings[f"{name}_answer_s"] = time.perf_counter() - t1
+        timings[f"{name}_answer_s"] = active_clock() - t1
         frames.append(score_setting(outs, test, f"{name}:gold"))
         save_scored(stage_cache, f"{name}:gold", "seal",
                     {m: seal_scores(outs, test, m)["items"] for m in ("compat", "strict")})
         release(g)
-    timings["total_s"] = time.perf_counter() - t0
+    timings["total_s"] = active_clock() - t0
     return GeneratedRun(asdict(cfg), pd.concat(frames, ignore_index=True), gen, dataset_shape(gtools, ginsts), trained,
                         test, timings, cut, loops)
 

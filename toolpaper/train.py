@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from .config import SFTConfig
 from .models import causal_lm
 from .prompts import PromptExample, render, UNSCORED
-from .io import atomic_write_text
+from .io import atomic_write_text, active_clock
 from .models import load_model
 from .precision import train_bf16
 
@@ -198,11 +198,10 @@ class _WithLower(torch.utils.data.Dataset):
     def __len__(self): return len(self.ds)
     def __getitem__(self, i): return {**self.ds[i], "lower": (self, i)}
     def states(self, i: int) -> torch.Tensor:
-        import time
         if i not in self.hidden:
-            t = time.perf_counter()
+            t = active_clock()
             self.hidden[i] = lower_outputs(self.model, [self.ds[i]], self.start)[0]
-            self.seconds += time.perf_counter() - t
+            self.seconds += active_clock() - t
         return self.hidden[i]
 
 # %% ../nbs/10_train.ipynb
@@ -275,8 +274,7 @@ class TimedCheckpoints(TrainerCallback):
     after the last save, so an interrupted run resumes where it was (`finetune(..., resume=True)`); each checkpoint
     records the seconds trained so far (`before`: those of the runs it resumes)."""
     def __init__(self, minutes: float, before: float = 0.0):
-        import time
-        self.every, self.before, self.clock = minutes * 60, before, time.perf_counter
+        self.every, self.before, self.clock = minutes * 60, before, active_clock
         self.t0 = self.last = self.clock()
 
     def seconds(self) -> float:
@@ -326,7 +324,7 @@ def finetune(model_name: str, examples: Sequence[PromptExample], cfg: SFTConfig,
     'trainable_params', 'reused_lower_layers', 'lower_pass_seconds' (of them, computing the frozen layers),
     'resumed_from_step', ...}. `resume`: continue from the last checkpoint in `output_dir` (if any);
     `checkpoint_minutes`: keep one checkpoint, renewed every that many minutes, removed once the run ends."""
-    import contextlib, shutil, time
+    import contextlib, shutil
     from dataclasses import replace
     from transformers import set_seed
     if not cfg.output_dir: raise ValueError("SFTConfig.output_dir is empty: give the run a folder (for_run)")
@@ -358,10 +356,10 @@ def finetune(model_name: str, examples: Sequence[PromptExample], cfg: SFTConfig,
         span_labels=span_labels,
         callbacks=(callbacks or []) + ([timed] if timed else []),
     )
-    t0 = time.perf_counter()
+    t0 = active_clock()
     with top_layers_only(model, start) if start else contextlib.nullcontext():
         trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
-    secs = timed.seconds() if timed else time.perf_counter() - t0
+    secs = timed.seconds() if timed else active_clock() - t0
     trainer.save_model(cfg.output_dir); tok.save_pretrained(cfg.output_dir); name_base(cfg.output_dir, model_name)
     if timed and not cfg.save_steps:
         for old in out.glob("checkpoint-*"): shutil.rmtree(old)

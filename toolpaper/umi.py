@@ -4,7 +4,7 @@
 
 # %% ../nbs/19_umi.ipynb 3
 from __future__ import annotations
-import random, time
+import random
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar, Sequence
@@ -22,7 +22,7 @@ from toolpaper.agent import (
 )
 from .claims import save_scored
 from .client import prompt_ids
-from .io import atomic_write_text
+from .io import atomic_write_text, active_clock
 from toolpaper.metrics import (
     bootstrap_ci, ci_pct, mean_ci, pct, umi_boot, umi_gold_steps, umi_problem, umi_scores, umi_value, with_ci
 )
@@ -404,11 +404,11 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
     the main size, in real time; `ood`: dialogues the main-size methods (`cfg.ood_methods`; None: all) are also
     scored on step by step (the released ToolBench out-of-domain set)."""
     work = Path(work_dir); work.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter(); timings = {}
+    t0 = active_clock(); timings = {}
     glpft = replace(cfg.glpft, seed=cfg.seed)
     corpus = _umi_corpus(tools, train_instances, test_instances, cfg)
     test, main_n = corpus["test"], corpus["main_n"]
-    timings["corpus_s"] = time.perf_counter() - t0
+    timings["corpus_s"] = active_clock() - t0
     results, cost, trained_all, groups, ood_rows, notes = [], [], {}, [], [], []
     inst_by_id = {x.id: x for x in test_instances}
     difficulty = trajectory_stats_table({"built (main size: training + held-out)": corpus["subsets"][main_n] + test,
@@ -421,13 +421,13 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
     for n in [main_n] + [s for s in corpus["sizes"] if s != main_n]:
         methods, stage2, note = _umi_methods(n, corpus, cfg)
         if note: notes.append(note)
-        t1 = time.perf_counter()
+        t1 = active_clock()
         trained = trained_all[n] = train_methods(
             cfg.model, corpus["subsets"][n], work / f"n{n}", glpft, methods, stage2=stage2,
             stage_cache=stage_cache)
         # the training logs' seconds (a cached rerun keeps what training took), and this run's wall time
-        timings[f"n{n}_train_s"], timings[f"n{n}_train_wall_s"] = trained_seconds(trained), time.perf_counter() - t1
-        t1 = time.perf_counter()
+        timings[f"n{n}_train_s"], timings[f"n{n}_train_wall_s"] = trained_seconds(trained), active_clock() - t1
+        t1 = active_clock()
         cache: dict = {}
         for m in methods:
             ag = make_agent(m, trained, cfg.model, batch_size=cfg.gen_batch_size, cache=cache,
@@ -446,8 +446,8 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
             for c in cache.values(): c.clear_cache()        # each method's prompts are its own: free the prefix caches
         for c in cache.values(): release(c)          # the next size trains other models
         if n == main_n and cfg.base_row: results.append(_umi_base_row(test, n, cfg, stage_cache))
-        timings[f"n{n}_eval_s"] = time.perf_counter() - t1
-    timings["total_s"] = time.perf_counter() - t0
+        timings[f"n{n}_eval_s"] = active_clock() - t1
+    timings["total_s"] = active_clock() - t0
     res = pd.DataFrame(results)
     atomic_write_text(work / "results.csv", res.to_csv(index=False))
     return UmiRun(asdict(cfg), res, pd.DataFrame(cost), trained_all, corpus_table(corpus["subsets"][main_n] + test),
