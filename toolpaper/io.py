@@ -271,10 +271,12 @@ class ActiveClock:
 
 
 # %% ../nbs/00_io.ipynb
-_CLOCK: list = []
+_CLOCK: dict[int, ActiveClock] = {}
 
 def active_clock() -> float:
-    "The process's `ActiveClock` in seconds (its thread starts at the first call), stopped time left out."
-    if not _CLOCK: _CLOCK.append(ActiveClock())
-    return _CLOCK[0]()
+    """This process's `ActiveClock` in seconds, stopped time left out: started at its first reading, one per process (a
+    forked child starts its own, since the parent's ticking thread does not follow it into the child)."""
+    pid = os.getpid()
+    if pid not in _CLOCK: _CLOCK[pid] = ActiveClock()
+    return _CLOCK[pid]()
 
