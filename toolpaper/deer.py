@@ -33,11 +33,11 @@ __all__ = ['PAPER_TRAIN_COUNTS', 'PAPER_TRAIN_MIX', 'PAPER_VALID_MIX', 'AUTHORS_
            'DEER_PROFILES', 'PAPER_DEER', 'TABLE1_COLS', 'TABLE3_SETS', 'TABLE4_COLS', 'DEER_SPANS', 'ABLATION_AXES',
            'PAPER_ABLATION', 'DEER_HEADLINE', 'DEER_SUITE', 'stratified', 'pool_text', 'gold_prefix', 'deer_generate',
            'compact_chain', 'demonstrations', 'DeerExpConfig', 'deer_recipe', 'mixture_of', 'DeerRun', 'decision_only',
-           'answer_text', 'is_nosearch', 'retention_answers', 'seeded_name', 'run_deer_experiment', 'at_seed', 'table1',
-           'table3', 'table4', 'plot_strategies', 'plot_span_losses', 'seed_table', 'main_training', 'CallPilotConfig',
-           'CallPilot', 'run_call_pilot', 'pilot_table', 'pilot_recipe', 'DeerAblation', 'DeerAblationConfig',
-           'run_deer_ablation', 'ablation_table', 'plot_ablation', 'DeerOptions', 'DeerPredictor', 'read_deer_gold',
-           'deer_quotes']
+           'answer_text', 'is_nosearch', 'retention_answers', 'seeded_name', 'trained_on', 'run_deer_experiment',
+           'at_seed', 'table1', 'table3', 'table4', 'plot_strategies', 'plot_span_losses', 'seed_table',
+           'main_training', 'CallPilotConfig', 'CallPilot', 'run_call_pilot', 'pilot_table', 'pilot_recipe',
+           'DeerAblation', 'DeerAblationConfig', 'run_deer_ablation', 'ablation_table', 'plot_ablation', 'DeerOptions',
+           'DeerPredictor', 'read_deer_gold', 'deer_quotes']
 
 # %% ../nbs/15_deer.ipynb
 PAPER_TRAIN_COUNTS = {"NoSearch": 1807, "NoCall": 3114, "Call": 4664}    # DEER Table 2, training split
@@ -527,6 +527,11 @@ def seeded_name(name: str, train_seed: int, cfg: DeerExpConfig) -> str:
     return name if train_seed == cfg.seed else f"{name} (seed {train_seed})"
 
 # %% ../nbs/15_deer.ipynb
+def trained_on(info: dict) -> str:
+    "Where a training stage ran, from its log `info`: the log's `device`, else 'CPU, ' and the precision it trained in."
+    return info.get("device") or f"CPU, {info.get('precision', 'fp32')}"
+
+# %% ../nbs/15_deer.ipynb
 def _deer_variant_train(name: str, d, cfg: DeerExpConfig, sc: StageCache, mix: dict | None = None,
                         n: int | None = None, epochs: int | None = None,
                         train_seed: int | None = None) -> tuple[dict, dict, Path]:
@@ -722,14 +727,27 @@ def plot_span_losses(run: DeerRun):
     return fig
 
 # %% ../nbs/15_deer.ipynb
+def _where(model: str, seeds, label, infos: dict) -> str:
+    """`trained_on` of `model`'s adapters at `seeds` (their logs in `infos` under `label(model, s)`): one place, or
+    'seeds: place' for each place."""
+    by = {}
+    for s in sorted(seeds):
+        info = infos.get(label(model, s))
+        by.setdefault(trained_on(info) if info else "not recorded", []).append(s)
+    if len(by) == 1: return next(iter(by))
+    return "; ".join(f"{', '.join(map(str, ss))}: {place}" for place, ss in by.items())
+
+# %% ../nbs/15_deer.ipynb
 def seed_table(run: DeerRun, mode: str = "compat", metrics=("P_NoCall", "P_Call", "P_DC")) -> pd.DataFrame:
     """Per fine-tuned model × evaluation set (valid, test) × metric: the value at each training seed, the seeds
-    trained, their mean and sd (retention: `answered %` and ROUGE-L per seed, evaluation set `retention`)."""
+    trained, their mean and sd (retention: `answered %` and ROUGE-L per seed, evaluation set `retention`), and where
+    each seed's adapter trained (`trained_on`: seeds listed only where they differ)."""
     import numpy as np
     rows = []
     d = run.decisions
     d = d[(d["mode"] == mode) & d["eval"].isin(["valid", "test"]) & d["seed"].notna()] if "seed" in d else d.iloc[:0]
     base = lambda m: m.split(" (seed ")[0]
+    label = lambda model, s: model if s == run.config.get("seed", 0) else f"{model} (seed {s})"
     parts = [(d.assign(model=d["model"].map(base)), ["eval"], metrics)]
     if len(run.retention) and "seed" in run.retention:
         r = run.retention.assign(model=run.retention["model"].map(base), eval="retention")
@@ -742,7 +760,8 @@ def seed_table(run: DeerRun, mode: str = "compat", metrics=("P_NoCall", "P_Call"
                 rows.append({"model": model, "eval": ev, "metric": m, "seeds": len(v),
                              "by seed": ", ".join(f"{s}: {x:.1f}" for s, x in sorted(v.items())),
                              "mean": round(vals.mean(), 1) if len(vals) else None,
-                             "sd across seeds": round(vals.std(ddof=1), 1) if len(vals) > 1 else None})
+                             "sd across seeds": round(vals.std(ddof=1), 1) if len(vals) > 1 else None,
+                             "trained on": _where(model, v, label, run.train_info)})
     return pd.DataFrame(rows)
 
 # %% ../nbs/15_deer.ipynb
@@ -822,7 +841,7 @@ def run_call_pilot(tools: list[Tool], released_valid: list[DecisionSample], rele
             rows.append({"samples": n, "epochs": epochs, "experiment's recipe": same,
                          **_metric_row(outs, evalset, name, "valid", mode, average=True),
                          "train Call": count["Call"], "train_s": info["train_seconds"],
-                         "trained on": info.get("device") or f"CPU, {info.get('precision', 'fp32')}"})
+                         "trained on": trained_on(info)})
         timings[f"{name}_train_s"], timings[f"{name}_eval_s"] = info["train_seconds"], active_clock() - t1
     timings["total_s"] = active_clock() - t0
     return CallPilot(pilot.strategy, pd.DataFrame(rows), timings, items)
