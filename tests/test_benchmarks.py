@@ -311,3 +311,45 @@ def test_paper_cost_counts_instead_of_training(tmp_path):
     assert (sc.tally["requests"], sc.tally["max_new_tokens"]) == (2, 14)
     # 6 x 6.61B FLOPs per token at 307 TFLOP/s: about 36 GPU-hours per billion tokens
     assert LLAMA2_7B_MATMUL == 6_607_077_376 and round(gpu_hours(1e9, 307.0), 1) == 35.9
+
+
+def test_train_elsewhere_captures_the_experiments_own_stages(tmp_path):
+    "capture builds the keys the experiment looks up (the main adapter's equals main_training's) and skips held ones."
+    from train_elsewhere import capture
+    from toolpaper import data as D, deer as DE
+    from toolpaper.report import profile_data_root
+    from toolpaper.stages import train_key
+    jobs = capture("smoke", 1, tmp_path)
+    cfg = DE.DeerExpConfig.for_profile("smoke", train_seeds=2)
+    assert list(jobs) == ["mixture 2:1:2 (seed 1)", "random (seed 1)", "mixture 2:1:2 w/o NoSearch (seed 1)"]
+    root = profile_data_root("smoke", None)
+    ex, run, spans = DE.main_training(*(D.load(f"tooldeer:{s}", root) for s in ("tools", "valid", "test")), cfg,
+                                      tmp_path, train_seed=1)
+    main = jobs["mixture 2:1:2 (seed 1)"]
+    assert main["key"] == train_key(cfg.model, None, ex, run, spans)
+    assert main["folder"] == Path(run.output_dir).name
+    (tmp_path / "stages" / "train").mkdir(parents=True)
+    (tmp_path / "stages" / "train" / f"{main['folder']}-{main['key']}.json").write_text("{}")
+    assert "mixture 2:1:2 (seed 1)" not in capture("smoke", 1, tmp_path)          # its log is held: not a job
+
+
+def test_train_elsewhere_adopts_a_trained_folder_once(tmp_path):
+    "adopt writes the folder's stage.json and a log naming the device; a held stage or another key is refused."
+    from train_elsewhere import adopt
+    src, work = tmp_path / "src", tmp_path / "work"
+    job = {"folder": "adapter_x_(seed_2)", "key": "k1"}
+    f = src / job["folder"]; f.mkdir(parents=True)
+    (f / "adapter_model.safetensors").write_bytes(b"0" * 10)
+    (f / "toolpaper_train.json").write_text(json.dumps({"config": {"output_dir": "."}, "precision": "fp32"}))
+    (f / "device_meta.json").write_text(json.dumps({"key": "k1", "device": "GPU Z, fp32", "precision": "fp32"}))
+    (work / "stages" / "train").mkdir(parents=True)
+    [log] = adopt({"x (seed 2)": job}, src, work, "abc")
+    info = json.loads(log.read_text())
+    got = (info["device"], info["stage_key"], info["storage_bytes"], info["commit"])
+    assert got == ("GPU Z, fp32", "k1", 10, "abc")
+    assert info["config"]["output_dir"] == "../../adapter_x_(seed_2)"
+    assert json.loads((work / job["folder"] / "stage.json").read_text()) == {"key": "k1"}
+    assert not (work / job["folder"] / "device_meta.json").exists()
+    with pytest.raises(FileExistsError, match="holds this stage"): adopt({"x (seed 2)": job}, src, work, "abc")
+    with pytest.raises(ValueError, match="trained stage k1"):
+        adopt({"x (seed 2)": dict(job, key="k2")}, src, work, "abc")

@@ -1,0 +1,142 @@
+"""Train a DEER experiment's missing adapter stages on another machine (a lent GPU) and adopt them into the stage cache.
+
+Three steps, each a subcommand:
+
+  capture  (here)       python benchmarks/train_elsewhere.py capture --profile cpu --seed 2 --out jobs.pkl
+           writes, for every adapter stage of `run_deer_experiment` at training seed `--seed` whose training log the
+           stage cache does not hold yet, the examples, run settings, span labels and stage key the experiment itself
+           would train with (its own functions build them: the key is the one the experiment looks up).
+  train    (there)      python benchmarks/train_elsewhere.py train --jobs jobs.pkl --label "intra (seed 2)" --out DIR
+           builds the registered base model as this machine does (`toolpaper.models.ensure_model`: the packaged GGUF
+           de-quantised) and trains one job with `toolpaper.train.finetune` in fp32 (TF32 off, decoder layers eager);
+           `hash` prints the sha256 of the base weights, to compare with this machine's before adopting.
+  adopt    (here)       python benchmarks/train_elsewhere.py adopt --jobs jobs.pkl --from DIR
+           places each trained folder in the experiment's work folder (the tokenizer files of this machine's base),
+           writes its stage.json and its training log under stages/train/ with a `device` field saying where it ran;
+           a job whose log exists already is refused (a stage is never overwritten).
+
+The experiment then reuses these stages like any other (`reproduce` answers with them on this machine's engine). A GPU
+draws the LoRA initialisation and batch order from other random streams than a CPU: such an adapter is the recipe at
+another draw of its seed, and the DEER page's seeds table says where each seed trained.
+"""
+import argparse, hashlib, json, os, pickle, shutil, sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
+
+
+def capture(profile: str, seed: int, work: Path, data_root=None, train_seeds: int | None = None) -> dict:
+    """{label: job} of the adapter stages `run_deer_experiment` trains at training seed `seed` (every variant and the
+    retention control) whose log `work`/stages/train does not hold; a job: examples, cfg, key, folder, spans."""
+    from toolpaper import data as D, deer as DE
+    from toolpaper.report import profile_data_root
+    from toolpaper.stages import train_key
+    root = profile_data_root(profile, data_root)
+    cfg = DE.DeerExpConfig.for_profile(profile, train_seeds=train_seeds or seed + 1)
+    tools, valid, test = (D.load(f"tooldeer:{s}", root) for s in ("tools", "valid", "test"))
+    datas = DE._deer_datas(tools, valid, test, cfg)
+    main = next(iter(datas))
+    no_search = {b: w for b, w in (cfg.train_mix or DE.PAPER_TRAIN_MIX).items() if b != "NoSearch"}
+    arms = [(name, d, None) for name, d in datas.items()]
+    if cfg.retention_control: arms.append((f"{main} w/o NoSearch", datas[main], no_search))
+    jobs = {}
+    for name, d, mix in arms:
+        _, ex = DE._variant_examples(d, cfg, mix)
+        label = DE.seeded_name(name, seed, cfg)
+        folder = f"adapter_{DE._slug(label)}"
+        run = cfg.train.for_run(work / folder, seed=seed)
+        key = train_key(cfg.model, None, ex, run, list(DE.DEER_SPANS))
+        if (work / "stages" / "train" / f"{folder}-{key}.json").exists(): continue
+        jobs[label] = dict(examples=ex, cfg=run, key=key, folder=folder, spans=list(DE.DEER_SPANS), model=cfg.model)
+    return jobs
+
+
+def weights_hash(model: str) -> str:
+    "sha256 over the base model's state dict (names and bytes, in name order) as `ensure_model` builds it here."
+    import torch
+    from safetensors.torch import load_file
+    from toolpaper.models import ensure_model
+    sd = load_file(str(Path(ensure_model(model)) / "model.safetensors"))
+    h = hashlib.sha256()
+    for k in sorted(sd): h.update(k.encode()); h.update(sd[k].contiguous().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def train(job: dict, out: Path, label: str) -> dict:
+    "Train one captured job into `out`/its folder in fp32 (TF32 off, layers eager); its device note (also kept there)."
+    from dataclasses import replace
+    import torch
+    import toolpaper.train as T
+    torch.backends.cuda.matmul.allow_tf32 = False; torch.backends.cudnn.allow_tf32 = False
+    os.environ["TOOLPAPER_TRAIN_PRECISION"] = "fp32"
+    init = T.SpanTrainer.__init__
+    def eager(self, *a, **k):                       # the CPU path's numerics: no compiled decoder layers
+        k.setdefault("compile_layers", False); init(self, *a, **k)
+    T.SpanTrainer.__init__ = eager
+    cfg = replace(job["cfg"], output_dir=str(out / job["folder"]))
+    info = T.finetune(job["model"], job["examples"], cfg, span_labels=job["spans"])
+    dev = f"{torch.cuda.get_device_name()} (lent GPU)" if torch.cuda.is_available() else "CPU"
+    meta = {"label": label, "key": job["key"], "precision": info["precision"],
+            "device": f"{dev}, {info['precision']} with TF32 off, eager, torch {torch.__version__}"}
+    Path(cfg.output_dir, "device_meta.json").write_text(json.dumps(meta, indent=1))
+    return meta
+
+
+def adopt(jobs: dict, src: Path, work: Path, commit: str) -> list[Path]:
+    """Place each trained folder of `jobs` found under `src` into `work` and write its stage.json and training log
+    (with the device it names); the logs written. A job whose log exists, or whose folder names another key, stops."""
+    from toolpaper.io import atomic_write_text
+    from toolpaper.stages import weights_bytes
+    ref = next((p for p in sorted(work.glob("adapter_*")) if (p / "stage.json").exists()
+                and all((p / f).exists() for f in TOKENIZER_FILES)), None)
+    done = []
+    for label, job in jobs.items():
+        s, out = src / job["folder"], work / job["folder"]
+        log_p = work / "stages" / "train" / f"{job['folder']}-{job['key']}.json"
+        if not (s / "device_meta.json").exists(): print(f"{label}: not trained in {src}, skipped"); continue
+        meta = json.loads((s / "device_meta.json").read_text())
+        if meta["key"] != job["key"]: raise ValueError(f"{s}: trained stage {meta['key']}, the job is {job['key']}")
+        if log_p.exists(): raise FileExistsError(f"{log_p}: the stage cache holds this stage already")
+        if meta.get("precision", "fp32") != "fp32": raise ValueError(f"{s}: trained in {meta['precision']}, not fp32")
+        out.mkdir(parents=True, exist_ok=True); (out / "stage_pending.json").unlink(missing_ok=True)
+        for f in s.iterdir():
+            if f.name != "device_meta.json": shutil.copy2(f, out / f.name)
+        for f in TOKENIZER_FILES if ref is not None else ():   # this machine's tokenizer files, as a run here writes
+            shutil.copy2(ref / f, out / f)
+        info = json.loads((out / "toolpaper_train.json").read_text())
+        info.update(storage_bytes=weights_bytes(out), stage_key=job["key"], commit=commit, device=meta["device"])
+        info["config"] = {**info["config"], "output_dir": os.path.relpath(out, log_p.parent)}
+        atomic_write_text(out / "stage.json", json.dumps({"key": job["key"]}) + "\n")
+        atomic_write_text(log_p, json.dumps(info, indent=1, sort_keys=True, default=str) + "\n")
+        done.append(log_p)
+    return done
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("capture"); c.add_argument("--profile", default="cpu"); c.add_argument("--seed", type=int)
+    c.add_argument("--work", default=str(ROOT / "reports" / "deer" / "work")); c.add_argument("--out", required=True)
+    h = sub.add_parser("hash"); h.add_argument("--model", default="smollm2-135m-instruct")
+    t = sub.add_parser("train"); t.add_argument("--jobs", required=True); t.add_argument("--label", required=True)
+    t.add_argument("--out", required=True)
+    a = sub.add_parser("adopt"); a.add_argument("--jobs", required=True); a.add_argument("--from", dest="src")
+    a.add_argument("--work", default=str(ROOT / "reports" / "deer" / "work"))
+    args = ap.parse_args(argv)
+    if args.cmd == "capture":
+        jobs = capture(args.profile, args.seed, Path(args.work))
+        Path(args.out).write_bytes(pickle.dumps(jobs))
+        for label, j in jobs.items(): print(f"{label}: stage {j['key']}, {len(j['examples'])} examples")
+    elif args.cmd == "hash": print(weights_hash(args.model))
+    elif args.cmd == "train":
+        print(json.dumps(train(pickle.loads(Path(args.jobs).read_bytes())[args.label], Path(args.out), args.label)))
+    else:
+        from toolpaper.stages import git_commit
+        for p in adopt(pickle.loads(Path(args.jobs).read_bytes()), Path(args.src), Path(args.work), git_commit()):
+            print("adopted", p)
+
+
+if __name__ == "__main__":
+    main()
