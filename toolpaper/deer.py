@@ -186,7 +186,7 @@ DEER_PROFILES: dict[str, dict] = {
         retention_n=200,
         shots=(4,),
         train=dict(batch_size=1),
-        train_seeds=2,      # the seeds the committed stage cache holds; `-p train_seeds=3` trains the third
+        train_seeds=3,      # three seeds per arm: the ledger's two-level intervals decide the recipe rows
     ),
     "paper": dict(
         model="meta-llama/Llama-2-7b-hf",
