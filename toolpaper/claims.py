@@ -756,10 +756,14 @@ def ledger_sources(reports, claims: list[Claim] | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 # %% ../nbs/91_claims.ipynb
+_SIDE = {"reproduced": "the interval lies on the paper's side of zero",
+         "contradicted": "the interval lies on the other side of zero"}
+
 def moved_verdicts(before: pd.DataFrame, now: pd.DataFrame) -> pd.DataFrame:
     """The rows of ledger `now` whose verdict differs from ledger `before` (matched on paper and claim) or that
-    `before` lacks: both verdicts and differences, and what changed (metric, mode and n where they differ, the reason
-    given now)."""
+    `before` lacks: both verdicts and differences, and what changed (metric, mode, n and training seeds where they
+    differ — seeds a ledger before the seeds column did not record are named as now — and the reason given now, or
+    which side of zero a decided interval lies on)."""
     m = now.merge(before, on=["paper", "claim"], how="left", suffixes=("", " before"))
     rows, show = [], lambda v: str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)   # 200.0: merged
     for _, r in m.iterrows():
@@ -768,8 +772,13 @@ def moved_verdicts(before: pd.DataFrame, now: pd.DataFrame) -> pd.DataFrame:
         new_row = not isinstance(was, str)
         changed = [] if new_row else [f"{c} {show(r[c + ' before'])} → {show(r[c])}" for c in ("metric", "mode", "n")
                                       if c + " before" in r and show(r[c + " before"]) != show(r[c])]
+        seeds, seeds_was = r.get("seeds"), r.get("seeds before")
+        if not new_row and isinstance(seeds, str) and seeds != seeds_was and seeds not in ("–", "1 seed"):
+            changed.append(f"seeds {seeds_was} → {seeds}" if isinstance(seeds_was, str) else f"seeds now {seeds} "
+                           "(the ledger before recorded none)")
         reason = r.get("reason")
-        changed += [f"now: {reason}"] if isinstance(reason, str) and reason else []
+        reason = reason if isinstance(reason, str) and reason else _SIDE.get(r["verdict"])
+        changed += [f"now: {reason}"] if reason else []
         rows.append({"paper": r["paper"], "claim": r["claim"], "verdict before": "– (no such row)" if new_row else was,
                      "verdict now": r["verdict"],
                      "difference before": "–" if new_row else r["difference [95% CI] before"],
@@ -797,8 +806,9 @@ def moved_lines(rev: str, before: pd.DataFrame | None, now: pd.DataFrame) -> lis
                         "compare.", ""]
     mv = moved_verdicts(before, now)
     lines += [f"Each row whose verdict differs from the ledger committed at `{rev}` ({len(before)} rows), matched on "
-              "the claim's words, and each row that ledger did not have; `what changed`: the metric, mode or n where "
-              "they differ, and the reason the row gives now.", ""]
+              "the claim's words, and each row that ledger did not have; `what changed`: the metric, mode, n or "
+              "training seeds where they differ, and the reason the row gives now (for a decided row, which side of "
+              "zero its interval lies on).", ""]
     return lines + ([df_markdown(mv), ""] if len(mv) else ["No verdict moved.", ""])
 
 # %% ../nbs/91_claims.ipynb
