@@ -16,8 +16,8 @@ if TYPE_CHECKING: import pandas as pd     # pandas and the metrics load on first
 # %% auto 0
 __all__ = ['EXPERIMENTS', 'VERSIONED', 'check_profile', 'profile_data_root', 'stage_lines', 'Report', 'Experiment', 'repo_root',
            'notebook_parameters', 'default_out', 'parse_params', 'code_state', 'package_versions', 'describe_failure',
-           'repo_relative', 'prune_stale', 'ExperimentBusy', 'experiment_lock', 'say_repairs', 'reproduce',
-           'verify_reports', 'write_index']
+           'repo_relative', 'prune_stale', 'ExperimentBusy', 'experiment_lock', 'say_repairs', 'backend_change',
+           'reproduce', 'verify_reports', 'write_index']
 
 # %% ../nbs/90_report.ipynb
 def check_profile(profile: str) -> str:
@@ -488,6 +488,17 @@ def _environ(env: dict[str, str]):
             else: os.environ[k] = v
 
 # %% ../nbs/90_report.ipynb
+def backend_change(manifest: dict, backend: str) -> str | None:
+    """A warning when `backend` (a `GenSettings.backend()`) differs from the one the reports folder's `manifest` was
+    made with (its generations are then all asked again, under other keys); None when they agree or none is known."""
+    before = (manifest.get("generation") or {}).get("backend")
+    if not before or before == backend: return None
+    hint = (f" (pass --precision {before.rsplit('/', 1)[-1]} to reuse them)" if before.startswith("local:")
+            and backend.startswith("local:") else "")
+    return (f"warning: these reports were made with {before}; this run answers with {backend}, so every cached "
+            f"answer is asked again under new keys{hint}")
+
+# %% ../nbs/90_report.ipynb
 def reproduce(
     profile: str = "cpu",
     only: list[str] | None = None,
@@ -507,6 +518,7 @@ def reproduce(
     gen = gen or GenSettings()
     root, out, names = _selection(profile, only, out, root)
     out.mkdir(parents=True, exist_ok=True)
+    if said := backend_change(_read_json(out / "manifest.json"), gen.backend()): log(said)
     manifest = _read_json(out / "manifest.json") if only else {}
     manifest.update(
         {
