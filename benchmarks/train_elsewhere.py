@@ -5,7 +5,8 @@ Three steps, each a subcommand:
   capture  (here)       python benchmarks/train_elsewhere.py capture --profile cpu --seed 2 --out jobs.pkl
            writes, for every adapter stage of `run_deer_experiment` at training seed `--seed` whose training log the
            stage cache does not hold yet, the examples, run settings, span labels and stage key the experiment itself
-           would train with (its own functions build them: the key is the one the experiment looks up).
+           would train with (its own functions build them: the key is the one the experiment looks up under
+           `--precision fp32`, whatever this machine's `auto` would pick).
   train    (there)      python benchmarks/train_elsewhere.py train --jobs jobs.pkl --label "intra (seed 2)" --out DIR
            builds the registered base model as this machine does (`toolpaper.models.ensure_model`: the packaged GGUF
            de-quantised) and trains one job with `toolpaper.train.finetune` in fp32 (TF32 off, decoder layers eager);
@@ -20,6 +21,7 @@ draws the LoRA initialisation and batch order from other random streams than a C
 another draw of its seed, and the DEER page's seeds table says where each seed trained.
 """
 import argparse, hashlib, json, os, pickle, shutil, sys
+from unittest import mock
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,26 +30,21 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jin
 
 
 def capture(profile: str, seed: int, work: Path, data_root=None, train_seeds: int | None = None) -> dict:
-    """{label: job} of the adapter stages `run_deer_experiment` trains at training seed `seed` (every variant and the
-    retention control) whose log `work`/stages/train does not hold; a job: examples, cfg, key, folder, spans."""
+    """{label: job} of the adapter stages `run_deer_experiment` trains at training seed `seed` (`deer.training_arms`:
+    every variant and the retention control) whose log `work`/stages/train does not hold; a job: examples, cfg, key,
+    folder, spans."""
     from toolpaper import data as D, deer as DE
     from toolpaper.report import profile_data_root
     from toolpaper.stages import train_key
     root = profile_data_root(profile, data_root)
     cfg = DE.DeerExpConfig.for_profile(profile, train_seeds=train_seeds or seed + 1)
     tools, valid, test = (D.load(f"tooldeer:{s}", root) for s in ("tools", "valid", "test"))
-    datas = DE._deer_datas(tools, valid, test, cfg)
-    main = next(iter(datas))
-    no_search = {b: w for b, w in (cfg.train_mix or DE.PAPER_TRAIN_MIX).items() if b != "NoSearch"}
-    arms = [(name, d, None) for name, d in datas.items()]
-    if cfg.retention_control: arms.append((f"{main} w/o NoSearch", datas[main], no_search))
     jobs = {}
-    for name, d, mix in arms:
-        _, ex = DE._variant_examples(d, cfg, mix)
-        label = DE.seeded_name(name, seed, cfg)
-        folder = f"adapter_{DE._slug(label)}"
-        run = cfg.train.for_run(work / folder, seed=seed)
-        key = train_key(cfg.model, None, ex, run, list(DE.DEER_SPANS))
+    for label, (ex, run) in DE.training_arms(tools, valid, test, cfg, work, train_seed=seed).items():
+        folder = Path(run.output_dir).name
+        # `train` trains in fp32: the key is fp32's, whatever `auto` would pick on this machine (bf16 on bf16 units)
+        with mock.patch.dict(os.environ, {"TOOLPAPER_TRAIN_PRECISION": "fp32"}):
+            key = train_key(cfg.model, None, ex, run, list(DE.DEER_SPANS))
         if (work / "stages" / "train" / f"{folder}-{key}.json").exists(): continue
         jobs[label] = dict(examples=ex, cfg=run, key=key, folder=folder, spans=list(DE.DEER_SPANS), model=cfg.model)
     return jobs
@@ -71,12 +68,9 @@ def train(job: dict, out: Path, label: str) -> dict:
     import toolpaper.train as T
     torch.backends.cuda.matmul.allow_tf32 = False; torch.backends.cudnn.allow_tf32 = False
     os.environ["TOOLPAPER_TRAIN_PRECISION"] = "fp32"
-    init = T.SpanTrainer.__init__
-    def eager(self, *a, **k):                       # the CPU path's numerics: no compiled decoder layers
-        k.setdefault("compile_layers", False); init(self, *a, **k)
-    T.SpanTrainer.__init__ = eager
     cfg = replace(job["cfg"], output_dir=str(out / job["folder"]))
-    info = T.finetune(job["model"], job["examples"], cfg, span_labels=job["spans"])
+    # compile_layers=False: the CPU path's numerics, no compiled decoder layers
+    info = T.finetune(job["model"], job["examples"], cfg, span_labels=job["spans"], compile_layers=False)
     dev = f"{torch.cuda.get_device_name()} (lent GPU)" if torch.cuda.is_available() else "CPU"
     meta = {"label": label, "key": job["key"], "precision": info["precision"],
             "device": f"{dev}, {info['precision']} with TF32 off, eager, torch {torch.__version__}"}

@@ -313,13 +313,16 @@ def test_paper_cost_counts_instead_of_training(tmp_path):
     assert LLAMA2_7B_MATMUL == 6_607_077_376 and round(gpu_hours(1e9, 307.0), 1) == 35.9
 
 
-def test_train_elsewhere_captures_the_experiments_own_stages(tmp_path):
-    "capture builds the keys the experiment looks up (the main adapter's equals main_training's) and skips held ones."
+def test_train_elsewhere_captures_the_experiments_own_stages(tmp_path, monkeypatch):
+    """capture builds the keys the experiment looks up in fp32 (the main adapter's equals main_training's under
+    `--precision fp32`), even where `auto` would train in bf16, and skips held ones."""
     from train_elsewhere import capture
     from toolpaper import data as D, deer as DE
     from toolpaper.report import profile_data_root
     from toolpaper.stages import train_key
+    monkeypatch.setenv("TOOLPAPER_TRAIN_PRECISION", "bf16")           # this machine's pick: not the jobs' precision
     jobs = capture("smoke", 1, tmp_path)
+    monkeypatch.setenv("TOOLPAPER_TRAIN_PRECISION", "fp32")
     cfg = DE.DeerExpConfig.for_profile("smoke", train_seeds=2)
     assert list(jobs) == ["mixture 2:1:2 (seed 1)", "random (seed 1)", "mixture 2:1:2 w/o NoSearch (seed 1)"]
     root = profile_data_root("smoke", None)

@@ -35,9 +35,9 @@ __all__ = ['PAPER_TRAIN_COUNTS', 'PAPER_TRAIN_MIX', 'PAPER_VALID_MIX', 'AUTHORS_
            'compact_chain', 'demonstrations', 'DeerExpConfig', 'deer_recipe', 'mixture_of', 'DeerRun', 'decision_only',
            'answer_text', 'is_nosearch', 'retention_answers', 'seeded_name', 'trained_on', 'run_deer_experiment',
            'at_seed', 'table1', 'table3', 'table4', 'plot_strategies', 'plot_span_losses', 'seed_table',
-           'main_training', 'CallPilotConfig', 'CallPilot', 'run_call_pilot', 'pilot_table', 'pilot_recipe',
-           'DeerAblation', 'DeerAblationConfig', 'run_deer_ablation', 'ablation_table', 'plot_ablation', 'DeerOptions',
-           'DeerPredictor', 'read_deer_gold', 'deer_quotes']
+           'main_training', 'training_arms', 'CallPilotConfig', 'CallPilot', 'run_call_pilot', 'pilot_table',
+           'pilot_recipe', 'DeerAblation', 'DeerAblationConfig', 'run_deer_ablation', 'ablation_table', 'plot_ablation',
+           'DeerOptions', 'DeerPredictor', 'read_deer_gold', 'deer_quotes']
 
 # %% ../nbs/15_deer.ipynb
 PAPER_TRAIN_COUNTS = {"NoSearch": 1807, "NoCall": 3114, "Call": 4664}    # DEER Table 2, training split
@@ -522,14 +522,28 @@ def _variant_examples(d, cfg: DeerExpConfig, mix: dict | None = None, n: int | N
     return train, [deer_prompt(s, style=cfg.prompt_style, score_pool=cfg.score_pool) for s in train]
 
 # %% ../nbs/15_deer.ipynb
-def seeded_name(name: str, train_seed: int, cfg: DeerExpConfig) -> str:
-    "A fine-tuned model's name at training seed `train_seed`: the plain name at the own seed, else 'name (seed s)'"
-    return name if train_seed == cfg.seed else f"{name} (seed {train_seed})"
+def seeded_name(name: str, train_seed: int, cfg: DeerExpConfig | int) -> str:
+    """A fine-tuned model's name at training seed `train_seed`: the plain name at the experiment's own seed (`cfg`'s,
+    or `cfg` itself as an int: a run's config dict has no `DeerExpConfig`), else 'name (seed s)'."""
+    own = cfg if isinstance(cfg, int) else cfg.seed
+    return name if train_seed == own else f"{name} (seed {train_seed})"
 
 # %% ../nbs/15_deer.ipynb
 def trained_on(info: dict) -> str:
     "Where a training stage ran, from its log `info`: the log's `device`, else 'CPU, ' and the precision it trained in."
     return info.get("device") or f"CPU, {info.get('precision', 'fp32')}"
+
+# %% ../nbs/15_deer.ipynb
+def _arm_training(name: str, d, cfg: DeerExpConfig, work: Path, mix: dict | None = None, n: int | None = None,
+                  epochs: int | None = None, train_seed: int | None = None) -> tuple[list, list, SFTConfig]:
+    """(training samples, their prompt examples, training settings) of one adapter: variant `name`'s data `d` with
+    branch shares `mix`, `n` samples and `epochs` (default the experiment's), at training seed `train_seed` (default
+    the experiment's), which also names its folder under `work`."""
+    train, ex = _variant_examples(d, cfg, mix, n)
+    s = cfg.seed if train_seed is None else train_seed
+    out = Path(work) / f"adapter_{_slug(seeded_name(name, s, cfg))}"
+    return train, ex, cfg.train.for_run(out, seed=s, **({} if epochs is None else {"epochs": epochs}))
+
 
 # %% ../nbs/15_deer.ipynb
 def _deer_variant_train(name: str, d, cfg: DeerExpConfig, sc: StageCache, mix: dict | None = None,
@@ -538,17 +552,20 @@ def _deer_variant_train(name: str, d, cfg: DeerExpConfig, sc: StageCache, mix: d
     """Train stage of one sampling variant (branch shares `mix`, default the experiment's; `n` training samples and
     `epochs`, default the experiment's; `train_seed`, default the experiment's seed, names its own adapter folder):
     (training log, its training-set counts row, the adapter folder)."""
-    train, ex = _variant_examples(d, cfg, mix, n)
+    train, ex, run = _arm_training(name, d, cfg, sc.work, mix, n, epochs, train_seed)
     c = Counter(s.branch for s in train)
     count = {
         "model": name, "train samples": len(train), **{b: c.get(b, 0) for b in ("NoSearch", "NoCall", "Call")},
         "pools by strategy": dict(Counter(s.strategy for s in train if s.strategy is not None)),
     }
-    s = cfg.seed if train_seed is None else train_seed
-    out = sc.work / f"adapter_{_slug(seeded_name(name, s, cfg))}"
-    run = cfg.train.for_run(out, seed=s, **({} if epochs is None else {"epochs": epochs}))
     info = sc.train(cfg.model, ex, run, span_labels=list(DEER_SPANS))
-    return info, count, out
+    return info, count, Path(run.output_dir)
+
+# %% ../nbs/15_deer.ipynb
+def _control_mix(cfg: DeerExpConfig) -> dict[str, float]:
+    "The retention control's branch shares: the experiment's (default the paper's) without NoSearch."
+    return {b: w for b, w in (cfg.train_mix or PAPER_TRAIN_MIX).items() if b != "NoSearch"}
+
 
 # %% ../nbs/15_deer.ipynb
 def _deer_control(name: str, dd, ret_q: list, refs: list, cfg: DeerExpConfig, sc: StageCache, progress: bool = False,
@@ -556,9 +573,8 @@ def _deer_control(name: str, dd, ret_q: list, refs: list, cfg: DeerExpConfig, sc
     """Retention control stage: the main variant's data and recipe without NoSearch samples (the same number of
     samples, NoCall and Call in their shares), asked each query in its plain chat format — a template-driven model is
     used that way, it has no NoSearch decision to make; (training log, counts row, retention row)."""
-    mix = {b: w for b, w in (cfg.train_mix or PAPER_TRAIN_MIX).items() if b != "NoSearch"}
     s = cfg.seed if train_seed is None else train_seed
-    info, count, out = _deer_variant_train(name, dd, cfg, sc, mix, train_seed=s)
+    info, count, out = _deer_variant_train(name, dd, cfg, sc, _control_mix(cfg), train_seed=s)
     gen = sc.client(cfg.model, out, cfg.gen_batch_size)
     row = _deer_retention(gen, seeded_name(name, s, cfg), ret_q, refs, cfg, sc, progress, chat=True)
     release(gen)
@@ -727,12 +743,12 @@ def plot_span_losses(run: DeerRun):
     return fig
 
 # %% ../nbs/15_deer.ipynb
-def _where(model: str, seeds, label, infos: dict) -> str:
-    """`trained_on` of `model`'s adapters at `seeds` (their logs in `infos` under `label(model, s)`): one place, or
-    'seeds: place' for each place."""
+def _where(model: str, seeds, own_seed: int, infos: dict) -> str:
+    """`trained_on` of `model`'s adapters at `seeds` (their logs in `infos` under `seeded_name`, the experiment's seed
+    `own_seed`): one place, or 'seeds: place' for each place."""
     by = {}
     for s in sorted(seeds):
-        info = infos.get(label(model, s))
+        info = infos.get(seeded_name(model, s, own_seed))
         by.setdefault(trained_on(info) if info else "not recorded", []).append(s)
     if len(by) == 1: return next(iter(by))
     return "; ".join(f"{', '.join(map(str, ss))}: {place}" for place, ss in by.items())
@@ -747,7 +763,6 @@ def seed_table(run: DeerRun, mode: str = "compat", metrics=("P_NoCall", "P_Call"
     d = run.decisions
     d = d[(d["mode"] == mode) & d["eval"].isin(["valid", "test"]) & d["seed"].notna()] if "seed" in d else d.iloc[:0]
     base = lambda m: m.split(" (seed ")[0]
-    label = lambda model, s: model if s == run.config.get("seed", 0) else f"{model} (seed {s})"
     parts = [(d.assign(model=d["model"].map(base)), ["eval"], metrics)]
     if len(run.retention) and "seed" in run.retention:
         r = run.retention.assign(model=run.retention["model"].map(base), eval="retention")
@@ -761,7 +776,7 @@ def seed_table(run: DeerRun, mode: str = "compat", metrics=("P_NoCall", "P_Call"
                              "by seed": ", ".join(f"{s}: {x:.1f}" for s, x in sorted(v.items())),
                              "mean": round(vals.mean(), 1) if len(vals) else None,
                              "sd across seeds": round(vals.std(ddof=1), 1) if len(vals) > 1 else None,
-                             "trained on": _where(model, v, label, run.train_info)})
+                             "trained on": _where(model, v, run.config.get("seed", 0), run.train_info)})
     return pd.DataFrame(rows)
 
 # %% ../nbs/15_deer.ipynb
@@ -773,10 +788,25 @@ def main_training(tools: list[Tool], released_valid: list[DecisionSample], relea
     `run_deer_experiment` builds them: the same examples at every seed, the seed and the folder named after it."""
     main, variant = next(iter(_variants(cfg).items()))
     d = _deer_datas(tools, released_valid, released_test, cfg, {main: variant})[main]
-    _, ex = _variant_examples(d, cfg)
+    _, ex, run = _arm_training(main, d, cfg, work_dir, train_seed=train_seed)
+    return ex, run, list(DEER_SPANS)
+
+# %% ../nbs/15_deer.ipynb
+def training_arms(tools: list[Tool], released_valid: list[DecisionSample], released_test: list[DecisionSample],
+                  cfg: DeerExpConfig, work_dir: str | Path,
+                  train_seed: int | None = None) -> dict[str, tuple[list, SFTConfig]]:
+    """{adapter label: (examples, training settings with the folder the experiment gives it under `work_dir`)} of
+    every adapter `run_deer_experiment` trains at training seed `train_seed` (default the experiment's): each sampling
+    variant, then, with `retention_control`, the main variant's recipe without NoSearch samples. The span labels of
+    every one are `DEER_SPANS`."""
+    datas = _deer_datas(tools, released_valid, released_test, cfg)
+    main = next(iter(datas))
+    arms = [(name, d, None) for name, d in datas.items()]
+    if cfg.retention_control: arms.append((f"{main} w/o NoSearch", datas[main], _control_mix(cfg)))
     s = cfg.seed if train_seed is None else train_seed
-    folder = Path(work_dir) / f"adapter_{_slug(seeded_name(main, s, cfg))}"
-    return ex, cfg.train.for_run(folder, seed=s), list(DEER_SPANS)
+    return {seeded_name(name, s, cfg): _arm_training(name, d, cfg, work_dir, mix, train_seed=s)[1:]
+            for name, d, mix in arms}
+
 
 # %% ../nbs/15_deer.ipynb
 @dataclass

@@ -518,8 +518,9 @@ def reproduce(
     gen = gen or GenSettings()
     root, out, names = _selection(profile, only, out, root)
     out.mkdir(parents=True, exist_ok=True)
-    if said := backend_change(_read_json(out / "manifest.json"), gen.backend()): log(said)
-    manifest = _read_json(out / "manifest.json") if only else {}
+    prior = _read_json(out / "manifest.json")
+    if said := backend_change(prior, gen.backend()): log(said)
+    manifest = prior if only else {}
     manifest.update(
         {
             "profile": profile,

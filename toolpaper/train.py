@@ -319,11 +319,12 @@ def name_base(folder, model_name: str) -> bool:
 # %% ../nbs/10_train.ipynb
 def finetune(model_name: str, examples: Sequence[PromptExample], cfg: SFTConfig, adapter: str | None = None,
              span_labels: Sequence[str] | None = None, resume: bool = False, callbacks: list | None = None,
-             checkpoint_minutes: float | None = None) -> dict:
+             checkpoint_minutes: float | None = None, compile_layers: bool | None = None) -> dict:
     """Fine-tune and save to `cfg.output_dir`; returns {'history', 'train_seconds', 'tokens', 'span_labels',
     'trainable_params', 'reused_lower_layers', 'lower_pass_seconds' (of them, computing the frozen layers),
     'resumed_from_step', ...}. `resume`: continue from the last checkpoint in `output_dir` (if any);
-    `checkpoint_minutes`: keep one checkpoint, renewed every that many minutes, removed once the run ends."""
+    `checkpoint_minutes`: keep one checkpoint, renewed every that many minutes, removed once the run ends;
+    `compile_layers`: as `SpanTrainer`'s (default: compiled on a GPU)."""
     import contextlib, shutil
     from dataclasses import replace
     from transformers import set_seed
@@ -353,7 +354,7 @@ def finetune(model_name: str, examples: Sequence[PromptExample], cfg: SFTConfig,
         train_dataset=ds,
         # on a GPU, lengths rounded up to 64: few shapes (each new one costs kernel and attention set-up there)
         data_collator=SpanCollator(tok.pad_token_id, 64 if torch.cuda.is_available() else None),
-        span_labels=span_labels,
+        span_labels=span_labels, compile_layers=compile_layers,
         callbacks=(callbacks or []) + ([timed] if timed else []),
     )
     t0 = active_clock()
