@@ -100,6 +100,8 @@ def test_killed_reproduce_resumes_reruns_reuse_and_served_adapters_agree(tmp_pat
 
     text = _reproduce(b, "--verify", "4")
     assert "verify: 4 of 4 recomputed answers match the cache" in text, text[-2000:]
+    text = _reproduce(b, "--verify", "4", "--before-weights")        # every answer here came after its weights
+    assert "0 cached answers made before their weights at hand were built" in text, text[-2000:]
 
     shutil.copytree(a, c)                                            # the same run, generations through a server
     server, url = _serve(c / EXP / "work")

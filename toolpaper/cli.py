@@ -497,6 +497,9 @@ def _reproduce_args(sub) -> None:
     )
     r.add_argument("--seed", type=int, default=None,
                    help="with --verify: the draw's seed (default: a new draw each time; the seed used is printed)")
+    r.add_argument("--before-weights", action="store_true",
+                   help="with --verify: draw only answers made before the weights at hand were built (rebuilt "
+                   "weights, e.g. in a clone, against the answers of the weights they replace)")
 
 # %% ../nbs/99_cli.ipynb
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -600,7 +603,8 @@ def _dispatch(args) -> int:
         from toolpaper.stages import GenSettings
         profile = args.profile + (f"@{args.sizes}" if args.sizes and args.sizes != args.profile else "")
         if args.verify:
-            res = verify_reports(profile, args.only, args.verify, args.out, seed=args.seed)
+            res = verify_reports(profile, args.only, args.verify, args.out, seed=args.seed,
+                                 before_weights=args.before_weights)
             return 0 if res["matched"] == res["checked"] else 1
         gen = GenSettings(args.base_url, args.api, args.engine, args.precision, args.fresh, weights=args.weights,
                           timeout=args.timeout)

@@ -567,13 +567,14 @@ def verify_reports(
     root: str | os.PathLike | None = None,
     seed: int | None = None,
     log=print,
+    before_weights: bool = False,
 ) -> dict:
     """`toolpaper reproduce --verify N`: recompute `n` random cached answers of the experiments' stage caches with the
     models and adapters at hand, drawn with `seed` (None: a new draw), and say how many match and which do not
-    (`toolpaper.stages.verify`)."""
+    (`toolpaper.stages.verify`; `before_weights`: only answers made before the weights at hand were built)."""
     from toolpaper.stages import verify
     _, out, names = _selection(profile, only, out, root)
-    return verify([out / k / "work" for k in names], n=n, seed=seed, log=log)
+    return verify([out / k / "work" for k in names], n=n, seed=seed, log=log, before_weights=before_weights)
 
 # %% ../nbs/90_report.ipynb
 def write_index(out: str | os.PathLike) -> Path:

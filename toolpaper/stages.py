@@ -504,12 +504,28 @@ def _cached_requests(work_dirs) -> list[tuple[Path, dict]]:
     return out
 
 # %% ../nbs/12_stages.ipynb
-def verify(work_dirs, n: int = 8, seed: int | None = None, log=print) -> dict:
+def _built_at(root: Path, e: dict) -> float:
+    """When the trained-stage weights that would answer cached record `e` (of stages folder `root`) were built here:
+    the latest modification time of their folders' `stage.json` (written once the weights are whole; weights are
+    never committed, so a clone has none); -inf when no trained stage answers it or its weights are not here."""
+    src, times = e["source"], []
+    for x, k in ((src.get("model"), "model_key"), (src.get("adapter"), "adapter_key")):
+        if x and str(src.get(k)).startswith("stage:"):
+            p = root / x / "stage.json"
+            if not p.exists(): return float("-inf")
+            times.append(p.stat().st_mtime)
+    return max(times, default=float("-inf"))
+
+
+# %% ../nbs/12_stages.ipynb
+def verify(work_dirs, n: int = 8, seed: int | None = None, log=print, before_weights: bool = False) -> dict:
     """Recompute `n` cached answers drawn with `seed` (None: a new draw each time; the seed used is in the result and
     the log line) with the models and adapters at hand: {'seed', 'drawn', 'checked', 'matched', 'not_at_hand',
-    'mismatches'};
-    each mismatch is logged with its full key and file."""
+    'mismatches'}; each mismatch is logged with its full key and file. `before_weights`: draw only answers of a
+    trained stage made before its weights at hand were built (`_built_at`: rebuilt weights against the answers of
+    the weights they replace)."""
     pool = _cached_requests(work_dirs)
+    if before_weights: pool = [(r, e) for r, e in pool if float(e.get("created") or "inf") < _built_at(r, e)]
     seed = random.SystemRandom().randrange(2 ** 31) if seed is None else seed
     picked = random.Random(seed).sample(pool, min(n, len(pool)))
     res: dict = {"seed": seed, "drawn": [e["key"] for _, e in picked], "cached": len(pool), "checked": 0,
@@ -538,6 +554,7 @@ def verify(work_dirs, n: int = 8, seed: int | None = None, log=print) -> dict:
             res["mismatches"].append({"key": e["key"], "folder": str(root / "requests"), "cached": e["text"][:80],
                                       "now": got[:80]})
             log(f"verify: mismatch: key {e['key']} ({root / 'requests'}): cached {e['text'][:60]!r}, now {got[:60]!r}")
+    pooled = "made before their weights at hand were built" if before_weights else "in all"
     log(f"verify: {res['matched']} of {res['checked']} recomputed answers match the cache "
-        f"({res['not_at_hand']} skipped: adapter not at hand; {res['cached']} cached answers in all; seed {seed})")
+        f"({res['not_at_hand']} skipped: adapter not at hand; {res['cached']} cached answers {pooled}; seed {seed})")
     return res
