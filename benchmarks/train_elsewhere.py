@@ -21,7 +21,7 @@ draws the LoRA initialisation and batch order from other random streams than a C
 another draw of its seed, and the DEER page's seeds table says where each seed trained.
 """
 import argparse, hashlib, json, os, pickle, shutil, sys
-from unittest import mock
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,9 +42,10 @@ def capture(profile: str, seed: int, work: Path, data_root=None, train_seeds: in
     jobs = {}
     for label, (ex, run) in DE.training_arms(tools, valid, test, cfg, work, train_seed=seed).items():
         folder = Path(run.output_dir).name
-        # `train` trains in fp32: the key is fp32's, whatever `auto` would pick on this machine (bf16 on bf16 units)
-        with mock.patch.dict(os.environ, {"TOOLPAPER_TRAIN_PRECISION": "fp32"}):
-            key = train_key(cfg.model, None, ex, run, list(DE.DEER_SPANS))
+        # fp32 stated in the settings, not left to `auto` (bf16 on bf16 units): `train_key` resolves `auto` to a
+        # value, so this is the key the experiment looks up under `--precision fp32`, and `train` trains just that
+        run = replace(run, bf16=False)
+        key = train_key(cfg.model, None, ex, run, list(DE.DEER_SPANS))
         if (work / "stages" / "train" / f"{folder}-{key}.json").exists(): continue
         jobs[label] = dict(examples=ex, cfg=run, key=key, folder=folder, spans=list(DE.DEER_SPANS), model=cfg.model)
     return jobs
@@ -63,12 +64,11 @@ def weights_hash(model: str) -> str:
 
 def train(job: dict, out: Path, label: str) -> dict:
     "Train one captured job into `out`/its folder in fp32 (TF32 off, layers eager); its device note (also kept there)."
-    from dataclasses import replace
     import torch
     import toolpaper.train as T
     torch.backends.cuda.matmul.allow_tf32 = False; torch.backends.cudnn.allow_tf32 = False
-    os.environ["TOOLPAPER_TRAIN_PRECISION"] = "fp32"
-    cfg = replace(job["cfg"], output_dir=str(out / job["folder"]))
+    # bf16=False again: a job file captured before `capture` stated it must not train in `auto`'s precision either
+    cfg = replace(job["cfg"], output_dir=str(out / job["folder"]), bf16=False)
     # compile_layers=False: the CPU path's numerics, no compiled decoder layers
     info = T.finetune(job["model"], job["examples"], cfg, span_labels=job["spans"], compile_layers=False)
     dev = f"{torch.cuda.get_device_name()} (lent GPU)" if torch.cuda.is_available() else "CPU"

@@ -330,6 +330,7 @@ def test_train_elsewhere_captures_the_experiments_own_stages(tmp_path, monkeypat
                                       tmp_path, train_seed=1)
     main = jobs["mixture 2:1:2 (seed 1)"]
     assert main["key"] == train_key(cfg.model, None, ex, run, spans)
+    assert all(j["cfg"].bf16 is False for j in jobs.values())           # stated, so `train` needs no environment
     assert main["folder"] == Path(run.output_dir).name
     (tmp_path / "stages" / "train").mkdir(parents=True)
     (tmp_path / "stages" / "train" / f"{main['folder']}-{main['key']}.json").write_text("{}")

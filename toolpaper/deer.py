@@ -549,9 +549,8 @@ def _arm_training(name: str, d, cfg: DeerExpConfig, work: Path, mix: dict | None
 def _deer_variant_train(name: str, d, cfg: DeerExpConfig, sc: StageCache, mix: dict | None = None,
                         n: int | None = None, epochs: int | None = None,
                         train_seed: int | None = None) -> tuple[dict, dict, Path]:
-    """Train stage of one sampling variant (branch shares `mix`, default the experiment's; `n` training samples and
-    `epochs`, default the experiment's; `train_seed`, default the experiment's seed, names its own adapter folder):
-    (training log, its training-set counts row, the adapter folder)."""
+    """Train one adapter of `_arm_training` (same arguments, through the stage cache `sc`): (training log, its
+    training-set counts row, the adapter folder)."""
     train, ex, run = _arm_training(name, d, cfg, sc.work, mix, n, epochs, train_seed)
     c = Counter(s.branch for s in train)
     count = {

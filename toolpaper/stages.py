@@ -504,18 +504,26 @@ def _cached_requests(work_dirs) -> list[tuple[Path, dict]]:
     return out
 
 # %% ../nbs/12_stages.ipynb
+def _answered_by(root: Path, e: dict) -> list[tuple[str, str | None]]:
+    """The model and then the adapter (when there is one) that answer cached record `e` of stages folder `root`, each
+    as (where: its folder under `root` when there, else its name as recorded; the training-stage key it must hold,
+    None for a model that is not a trained stage)."""
+    src, out = e["source"], []
+    for x, k in ((src.get("model"), "model_key"), (src.get("adapter"), "adapter_key")):
+        if x is None: continue
+        key = str(src.get(k))
+        out.append((str(root / x) if (root / x).exists() else x, key[6:] if key.startswith("stage:") else None))
+    return out
+
+# %% ../nbs/12_stages.ipynb
 def _built_at(root: Path, e: dict) -> float:
     """When the trained-stage weights that would answer cached record `e` (of stages folder `root`) were built here:
     the latest modification time of their folders' `stage.json` (written once the weights are whole; weights are
-    never committed, so a clone has none); -inf when no trained stage answers it or its weights are not here."""
-    src, times = e["source"], []
-    for x, k in ((src.get("model"), "model_key"), (src.get("adapter"), "adapter_key")):
-        if x and str(src.get(k)).startswith("stage:"):
-            p = root / x / "stage.json"
-            if not p.exists(): return float("-inf")
-            times.append(p.stat().st_mtime)
-    return max(times, default=float("-inf"))
-
+    never committed, so a clone has none); -inf when no trained stage answers it, or when a folder it needs is not
+    here or holds another stage's weights."""
+    staged = [(w, k) for w, k in _answered_by(root, e) if k is not None]
+    if any(_stage_key(w) != k for w, k in staged): return float("-inf")
+    return max((Path(w, "stage.json").stat().st_mtime for w, _ in staged), default=float("-inf"))
 
 # %% ../nbs/12_stages.ipynb
 def verify(work_dirs, n: int = 8, seed: int | None = None, log=print, before_weights: bool = False) -> dict:
@@ -532,12 +540,10 @@ def verify(work_dirs, n: int = 8, seed: int | None = None, log=print, before_wei
                  "matched": 0, "not_at_hand": 0, "mismatches": []}
     made: dict = {}
     for root, e in picked:
-        src = e["source"]
-        at = lambda x: None if x is None else str(root / x) if (root / x).exists() else x
-        model, adapter = at(src["model"]), at(src.get("adapter"))
-        keys = [(x, src.get(k)) for x, k in ((model, "model_key"), (adapter, "adapter_key")) if x]
-        if any(str(k).startswith("stage:") and _stage_key(x) != k[6:] for x, k in keys):
+        src, parts = e["source"], _answered_by(root, e)
+        if any(k is not None and _stage_key(w) != k for w, k in parts):
             res["not_at_hand"] += 1; continue                 # not on disk, or holding another stage's weights
+        model, adapter = parts[0][0], (parts[1][0] if len(parts) > 1 else None)
         engine, precision = src["backend"].split(":", 1)[1].split("/")
         if (model, adapter) not in made:
             made[(model, adapter)] = LocalClient(
