@@ -6,11 +6,11 @@
 from __future__ import annotations
 from fastcore.basics import patch
 import functools, inspect, json, os, random, subprocess, warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Callable
 from .io import append_jsonl, atomic_write_text, fingerprint, jsonl_records, note_repair
-from .client import LazyClient, LocalClient, OpenAIClient, RecordReplay, _record_problem
+from .client import LazyClient, LocalClient, OpenAIClient, Params, RecordReplay, _record_problem
 from .engine import LEAN_REVISION
 from .grammar import DEFAULT_GRAMMAR
 from .models import default_device
@@ -484,13 +484,25 @@ def summary_precisions(work) -> dict[str, set[str]]:
     return kinds
 
 # %% ../nbs/12_stages.ipynb
+def _recorded_settings(p: dict) -> dict:
+    """The `Client.complete` settings of a cached record's `params` (every one that keys a request, `Params.key`), so
+    that a recomputed answer is asked as the cached one was; a setting `Params` does not know is a ValueError."""
+    unknown = set(p) - {f.name for f in fields(Params)}
+    if unknown: raise ValueError(f"params {sorted(unknown)}: settings a recomputed request cannot be given")
+    return {**p, "stop": tuple(p.get("stop", ()))}
+
+# %% ../nbs/12_stages.ipynb
 def _verifiable(e: dict) -> str | None:
     "Why a cached record cannot be recomputed by `verify` (None when it can)."
     p, src = e.get("params"), e.get("source")
-    return _record_problem(e) or (
+    why = _record_problem(e) or (
         None if isinstance(p, dict) and isinstance(p.get("max_tokens"), int) and isinstance(src, dict)
         and isinstance(src.get("backend"), str) and isinstance(src.get("model"), str)
         else "needs 'params' (with 'max_tokens') and 'source' (with 'backend' and 'model') to be recomputed")
+    if why: return why
+    try: _recorded_settings(p)
+    except ValueError as err: return str(err)
+    return None
 
 # %% ../nbs/12_stages.ipynb
 def _cached_requests(work_dirs) -> list[tuple[Path, dict]]:
@@ -549,10 +561,8 @@ def verify(work_dirs, n: int = 8, seed: int | None = None, log=print, before_wei
             made[(model, adapter)] = LocalClient(
                 model, adapter=adapter, batch_size=1, engine=engine, precision=precision
             )
-        p = e["params"]
-        got = made[(model, adapter)].complete(
-            [e.get("messages", e.get("prompt"))], p["max_tokens"], stop=p.get("stop", ()),
-            include_stop=p.get("include_stop", False), prefixes=[e.get("prefix", "")], temperature=p["temperature"],
+        got = made[(model, adapter)].complete(                # every recorded setting, min_tokens and draw too
+            [e.get("messages", e.get("prompt"))], prefixes=[e.get("prefix", "")], **_recorded_settings(e["params"])
         )[0].text
         res["checked"] += 1
         if got == e["text"]: res["matched"] += 1
