@@ -16,6 +16,12 @@ Three steps, each a subcommand:
            writes its stage.json and its training log under stages/train/ with a `device` field saying where it ran;
            a job whose log exists already is refused (a stage is never overwritten).
 
+With `--rebuild` (capture and adopt), the stages whose log the cache holds but whose weights are not here: a stage
+trained on a lent GPU is rebuilt on such a GPU, since a CPU rebuild would be another draw of its seed (the stage cache
+refuses that). adopt then places the weights and keeps the held log, the record of the training behind the cached
+answers, printing how the new losses compare with it; check the answers with
+`toolpaper reproduce --only deer --verify N --before-weights` before the experiment asks anything new of them.
+
 The experiment then reuses these stages like any other (`reproduce` answers with them on this machine's engine). A GPU
 draws the LoRA initialisation and batch order from other random streams than a CPU: such an adapter is the recipe at
 another draw of its seed, and the DEER page's seeds table says where each seed trained.
@@ -29,13 +35,14 @@ sys.path.insert(0, str(ROOT))
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 
 
-def capture(profile: str, seed: int, work: Path, data_root=None, train_seeds: int | None = None) -> dict:
+def capture(profile: str, seed: int, work: Path, data_root=None, train_seeds: int | None = None,
+            rebuild: bool = False) -> dict:
     """{label: job} of the adapter stages `run_deer_experiment` trains at training seed `seed` (`deer.training_arms`:
-    every variant and the retention control) whose log `work`/stages/train does not hold; a job: examples, cfg, key,
-    folder, spans."""
+    every variant and the retention control) whose log `work`/stages/train does not hold (`rebuild`: whose log it
+    holds but whose weights are not in `work`); a job: examples, cfg, key, folder, spans."""
     from toolpaper import data as D, deer as DE
     from toolpaper.report import profile_data_root
-    from toolpaper.stages import train_key
+    from toolpaper.stages import holds_stage, train_key
     root = profile_data_root(profile, data_root)
     cfg = DE.DeerExpConfig.for_profile(profile, train_seeds=train_seeds or seed + 1)
     tools, valid, test = (D.load(f"tooldeer:{s}", root) for s in ("tools", "valid", "test"))
@@ -46,7 +53,8 @@ def capture(profile: str, seed: int, work: Path, data_root=None, train_seeds: in
         # value, so this is the key the experiment looks up under `--precision fp32`, and `train` trains just that
         run = replace(run, bf16=False)
         key = train_key(cfg.model, None, ex, run, list(DE.DEER_SPANS))
-        if (work / "stages" / "train" / f"{folder}-{key}.json").exists(): continue
+        held = (work / "stages" / "train" / f"{folder}-{key}.json").exists()
+        if held != rebuild or (rebuild and holds_stage(work / folder, key)): continue
         jobs[label] = dict(examples=ex, cfg=run, key=key, folder=folder, spans=list(DE.DEER_SPANS), model=cfg.model)
     return jobs
 
@@ -78,11 +86,12 @@ def train(job: dict, out: Path, label: str) -> dict:
     return meta
 
 
-def adopt(jobs: dict, src: Path, work: Path, commit: str) -> list[Path]:
+def adopt(jobs: dict, src: Path, work: Path, commit: str, rebuild: bool = False) -> list[Path]:
     """Place each trained folder of `jobs` found under `src` into `work` and write its stage.json and training log
-    (with the device it names); the logs written. A job whose log exists, or whose folder names another key, stops."""
+    (with the device it names); the logs written. A job whose log exists, or whose folder names another key, stops.
+    `rebuild`: weights of a stage whose log exists, which stays (the losses are compared with it); the logs kept."""
     from toolpaper.io import atomic_write_text
-    from toolpaper.stages import weights_bytes
+    from toolpaper.stages import loss_agreement, weights_bytes
     ref = next((p for p in sorted(work.glob("adapter_*")) if (p / "stage.json").exists()
                 and all((p / f).exists() for f in TOKENIZER_FILES)), None)
     done = []
@@ -92,7 +101,8 @@ def adopt(jobs: dict, src: Path, work: Path, commit: str) -> list[Path]:
         if not (s / "device_meta.json").exists(): print(f"{label}: not trained in {src}, skipped"); continue
         meta = json.loads((s / "device_meta.json").read_text())
         if meta["key"] != job["key"]: raise ValueError(f"{s}: trained stage {meta['key']}, the job is {job['key']}")
-        if log_p.exists(): raise FileExistsError(f"{log_p}: the stage cache holds this stage already")
+        if log_p.exists() and not rebuild: raise FileExistsError(f"{log_p}: the stage cache holds this stage already")
+        if rebuild and not log_p.exists(): raise FileNotFoundError(f"{log_p}: no log of this stage to rebuild for")
         if meta.get("precision", "fp32") != "fp32": raise ValueError(f"{s}: trained in {meta['precision']}, not fp32")
         out.mkdir(parents=True, exist_ok=True); (out / "stage_pending.json").unlink(missing_ok=True)
         for f in s.iterdir():
@@ -103,7 +113,8 @@ def adopt(jobs: dict, src: Path, work: Path, commit: str) -> list[Path]:
         info.update(storage_bytes=weights_bytes(out), stage_key=job["key"], commit=commit, device=meta["device"])
         info["config"] = {**info["config"], "output_dir": os.path.relpath(out, log_p.parent)}
         atomic_write_text(out / "stage.json", json.dumps({"key": job["key"]}) + "\n")
-        atomic_write_text(log_p, json.dumps(info, indent=1, sort_keys=True, default=str) + "\n")
+        if rebuild: print(f"{label}: weights rebuilt, {loss_agreement(json.loads(log_p.read_text()), info)}")
+        else: atomic_write_text(log_p, json.dumps(info, indent=1, sort_keys=True, default=str) + "\n")
         done.append(log_p)
     return done
 
@@ -113,14 +124,16 @@ def main(argv=None):
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("capture"); c.add_argument("--profile", default="cpu"); c.add_argument("--seed", type=int)
     c.add_argument("--work", default=str(ROOT / "reports" / "deer" / "work")); c.add_argument("--out", required=True)
+    c.add_argument("--rebuild", action="store_true", help="held stages whose weights are not here")
     h = sub.add_parser("hash"); h.add_argument("--model", default="smollm2-135m-instruct")
     t = sub.add_parser("train"); t.add_argument("--jobs", required=True); t.add_argument("--label", required=True)
     t.add_argument("--out", required=True)
     a = sub.add_parser("adopt"); a.add_argument("--jobs", required=True); a.add_argument("--from", dest="src")
     a.add_argument("--work", default=str(ROOT / "reports" / "deer" / "work"))
+    a.add_argument("--rebuild", action="store_true", help="weights of held stages: their logs stay")
     args = ap.parse_args(argv)
     if args.cmd == "capture":
-        jobs = capture(args.profile, args.seed, Path(args.work))
+        jobs = capture(args.profile, args.seed, Path(args.work), rebuild=args.rebuild)
         Path(args.out).write_bytes(pickle.dumps(jobs))
         for label, j in jobs.items(): print(f"{label}: stage {j['key']}, {len(j['examples'])} examples")
     elif args.cmd == "hash": print(weights_hash(args.model))
@@ -128,7 +141,8 @@ def main(argv=None):
         print(json.dumps(train(pickle.loads(Path(args.jobs).read_bytes())[args.label], Path(args.out), args.label)))
     else:
         from toolpaper.stages import git_commit
-        for p in adopt(pickle.loads(Path(args.jobs).read_bytes()), Path(args.src), Path(args.work), git_commit()):
+        jobs = pickle.loads(Path(args.jobs).read_bytes())
+        for p in adopt(jobs, Path(args.src), Path(args.work), git_commit(), rebuild=args.rebuild):
             print("adopted", p)
 
 

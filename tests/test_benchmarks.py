@@ -335,6 +335,8 @@ def test_train_elsewhere_captures_the_experiments_own_stages(tmp_path, monkeypat
     (tmp_path / "stages" / "train").mkdir(parents=True)
     (tmp_path / "stages" / "train" / f"{main['folder']}-{main['key']}.json").write_text("{}")
     assert "mixture 2:1:2 (seed 1)" not in capture("smoke", 1, tmp_path)          # its log is held: not a job
+    # --rebuild: the held stages whose weights are not here, and only those
+    assert list(capture("smoke", 1, tmp_path, rebuild=True)) == ["mixture 2:1:2 (seed 1)"]
 
 
 def test_train_elsewhere_adopts_a_trained_folder_once(tmp_path):
@@ -355,5 +357,14 @@ def test_train_elsewhere_adopts_a_trained_folder_once(tmp_path):
     assert json.loads((work / job["folder"] / "stage.json").read_text()) == {"key": "k1"}
     assert not (work / job["folder"] / "device_meta.json").exists()
     with pytest.raises(FileExistsError, match="holds this stage"): adopt({"x (seed 2)": job}, src, work, "abc")
+    # --rebuild: the weights of the held stage are placed again, its log (the answers' record) stays as it was
+    kept = log.read_text()
+    (work / job["folder"] / "adapter_model.safetensors").unlink(); (work / job["folder"] / "stage.json").unlink()
+    assert adopt({"x (seed 2)": job}, src, work, "abc", rebuild=True) == [log] and log.read_text() == kept
+    assert json.loads((work / job["folder"] / "stage.json").read_text()) == {"key": "k1"}
+    assert (work / job["folder"] / "adapter_model.safetensors").stat().st_size == 10
+    (tmp_path / "bare" / "stages" / "train").mkdir(parents=True)                # a clone without this stage's log
+    with pytest.raises(FileNotFoundError, match="no log"):
+        adopt({"x": job}, src, tmp_path / "bare", "abc", rebuild=True)
     with pytest.raises(ValueError, match="trained stage k1"):
         adopt({"x (seed 2)": dict(job, key="k2")}, src, work, "abc")

@@ -208,6 +208,16 @@ def train_key(model: str | None, adapter: str | None, examples, cfg, span_labels
     return fingerprint("finetune", STAGE_VERSION, model, adapter, examples, settings, span_labels)
 
 # %% ../nbs/12_stages.ipynb
+def _other_device(prior: dict | None) -> str | None:
+    """The device a training stage's log names when this machine cannot rebuild the stage as it trained: a GPU's (a
+    lent one, `benchmarks/train_elsewhere.py`), seen from a machine without one; None otherwise (trained here, no
+    log)."""
+    dev = str((prior or {}).get("device") or "")
+    if "GPU" not in dev: return None
+    import torch
+    return None if torch.cuda.is_available() else dev
+
+# %% ../nbs/12_stages.ipynb
 def _build_training(cache, out: Path, key: str, log_p: Path, model: str, examples, cfg, adapter, span_labels) -> None:
     """Make sure `out` holds the weights of training stage `key` for `cache` (a `StageCache`): kept ones, a sibling
     experiment's copy, or a training run now (resumed from its checkpoint), whose log is written or compared."""
@@ -218,6 +228,12 @@ def _build_training(cache, out: Path, key: str, log_p: Path, model: str, example
     if src is not None:                                     # another experiment's weights of this key
         copy_weights(src[1], out); atomic_write_text(out / "stage.json", json.dumps({"key": key}) + "\n")
         return
+    prior = None if cache.settings.fresh else _read_log(log_p, warn=False)
+    if (dev := _other_device(prior)) is not None:            # its answers came from weights this machine cannot make
+        raise RuntimeError(
+            f"{log_p}: training stage {key} trained on {dev} and its weights are not here; trained on this machine "
+            "they would be another draw of its seed, whose answers would not pool with the cached ones. Rebuild it on "
+            "such a GPU (benchmarks/train_elsewhere.py capture --rebuild, train, adopt --rebuild), or --fresh.")
     from toolpaper.train import finetune
     for dep in (model, adapter): cache.materialize(dep)
     # a run of this key cut off earlier resumes from its last checkpoint (kept every CHECKPOINT_MINUTES)
@@ -232,7 +248,6 @@ def _build_training(cache, out: Path, key: str, log_p: Path, model: str, example
     atomic_write_text(out / "stage.json", json.dumps({"key": key}) + "\n")
     # weights rebuilt for a stage whose log exists (a clone's, a borrowed one): that log, the record of the
     # training behind the cached answers, stays; the new run is compared with it
-    prior = None if cache.settings.fresh else _read_log(log_p, warn=False)
     if prior is not None: cache.rebuilt[(f"train {out.name}", key)] = loss_agreement(prior, info)
     else: atomic_write_text(log_p, json.dumps(info, indent=1, sort_keys=True, default=str) + "\n")
 
