@@ -102,6 +102,12 @@ def test_killed_reproduce_resumes_reruns_reuse_and_served_adapters_agree(tmp_pat
     assert "verify: 4 of 4 recomputed answers match the cache" in text, text[-2000:]
     text = _reproduce(b, "--verify", "4", "--before-weights")        # every answer here came after its weights
     assert "0 cached answers made before their weights at hand were built" in text, text[-2000:]
+    text = _reproduce(b, "--verify", "3", "--seed", "5", "--record")  # the check kept beside the requests
+    (rec,) = [json.loads(line) for line in (b / EXP / "work" / "stages" / "verified.jsonl").read_text().splitlines()]
+    assert rec["seed"] == 5 and sum(t["checked"] for t in rec["by_model"].values()) == 3 and not rec["mismatches"], rec
+    model = sorted(rec["by_model"])[0]
+    text = _reproduce(b, "--verify", "3", "--verify-model", model)
+    assert f"by model: {model} 3/3" in text, text[-2000:]
 
     shutil.copytree(a, c)                                            # the same run, generations through a server
     server, url = _serve(c / EXP / "work")

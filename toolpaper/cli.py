@@ -500,6 +500,12 @@ def _reproduce_args(sub) -> None:
     r.add_argument("--before-weights", action="store_true",
                    help="with --verify: draw only answers made before the weights at hand were built (rebuilt "
                    "weights, e.g. in a clone, against the answers of the weights they replace)")
+    r.add_argument("--verify-model", default=None, metavar="NAME",
+                   help="with --verify: draw only the answers of this model (as its cached records name it, e.g. a "
+                   "DEER adapter's folder name 'adapter_random')")
+    r.add_argument("--record", action="store_true",
+                   help="with --verify: append the check (seed, tallies by model, mismatched keys, commit) to each "
+                   "checked experiment's work/stages/verified.jsonl, the record that pooled answers rest on")
 
 # %% ../nbs/99_cli.ipynb
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -604,7 +610,7 @@ def _dispatch(args) -> int:
         profile = args.profile + (f"@{args.sizes}" if args.sizes and args.sizes != args.profile else "")
         if args.verify:
             res = verify_reports(profile, args.only, args.verify, args.out, seed=args.seed,
-                                 before_weights=args.before_weights)
+                                 before_weights=args.before_weights, model=args.verify_model, record=args.record)
             return 0 if res["matched"] == res["checked"] else 1
         gen = GenSettings(args.base_url, args.api, args.engine, args.precision, args.fresh, weights=args.weights,
                           timeout=args.timeout)

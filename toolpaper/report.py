@@ -568,13 +568,17 @@ def verify_reports(
     seed: int | None = None,
     log=print,
     before_weights: bool = False,
+    model: str | None = None,
+    record: bool = False,
 ) -> dict:
     """`toolpaper reproduce --verify N`: recompute `n` random cached answers of the experiments' stage caches with the
     models and adapters at hand, drawn with `seed` (None: a new draw), and say how many match and which do not
-    (`toolpaper.stages.verify`; `before_weights`: only answers made before the weights at hand were built)."""
+    (`toolpaper.stages.verify`; `before_weights`: only answers made before the weights at hand were built; `model`:
+    only that model's answers; `record`: the check appended to each checked stages folder's `verified.jsonl`)."""
     from toolpaper.stages import verify
     _, out, names = _selection(profile, only, out, root)
-    return verify([out / k / "work" for k in names], n=n, seed=seed, log=log, before_weights=before_weights)
+    return verify([out / k / "work" for k in names], n=n, seed=seed, log=log, before_weights=before_weights,
+                  model=model, record=record)
 
 # %% ../nbs/90_report.ipynb
 def write_index(out: str | os.PathLike) -> Path:

@@ -5,7 +5,7 @@
 # %% ../nbs/12_stages.ipynb 3
 from __future__ import annotations
 from fastcore.basics import patch
-import functools, inspect, json, os, random, subprocess, warnings
+import functools, inspect, json, os, random, subprocess, time, warnings
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Callable
@@ -553,39 +553,72 @@ def _built_at(root: Path, e: dict) -> float:
     return max((Path(w, "stage.json").stat().st_mtime for w, _ in staged), default=float("-inf"))
 
 # %% ../nbs/12_stages.ipynb
-def verify(work_dirs, n: int = 8, seed: int | None = None, log=print, before_weights: bool = False) -> dict:
+def _recompute(made: dict, root: Path, e: dict) -> str | None:
+    """Cached record `e` (of stages folder `root`) asked again, with every recorded setting (min_tokens and draw too),
+    of the model and adapter that answered it (clients kept in `made` across calls); None when they are not at hand
+    (not on disk, or holding another stage's weights)."""
+    parts = _answered_by(root, e)
+    if any(k is not None and _stage_key(w) != k for w, k in parts): return None
+    model, adapter = parts[0][0], (parts[1][0] if len(parts) > 1 else None)
+    engine, precision = e["source"]["backend"].split(":", 1)[1].split("/")
+    if (model, adapter) not in made:
+        made[(model, adapter)] = LocalClient(model, adapter=adapter, batch_size=1, engine=engine, precision=precision)
+    return made[(model, adapter)].complete(
+        [e.get("messages", e.get("prompt"))], prefixes=[e.get("prefix", "")], **_recorded_settings(e["params"])
+    )[0].text
+
+
+# %% ../nbs/12_stages.ipynb
+def verify(work_dirs, n: int = 8, seed: int | None = None, log=print, before_weights: bool = False,
+           model: str | None = None, record: bool = False) -> dict:
     """Recompute `n` cached answers drawn with `seed` (None: a new draw each time; the seed used is in the result and
     the log line) with the models and adapters at hand: {'seed', 'drawn', 'checked', 'matched', 'not_at_hand',
-    'mismatches'}; each mismatch is logged with its full key and file. `before_weights`: draw only answers of a
-    trained stage made before its weights at hand were built (`_built_at`: rebuilt weights against the answers of
-    the weights they replace)."""
-    pool = _cached_requests(work_dirs)
+    'by_model', 'mismatches'}; each mismatch is logged with its full key and file. `before_weights`: draw only answers
+    of a trained stage made before its weights at hand were built (`_built_at`: rebuilt weights against the answers of
+    the weights they replace); `model`: only the answers of that model (a record's `model`, e.g. a DEER adapter's
+    folder name); `record`: append the check to each work folder's `stages/verified.jsonl` (`_record_verified`)."""
+    pool = [(r, e) for r, e in _cached_requests(work_dirs) if model is None or e.get("model") == model]
     if before_weights: pool = [(r, e) for r, e in pool if float(e.get("created") or "inf") < _built_at(r, e)]
     seed = random.SystemRandom().randrange(2 ** 31) if seed is None else seed
     picked = random.Random(seed).sample(pool, min(n, len(pool)))
     res: dict = {"seed": seed, "drawn": [e["key"] for _, e in picked], "cached": len(pool), "checked": 0,
-                 "matched": 0, "not_at_hand": 0, "mismatches": []}
-    made: dict = {}
+                 "matched": 0, "not_at_hand": 0, "by_model": {}, "mismatches": []}
+    made: dict = {}; per_root: dict = {}                     # folder -> model -> {'checked', 'matched'}
     for root, e in picked:
-        src, parts = e["source"], _answered_by(root, e)
-        if any(k is not None and _stage_key(w) != k for w, k in parts):
-            res["not_at_hand"] += 1; continue                 # not on disk, or holding another stage's weights
-        model, adapter = parts[0][0], (parts[1][0] if len(parts) > 1 else None)
-        engine, precision = src["backend"].split(":", 1)[1].split("/")
-        if (model, adapter) not in made:
-            made[(model, adapter)] = LocalClient(
-                model, adapter=adapter, batch_size=1, engine=engine, precision=precision
-            )
-        got = made[(model, adapter)].complete(                # every recorded setting, min_tokens and draw too
-            [e.get("messages", e.get("prompt"))], prefixes=[e.get("prefix", "")], **_recorded_settings(e["params"])
-        )[0].text
-        res["checked"] += 1
-        if got == e["text"]: res["matched"] += 1
+        got = _recompute(made, root, e)
+        if got is None: res["not_at_hand"] += 1; continue  # not on disk, or holding another stage's weights
+        tally = per_root.setdefault(root, {}).setdefault(str(e.get("model")), {"checked": 0, "matched": 0})
+        res["checked"] += 1; tally["checked"] += 1
+        if got == e["text"]: res["matched"] += 1; tally["matched"] += 1
         else:
-            res["mismatches"].append({"key": e["key"], "folder": str(root / "requests"), "cached": e["text"][:80],
-                                      "now": got[:80]})
+            res["mismatches"].append({"key": e["key"], "folder": str(root / "requests"), "model": e.get("model"),
+                                      "cached": e["text"][:80], "now": got[:80]})
             log(f"verify: mismatch: key {e['key']} ({root / 'requests'}): cached {e['text'][:60]!r}, now {got[:60]!r}")
+    for tallies in per_root.values():
+        for m, t in tallies.items():
+            a = res["by_model"].setdefault(m, {"checked": 0, "matched": 0}); a["checked"] += t["checked"]
+            a["matched"] += t["matched"]
     pooled = "made before their weights at hand were built" if before_weights else "in all"
+    each = "; ".join(f"{m} {t['matched']}/{t['checked']}" for m, t in sorted(res["by_model"].items()))
     log(f"verify: {res['matched']} of {res['checked']} recomputed answers match the cache "
-        f"({res['not_at_hand']} skipped: adapter not at hand; {res['cached']} cached answers {pooled}; seed {seed})")
+        f"({res['not_at_hand']} skipped: adapter not at hand; {res['cached']} cached answers {pooled}; seed {seed})"
+        + (f"; by model: {each}" if each else ""))
+    if record: _record_verified(per_root, res, before_weights=before_weights, model=model)
     return res
+
+
+# %% ../nbs/12_stages.ipynb
+def _record_verified(per_root: dict, res: dict, **how) -> list[Path]:
+    """Append `verify`'s result `res` to `verified.jsonl` of each stages folder it checked answers of (`per_root`:
+    folder -> {model: {'checked', 'matched'}}), with that folder's own tallies and mismatched keys, the commit and
+    `how` it drew (before_weights, model): the lasting record of a check that pooled answers rest on, kept beside the
+    requests it checked (appends never merge with a torn line). The files written."""
+    out = []
+    for root, tallies in sorted(per_root.items()):
+        bad = sorted(m["key"] for m in res["mismatches"] if m["folder"] == str(root / "requests"))
+        append_jsonl(root / "verified.jsonl", [{"created": int(time.time()), "commit": git_commit(),
+                                                "seed": res["seed"], **how, "cached": res["cached"],
+                                                "by_model": tallies, "mismatches": bad}])
+        out.append(root / "verified.jsonl")
+    return out
+
