@@ -13,13 +13,14 @@ Three steps, each a subcommand:
            `hash` prints the sha256 of the base weights, to compare with this machine's before adopting.
   adopt    (here)       python benchmarks/train_elsewhere.py adopt --jobs jobs.pkl --from DIR
            places each trained folder in the experiment's work folder (the tokenizer files of this machine's base),
-           writes its stage.json and its training log under stages/train/ with a `device` field saying where it ran;
+           writes its stage.json and its training log under stages/train/ with a `device` field saying where it ran
+           (and `device_type`, torch's, which the stage cache reads);
            a job whose log exists already is refused (a stage is never overwritten).
 
 With `--rebuild` (capture and adopt), the stages whose log the cache holds but whose weights are not here: a stage
 trained on a lent GPU is rebuilt on such a GPU, since a CPU rebuild would be another draw of its seed (the stage cache
 refuses that). adopt then places the weights and keeps the held log, the record of the training behind the cached
-answers, printing how the new losses compare with it; check the answers with
+answers, and prints how the new losses compare with it; check the answers with
 `toolpaper reproduce --only deer --verify N --before-weights` before the experiment asks anything new of them.
 
 The experiment then reuses these stages like any other (`reproduce` answers with them on this machine's engine). A GPU
@@ -54,7 +55,8 @@ def capture(profile: str, seed: int, work: Path, data_root=None, train_seeds: in
         run = replace(run, bf16=False)
         key = train_key(cfg.model, None, ex, run, list(DE.DEER_SPANS))
         held = (work / "stages" / "train" / f"{folder}-{key}.json").exists()
-        if held != rebuild or (rebuild and holds_stage(work / folder, key)): continue
+        if not rebuild and held: continue                      # trained before: its log is the record
+        if rebuild and (not held or holds_stage(work / folder, key)): continue   # nothing to rebuild, or here already
         jobs[label] = dict(examples=ex, cfg=run, key=key, folder=folder, spans=list(DE.DEER_SPANS), model=cfg.model)
     return jobs
 
@@ -80,16 +82,17 @@ def train(job: dict, out: Path, label: str) -> dict:
     # compile_layers=False: the CPU path's numerics, no compiled decoder layers
     info = T.finetune(job["model"], job["examples"], cfg, span_labels=job["spans"], compile_layers=False)
     dev = f"{torch.cuda.get_device_name()} (lent GPU)" if torch.cuda.is_available() else "CPU"
-    meta = {"label": label, "key": job["key"], "precision": info["precision"],
+    meta = {"label": label, "key": job["key"], "precision": info["precision"], "device_type": info["device_type"],
             "device": f"{dev}, {info['precision']} with TF32 off, eager, torch {torch.__version__}"}
     Path(cfg.output_dir, "device_meta.json").write_text(json.dumps(meta, indent=1))
     return meta
 
 
-def adopt(jobs: dict, src: Path, work: Path, commit: str, rebuild: bool = False) -> list[Path]:
+def adopt(jobs: dict, src: Path, work: Path, commit: str, rebuild: bool = False) -> list[tuple[Path, str | None]]:
     """Place each trained folder of `jobs` found under `src` into `work` and write its stage.json and training log
-    (with the device it names); the logs written. A job whose log exists, or whose folder names another key, stops.
-    `rebuild`: weights of a stage whose log exists, which stays (the losses are compared with it); the logs kept."""
+    (with the device it names: `device`, and torch's `device_type`, which the stage cache reads); a job whose log
+    exists, or whose folder names another key, stops. `rebuild`: weights of a stage whose log exists, which stays.
+    Each job adopted: (its log, None; with `rebuild`: how the new losses compare with the kept log's)."""
     from toolpaper.io import atomic_write_text
     from toolpaper.stages import loss_agreement, weights_bytes
     ref = next((p for p in sorted(work.glob("adapter_*")) if (p / "stage.json").exists()
@@ -109,13 +112,17 @@ def adopt(jobs: dict, src: Path, work: Path, commit: str, rebuild: bool = False)
             if f.name != "device_meta.json": shutil.copy2(f, out / f.name)
         for f in TOKENIZER_FILES if ref is not None else ():   # this machine's tokenizer files, as a run here writes
             shutil.copy2(ref / f, out / f)
-        info = json.loads((out / "toolpaper_train.json").read_text())
-        info.update(storage_bytes=weights_bytes(out), stage_key=job["key"], commit=commit, device=meta["device"])
-        info["config"] = {**info["config"], "output_dir": os.path.relpath(out, log_p.parent)}
         atomic_write_text(out / "stage.json", json.dumps({"key": job["key"]}) + "\n")
-        if rebuild: print(f"{label}: weights rebuilt, {loss_agreement(json.loads(log_p.read_text()), info)}")
-        else: atomic_write_text(log_p, json.dumps(info, indent=1, sort_keys=True, default=str) + "\n")
-        done.append(log_p)
+        info = json.loads((out / "toolpaper_train.json").read_text())
+        if rebuild:                                            # the held log stays: the record behind the answers
+            done.append((log_p, loss_agreement(json.loads(log_p.read_text()), info))); continue
+        # a job file trained before `finetune` wrote device_type names it in its device note only
+        kind = info.get("device_type") or meta.get("device_type") or ("cuda" if "GPU" in meta["device"] else "cpu")
+        info.update(storage_bytes=weights_bytes(out), stage_key=job["key"], commit=commit, device=meta["device"],
+                    device_type=kind)
+        info["config"] = {**info["config"], "output_dir": os.path.relpath(out, log_p.parent)}
+        atomic_write_text(log_p, json.dumps(info, indent=1, sort_keys=True, default=str) + "\n")
+        done.append((log_p, None))
     return done
 
 
@@ -142,8 +149,8 @@ def main(argv=None):
     else:
         from toolpaper.stages import git_commit
         jobs = pickle.loads(Path(args.jobs).read_bytes())
-        for p in adopt(jobs, Path(args.src), Path(args.work), git_commit(), rebuild=args.rebuild):
-            print("adopted", p)
+        for p, rebuilt in adopt(jobs, Path(args.src), Path(args.work), git_commit(), rebuild=args.rebuild):
+            print(f"{p}: weights rebuilt, {rebuilt}" if rebuilt else f"adopted {p}")
 
 
 if __name__ == "__main__":

@@ -349,10 +349,10 @@ def test_train_elsewhere_adopts_a_trained_folder_once(tmp_path):
     (f / "toolpaper_train.json").write_text(json.dumps({"config": {"output_dir": "."}, "precision": "fp32"}))
     (f / "device_meta.json").write_text(json.dumps({"key": "k1", "device": "GPU Z, fp32", "precision": "fp32"}))
     (work / "stages" / "train").mkdir(parents=True)
-    [log] = adopt({"x (seed 2)": job}, src, work, "abc")
+    [(log, rebuilt)] = adopt({"x (seed 2)": job}, src, work, "abc")
     info = json.loads(log.read_text())
-    got = (info["device"], info["stage_key"], info["storage_bytes"], info["commit"])
-    assert got == ("GPU Z, fp32", "k1", 10, "abc")
+    got = (info["device"], info["device_type"], info["stage_key"], info["storage_bytes"], info["commit"], rebuilt)
+    assert got == ("GPU Z, fp32", "cuda", "k1", 10, "abc", None)          # a job file from before device_type
     assert info["config"]["output_dir"] == "../../adapter_x_(seed_2)"
     assert json.loads((work / job["folder"] / "stage.json").read_text()) == {"key": "k1"}
     assert not (work / job["folder"] / "device_meta.json").exists()
@@ -360,7 +360,11 @@ def test_train_elsewhere_adopts_a_trained_folder_once(tmp_path):
     # --rebuild: the weights of the held stage are placed again, its log (the answers' record) stays as it was
     kept = log.read_text()
     (work / job["folder"] / "adapter_model.safetensors").unlink(); (work / job["folder"] / "stage.json").unlink()
-    assert adopt({"x (seed 2)": job}, src, work, "abc", rebuild=True) == [log] and log.read_text() == kept
+    hist = {"history": [{"step": 1, "loss": 0.5}]}
+    log.write_text(json.dumps({**json.loads(kept), **hist})); kept = log.read_text()
+    (src / job["folder"] / "toolpaper_train.json").write_text(json.dumps({**hist, "config": {}, "device_type": "cuda"}))
+    [(again, rebuilt)] = adopt({"x (seed 2)": job}, src, work, "abc", rebuild=True)
+    assert again == log and log.read_text() == kept and "loss" in rebuilt, rebuilt   # compared, not written
     assert json.loads((work / job["folder"] / "stage.json").read_text()) == {"key": "k1"}
     assert (work / job["folder"] / "adapter_model.safetensors").stat().st_size == 10
     (tmp_path / "bare" / "stages" / "train").mkdir(parents=True)                # a clone without this stage's log

@@ -209,13 +209,16 @@ def train_key(model: str | None, adapter: str | None, examples, cfg, span_labels
 
 # %% ../nbs/12_stages.ipynb
 def _other_device(prior: dict | None) -> str | None:
-    """The device a training stage's log names when this machine cannot rebuild the stage as it trained: a GPU's (a
-    lent one, `benchmarks/train_elsewhere.py`), seen from a machine without one; None otherwise (trained here, no
-    log)."""
-    dev = str((prior or {}).get("device") or "")
-    if "GPU" not in dev: return None
+    """The device a training stage's log names when this machine cannot rebuild the stage as it trained: the log's
+    `device_type` (torch's, written by `finetune`) is a GPU's that this machine lacks (a lent one,
+    `benchmarks/train_elsewhere.py`); None otherwise (trained on a CPU, no log, or such a GPU here). Its `device` note
+    names it when there is one."""
+    kind = str((prior or {}).get("device_type") or "cpu")
+    if kind == "cpu": return None
     import torch
-    return None if torch.cuda.is_available() else dev
+    if kind == "cuda" and torch.cuda.is_available(): return None
+    return str(prior.get("device") or kind)
+
 
 # %% ../nbs/12_stages.ipynb
 def _build_training(cache, out: Path, key: str, log_p: Path, model: str, examples, cfg, adapter, span_labels) -> None:

@@ -322,9 +322,9 @@ def finetune(model_name: str, examples: Sequence[PromptExample], cfg: SFTConfig,
              checkpoint_minutes: float | None = None, compile_layers: bool | None = None) -> dict:
     """Fine-tune and save to `cfg.output_dir`; returns {'history', 'train_seconds', 'tokens', 'span_labels',
     'trainable_params', 'reused_lower_layers', 'lower_pass_seconds' (of them, computing the frozen layers),
-    'resumed_from_step', ...}. `resume`: continue from the last checkpoint in `output_dir` (if any);
-    `checkpoint_minutes`: keep one checkpoint, renewed every that many minutes, removed once the run ends;
-    `compile_layers`: as `SpanTrainer`'s (default: compiled on a GPU)."""
+    'resumed_from_step', 'device_type' (torch's: 'cpu', 'cuda'), ...}. `resume`: continue from the last checkpoint
+    in `output_dir` (if any); `checkpoint_minutes`: keep one checkpoint, renewed every that many minutes, removed
+    once the run ends; `compile_layers`: as `SpanTrainer`'s (default: compiled on a GPU)."""
     import contextlib, shutil
     from dataclasses import replace
     from transformers import set_seed
@@ -369,6 +369,7 @@ def finetune(model_name: str, examples: Sequence[PromptExample], cfg: SFTConfig,
             "reused_lower_layers": start, "lower_pass_seconds": round(ds.seconds, 2) if start else 0.0,
             "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad), "config": asdict(cfg),
             "precision": "bf16" if trainer.args.bf16 else "fp32",
+            "device_type": next(model.parameters()).device.type,
             "resumed_from_step": int(ckpt.name.split("-")[-1]) if ckpt else None}
     # the log in the folder names the folder as "." (no machine's path); the returned record keeps the real one
     on_disk = {**info, "config": {**info["config"], "output_dir": "."}}
