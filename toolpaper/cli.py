@@ -501,8 +501,8 @@ def _reproduce_args(sub) -> None:
                    help="with --verify: draw only answers made before the weights at hand were built (rebuilt "
                    "weights, e.g. in a clone, against the answers of the weights they replace)")
     r.add_argument("--verify-model", default=None, metavar="NAME",
-                   help="with --verify: draw only the answers of this model (as its cached records name it, e.g. a "
-                   "DEER adapter's folder name 'adapter_random')")
+                   help="with --verify: draw only the answers of this adapter (its folder's name, e.g. DEER's "
+                   "'adapter_random') or base model (its name)")
     r.add_argument("--record", action="store_true",
                    help="with --verify: append the check (seed, tallies by model, mismatched keys, commit) to each "
                    "checked experiment's work/stages/verified.jsonl, the record that pooled answers rest on")

@@ -546,6 +546,14 @@ def _answered_by(root: Path, e: dict) -> list[tuple[str, str | None]]:
     return out
 
 # %% ../nbs/12_stages.ipynb
+def _answerer(e: dict) -> str:
+    """Who answers cached record `e`, by name: its adapter's folder (relative to the stages folder's parent, as the
+    record names it) when it has one, else its model's name; older records' own `model` labels vary, this does not."""
+    src = e["source"]
+    return str(src["adapter"]).removeprefix("../") if src.get("adapter") else str(src.get("model"))
+
+
+# %% ../nbs/12_stages.ipynb
 def _built_at(root: Path, e: dict) -> float:
     """When the trained-stage weights that would answer cached record `e` (of stages folder `root`) were built here:
     the latest modification time of their folders' `stage.json` (written once the weights are whole; weights are
@@ -578,9 +586,9 @@ def verify(work_dirs, n: int = 8, seed: int | None = None, log=print, before_wei
     the log line) with the models and adapters at hand: {'seed', 'drawn', 'checked', 'matched', 'not_at_hand',
     'by_model', 'mismatches'}; each mismatch is logged with its full key and file. `before_weights`: draw only answers
     of a trained stage made before its weights at hand were built (`_built_at`: rebuilt weights against the answers of
-    the weights they replace); `model`: only the answers of that model (a record's `model`, e.g. a DEER adapter's
+    the weights they replace); `model`: only the answers of that model or adapter (`_answerer`: e.g. a DEER adapter's
     folder name); `record`: append the check to each work folder's `stages/verified.jsonl` (`_record_verified`)."""
-    pool = [(r, e) for r, e in _cached_requests(work_dirs) if model is None or e.get("model") == model]
+    pool = [(r, e) for r, e in _cached_requests(work_dirs) if model is None or _answerer(e) == model]
     if before_weights: pool = [(r, e) for r, e in pool if float(e.get("created") or "inf") < _built_at(r, e)]
     seed = random.SystemRandom().randrange(2 ** 31) if seed is None else seed
     picked = random.Random(seed).sample(pool, min(n, len(pool)))
@@ -590,11 +598,11 @@ def verify(work_dirs, n: int = 8, seed: int | None = None, log=print, before_wei
     for root, e in picked:
         got = _recompute(made, root, e)
         if got is None: res["not_at_hand"] += 1; continue  # not on disk, or holding another stage's weights
-        tally = per_root.setdefault(root, {}).setdefault(str(e.get("model")), {"checked": 0, "matched": 0})
+        tally = per_root.setdefault(root, {}).setdefault(_answerer(e), {"checked": 0, "matched": 0})
         res["checked"] += 1; tally["checked"] += 1
         if got == e["text"]: res["matched"] += 1; tally["matched"] += 1
         else:
-            res["mismatches"].append({"key": e["key"], "folder": str(root / "requests"), "model": e.get("model"),
+            res["mismatches"].append({"key": e["key"], "folder": str(root / "requests"), "model": _answerer(e),
                                       "cached": e["text"][:80], "now": got[:80]})
             log(f"verify: mismatch: key {e['key']} ({root / 'requests'}): cached {e['text'][:60]!r}, now {got[:60]!r}")
     for tallies in per_root.values():
