@@ -14,10 +14,10 @@ from .io import REPAIRS_ENV, atomic_write_bytes, atomic_write_text, jsonl_record
 if TYPE_CHECKING: import pandas as pd     # pandas and the metrics load on first use: `toolpaper --help` stays fast
 
 # %% auto 0
-__all__ = ['EXPERIMENTS', 'VERSIONED', 'check_profile', 'profile_data_root', 'stage_lines', 'Report', 'Experiment', 'repo_root',
-           'notebook_parameters', 'default_out', 'parse_params', 'code_state', 'package_versions', 'describe_failure',
-           'repo_relative', 'prune_stale', 'ExperimentBusy', 'experiment_lock', 'say_repairs', 'backend_change',
-           'reproduce', 'verify_reports', 'write_index']
+__all__ = ['EXPERIMENTS', 'VERSIONED', 'check_profile', 'profile_data_root', 'stage_lines', 'check_lines', 'Report', 'Experiment',
+           'repo_root', 'notebook_parameters', 'default_out', 'parse_params', 'code_state', 'package_versions',
+           'describe_failure', 'repo_relative', 'prune_stale', 'ExperimentBusy', 'experiment_lock', 'say_repairs',
+           'backend_change', 'reproduce', 'verify_reports', 'write_index']
 
 # %% ../nbs/90_report.ipynb
 def check_profile(profile: str) -> str:
@@ -49,6 +49,29 @@ def stage_lines(work) -> list[str]:
             "time: a training stage's from its log, a generation stage's the sum of its answers' recorded seconds; "
             "`≥` where older answers kept none).", "",
             df_markdown(pd.DataFrame(rows)), ""]
+
+# %% ../nbs/90_report.ipynb
+def check_lines(work) -> list[str]:
+    """The page's 'Checks of the cached answers' section: each check `reproduce --verify N --record` appended to
+    `work/stages/verified.jsonl` (the commit it ran at, its seed, what it drew, and how many recomputed answers
+    matched, by model; a mismatch named by its key's first 12 characters); no lines when none was recorded."""
+    import pandas as pd
+    from toolpaper.io import jsonl_records
+    from toolpaper.metrics import df_markdown
+    rows = [{"commit": e.get("commit"), "seed": e.get("seed"),
+             "drawn from": ("answers made before the weights at hand were built" if e.get("before_weights")
+                            else "every cached answer") + (f" of {e['model']}" if e.get("model") else ""),
+             "matched": "; ".join(f"{m} {t['matched']} of {t['checked']}" for m, t in sorted(e["by_model"].items())),
+             "mismatched keys": ", ".join(k[:12] for k in e.get("mismatches", [])) or "none"}
+            for _, e in jsonl_records(Path(work) / "stages" / "verified.jsonl")
+            if isinstance(e.get("by_model"), dict)]
+    if not rows: return []
+    return ["## Checks of the cached answers", "",
+            "Cached answers recomputed with the models and adapters at hand (`toolpaper reproduce --verify N "
+            "--record`; drawn at random with the seed shown). Weights are never committed: where a stage's weights "
+            "were rebuilt, these checks say whether they give the answers of the weights they replace.", "",
+            df_markdown(pd.DataFrame(rows)), ""]
+
 
 # %% ../nbs/90_report.ipynb
 @dataclass
@@ -131,7 +154,7 @@ def save(self: Report) -> Path:
         elif it["kind"] == "table":
             lines += [f"**{it['key']}** — {it['caption']}", "", it["md"], "", f"[CSV]({it['key']}.csv)", ""]
         else: lines += [f"**{it['key']}** — {it['caption']}", "", f"![{it['key']}]({it['key']}.png)", ""]
-    lines += stage_lines(self.out_dir / "work")
+    lines += stage_lines(self.out_dir / "work") + check_lines(self.out_dir / "work")
     atomic_write_text(
         self.out_dir / "items.json",
         json.dumps(
