@@ -488,6 +488,10 @@ def _reproduce_args(sub) -> None:
                    help="rebuild the weights of these training stages (folder names, comma-separated, or 'all') even "
                    "when every answer is cached: a clone has the logs, not the weights (the logs stay; the summary "
                    "compares the new losses with them)")
+    r.add_argument("--reanswer", default="", metavar="FOLDERS",
+                   help="adapter folders (comma-separated) whose cached answers made before their weights at hand "
+                   "were built are asked again of them, the new answers winning: weights rebuilt on another machine "
+                   "kind that verify --before-weights finds do not recompute every answer (built first when missing)")
     r.add_argument("--prune-cache", action="store_true",
                    help="also remove stage-cache files of the run's stages under other keys (older versions; for a "
                    "full run of the profile's defaults: a served, other-precision or -p run's files go too)")
@@ -613,7 +617,7 @@ def _dispatch(args) -> int:
                                  before_weights=args.before_weights, model=args.verify_model, record=args.record)
             return 0 if res["matched"] == res["checked"] else 1
         gen = GenSettings(args.base_url, args.api, args.engine, args.precision, args.fresh, weights=args.weights,
-                          timeout=args.timeout)
+                          timeout=args.timeout, reanswer=args.reanswer)
         reproduce(profile, args.only, parse_params(args.param), args.out, progress=not args.no_progress, gen=gen,
                   prune_cache=args.prune_cache)
         return 0

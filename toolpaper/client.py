@@ -584,9 +584,11 @@ class RecordReplay(Client):
     give the same text. It is written under the new key with `reused_from` naming the old one. `peers`: other record
     files of the same client (the same model, adapter and backend: their keys mean what this file's keys mean), only
     read; a request this file lacks is answered from the first peer holding it, and that record is written here with
-    `borrowed_from` naming the peer."""
+    `borrowed_from` naming the peer. `answered_after` (epoch seconds): only answers created then or later count as
+    cached (older ones, e.g. of weights since rebuilt, are asked again; the new ones, appended, win when read)."""
     def __init__(self, inner: Client | None, path, mode: str = "record", model: str | None = None,
-                 fresh: bool = False, extra: dict | None = None, grammar: str | None = None, peers=()):
+                 fresh: bool = False, extra: dict | None = None, grammar: str | None = None, peers=(),
+                 answered_after: float | None = None):
         super().__init__()
         self.grammar = grammar
         if mode not in ("record", "replay"): raise ValueError("mode must be 'record' or 'replay'")
@@ -600,7 +602,9 @@ class RecordReplay(Client):
         if self.path.exists() and not (fresh and mode == "record"):
             # a torn last line, a line that is not an object, or a record without a string key and text is
             # skipped with a warning naming file:line: its request counts as not cached
-            for _, e in jsonl_records(self.path, _record_problem): self.entries[e["key"]] = e
+            for _, e in jsonl_records(self.path, _record_problem):
+                if answered_after is None or float(e.get("created") or 0) >= int(answered_after):
+                    self.entries[e["key"]] = e
         elif not self.path.exists() and mode == "replay": raise FileNotFoundError(f"{self.path}: no such record file")
         self.ended: dict[str, list[dict]] = {}        # greedy answers that ended before their limit, by request stem
         for e in self.entries.values(): self._note_ended(e)
@@ -709,7 +713,7 @@ def _complete(self: RecordReplay, items, progress=False):
                     "prompt_tokens": c.prompt_tokens,
                     "completion_tokens": c.completion_tokens,
                     "finish_reason": c.finish_reason,
-                    "created": c.created,
+                    "created": c.created or int(time.time()),           # a client that keeps no time: now
                     "seconds": secs,
                     **self.extra,
                 }

@@ -43,7 +43,7 @@ def git_commit(root: str | os.PathLike | None = None) -> str:
 # %% ../nbs/12_stages.ipynb
 _ENV = {"base_url": "TOOLPAPER_BASE_URL", "api": "TOOLPAPER_API", "engine": "TOOLPAPER_ENGINE",
         "precision": "TOOLPAPER_PRECISION", "fresh": "TOOLPAPER_FRESH", "grammar": "TOOLPAPER_GRAMMAR",
-        "weights": "TOOLPAPER_WEIGHTS", "timeout": "TOOLPAPER_TIMEOUT"}
+        "weights": "TOOLPAPER_WEIGHTS", "timeout": "TOOLPAPER_TIMEOUT", "reanswer": "TOOLPAPER_REANSWER"}
 
 @dataclass
 class GenSettings:
@@ -56,6 +56,7 @@ class GenSettings:
     grammar: str = ""          # the library enforcing answer schemas locally ('': toolpaper.grammar.DEFAULT_GRAMMAR)
     weights: str = ""          # training stages (folder names, comma-separated, or 'all') whose weights are rebuilt
     timeout: float = 60.0      # seconds a served request may take (a long prompt on a slow server needs more)
+    reanswer: str = ""         # adapter folders whose answers made before their weights at hand are asked again
 
     @classmethod
     def from_env(cls, env=None) -> "GenSettings":
@@ -64,13 +65,20 @@ class GenSettings:
         return cls(base_url=e.get(_ENV["base_url"]) or None, api=e.get(_ENV["api"]) or "chat",
                    engine=e.get(_ENV["engine"]) or "auto", precision=e.get(_ENV["precision"]) or "auto",
                    fresh=e.get(_ENV["fresh"]) == "1", grammar=e.get(_ENV["grammar"]) or "",
-                   weights=e.get(_ENV["weights"]) or "", timeout=float(e.get(_ENV["timeout"]) or 60.0))
+                   weights=e.get(_ENV["weights"]) or "", timeout=float(e.get(_ENV["timeout"]) or 60.0),
+                   reanswer=e.get(_ENV["reanswer"]) or "")
 
     def wants_weights(self, folder: str) -> bool:
         """Whether the weights of training stage `folder` (its folder's name) are to be rebuilt even when every answer
         that needs them is cached (`toolpaper reproduce --weights`: a clone holds the logs, never the weights)."""
         names = {w.strip() for w in self.weights.split(",") if w.strip()}
         return "all" in names or folder in names
+
+    def reanswers(self, folder: str) -> bool:
+        """Whether adapter `folder`'s cached answers made before its weights at hand were built are asked again of
+        them (`toolpaper reproduce --reanswer`: weights rebuilt on another machine kind that do not recompute every
+        cached answer, so that the experiment's rows rest on one set of weights)."""
+        return folder in {w.strip() for w in self.reanswer.split(",") if w.strip()}
 
     def environ(self) -> dict[str, str]:
         """These settings as environment variables (what `from_env` reads back). 'auto' precision sets nothing, so the
@@ -326,6 +334,19 @@ def _train_stage(cache, model: str, examples, cfg, adapter=None, span_labels=Non
     return info
 
 # %% ../nbs/12_stages.ipynb
+def _answered_after(cache, adapter) -> float | None:
+    """With `--reanswer` naming adapter folder `adapter` (`GenSettings.reanswers`): when its weights at hand were
+    built (built now when missing; their `stage.json`'s modification time), so that its answers made before then are
+    asked again of them; None otherwise."""
+    if adapter is None or not cache.settings.reanswers(Path(str(adapter)).name): return None
+    cache.materialize(adapter)
+    want = str(cache.ident(adapter)).removeprefix("stage:")
+    if _stage_key(adapter) != want:
+        raise RuntimeError(f"--reanswer {Path(str(adapter)).name}: {adapter} does not hold the weights of stage {want}")
+    return Path(str(adapter), "stage.json").stat().st_mtime
+
+
+# %% ../nbs/12_stages.ipynb
 def _stage_client(cache, model: str, adapter=None, batch_size: int = 16):
     """`StageCache.client` of `cache`: the client of every generation with `model` (+ `adapter`), cached per request;
     on a miss the local engine (built then, weights trained then if needed) or the server answers, under the adapter
@@ -351,9 +372,10 @@ def _stage_client(cache, model: str, adapter=None, batch_size: int = 16):
               "model_key": cache.ident(model), "adapter_key": cache.ident(adapter)}
     path = cache.root / "requests" / f"{Path(str(name)).name}-{fingerprint(ident)}.jsonl"
     cache.used.add(path)
+    after = _answered_after(cache, adapter)
     c = RecordReplay(LazyClient(make, ident), path, "record", model=ident, fresh=st.fresh,
                      extra={"commit": cache.commit, "source": source}, grammar=grammar,
-                     peers=() if st.fresh else peer_requests(cache.root, path.name))
+                     peers=() if st.fresh or after else peer_requests(cache.root, path.name), answered_after=after)
     cache.clients[ident] = c
     return c
 
