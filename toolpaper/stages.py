@@ -546,13 +546,14 @@ def _verifiable(e: dict) -> str | None:
 
 # %% ../nbs/12_stages.ipynb
 def _cached_requests(work_dirs) -> list[tuple[Path, dict]]:
-    "(stages folder, record) of every readable cached local-engine answer under the work folders (bad lines: warned)."
+    """(stages folder, record) of every readable cached local-engine answer under the work folders (bad lines:
+    warned): of a request answered more than once in a file (`--fresh`, `--reanswer`), the last, the one a run reads."""
     out = []
     for w in work_dirs:
         root = Path(w) / "stages"
         for f in sorted((root / "requests").glob("*.jsonl")):
-            for _, e in jsonl_records(f, _verifiable):
-                if e["source"]["backend"].startswith("local:"): out.append((root, e))
+            last = {e["key"]: e for _, e in jsonl_records(f, _verifiable)}
+            out += [(root, e) for e in last.values() if e["source"]["backend"].startswith("local:")]
     return out
 
 # %% ../nbs/12_stages.ipynb
