@@ -107,17 +107,18 @@ def adopt(jobs: dict, src: Path, work: Path, commit: str, rebuild: bool = False)
         if log_p.exists() and not rebuild: raise FileExistsError(f"{log_p}: the stage cache holds this stage already")
         if rebuild and not log_p.exists(): raise FileNotFoundError(f"{log_p}: no log of this stage to rebuild for")
         if meta.get("precision", "fp32") != "fp32": raise ValueError(f"{s}: trained in {meta['precision']}, not fp32")
+        info = json.loads((s / "toolpaper_train.json").read_text())
+        kind = info.get("device_type") or meta.get("device_type")              # checked before anything is placed
+        if kind is None and not rebuild:
+            raise ValueError(f"{s}: names no device_type (trained before finetune wrote it); train it again")
         out.mkdir(parents=True, exist_ok=True); (out / "stage_pending.json").unlink(missing_ok=True)
         for f in s.iterdir():
             if f.name != "device_meta.json": shutil.copy2(f, out / f.name)
         for f in TOKENIZER_FILES if ref is not None else ():   # this machine's tokenizer files, as a run here writes
             shutil.copy2(ref / f, out / f)
         atomic_write_text(out / "stage.json", json.dumps({"key": job["key"]}) + "\n")
-        info = json.loads((out / "toolpaper_train.json").read_text())
         if rebuild:                                            # the held log stays: the record behind the answers
             done.append((log_p, loss_agreement(json.loads(log_p.read_text()), info))); continue
-        # a job file trained before `finetune` wrote device_type names it in its device note only
-        kind = info.get("device_type") or meta.get("device_type") or ("cuda" if "GPU" in meta["device"] else "cpu")
         info.update(storage_bytes=weights_bytes(out), stage_key=job["key"], commit=commit, device=meta["device"],
                     device_type=kind)
         info["config"] = {**info["config"], "output_dir": os.path.relpath(out, log_p.parent)}

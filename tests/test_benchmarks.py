@@ -349,10 +349,14 @@ def test_train_elsewhere_adopts_a_trained_folder_once(tmp_path):
     (f / "toolpaper_train.json").write_text(json.dumps({"config": {"output_dir": "."}, "precision": "fp32"}))
     (f / "device_meta.json").write_text(json.dumps({"key": "k1", "device": "GPU Z, fp32", "precision": "fp32"}))
     (work / "stages" / "train").mkdir(parents=True)
+    with pytest.raises(ValueError, match="names no device_type"): adopt({"x (seed 2)": job}, src, work, "abc")
+    assert not (work / job["folder"]).exists()                                   # refused before anything is placed
+    (f / "device_meta.json").write_text(json.dumps({"key": "k1", "device": "GPU Z, fp32", "precision": "fp32",
+                                                    "device_type": "cuda"}))
     [(log, rebuilt)] = adopt({"x (seed 2)": job}, src, work, "abc")
     info = json.loads(log.read_text())
     got = (info["device"], info["device_type"], info["stage_key"], info["storage_bytes"], info["commit"], rebuilt)
-    assert got == ("GPU Z, fp32", "cuda", "k1", 10, "abc", None)          # a job file from before device_type
+    assert got == ("GPU Z, fp32", "cuda", "k1", 10, "abc", None)
     assert info["config"]["output_dir"] == "../../adapter_x_(seed_2)"
     assert json.loads((work / job["folder"] / "stage.json").read_text()) == {"key": "k1"}
     assert not (work / job["folder"] / "device_meta.json").exists()

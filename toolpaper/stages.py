@@ -6,6 +6,7 @@
 from __future__ import annotations
 from fastcore.basics import patch
 import functools, inspect, json, os, random, subprocess, time, warnings
+from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Callable
@@ -18,8 +19,8 @@ from .precision import gen_precision, train_bf16
 
 # %% auto 0
 __all__ = ['STAGE_VERSION', 'GENERATION_VERSION', 'SCORED', 'git_commit', 'GenSettings', 'weights_bytes', 'holds_stage',
-           'checkpoint_minutes', 'peer_stage', 'peer_requests', 'copy_weights', 'loss_differences', 'loss_agreement',
-           'train_key', 'stage_hours', 'Stages', 'StageCache', 'release', 'staged', 'load_summary',
+           'weights_built_at', 'checkpoint_minutes', 'peer_stage', 'peer_requests', 'copy_weights', 'loss_differences',
+           'loss_agreement', 'train_key', 'stage_hours', 'Stages', 'StageCache', 'release', 'staged', 'load_summary',
            'summary_precisions', 'verify']
 
 # %% ../nbs/12_stages.ipynb
@@ -39,6 +40,11 @@ def git_commit(root: str | os.PathLike | None = None) -> str:
         dirty = run("status", "--porcelain", "--untracked-files=no").stdout.strip()
         return head.stdout.strip() + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError): return "unknown"
+
+# %% ../nbs/12_stages.ipynb
+def _folder_names(listed: str) -> set[str]:
+    "The folder names of a comma-separated list (`--weights`, `--reanswer`)."
+    return {w.strip() for w in listed.split(",") if w.strip()}
 
 # %% ../nbs/12_stages.ipynb
 _ENV = {"base_url": "TOOLPAPER_BASE_URL", "api": "TOOLPAPER_API", "engine": "TOOLPAPER_ENGINE",
@@ -71,14 +77,14 @@ class GenSettings:
     def wants_weights(self, folder: str) -> bool:
         """Whether the weights of training stage `folder` (its folder's name) are to be rebuilt even when every answer
         that needs them is cached (`toolpaper reproduce --weights`: a clone holds the logs, never the weights)."""
-        names = {w.strip() for w in self.weights.split(",") if w.strip()}
+        names = _folder_names(self.weights)
         return "all" in names or folder in names
 
     def reanswers(self, folder: str) -> bool:
         """Whether adapter `folder`'s cached answers made before its weights at hand were built are asked again of
         them (`toolpaper reproduce --reanswer`: weights rebuilt on another machine kind that do not recompute every
         cached answer, so that the experiment's rows rest on one set of weights)."""
-        return folder in {w.strip() for w in self.reanswer.split(",") if w.strip()}
+        return folder in _folder_names(self.reanswer)
 
     def environ(self) -> dict[str, str]:
         """These settings as environment variables (what `from_env` reads back). 'auto' precision sets nothing, so the
@@ -118,6 +124,12 @@ def _stage_key(folder) -> str | None:
 def holds_stage(folder, key: str) -> bool:
     "Does `folder` hold the weights of training stage `key` (its `stage.json` names the key, weights are there)?"
     return _stage_key(folder) == key and weights_bytes(folder) > 0
+
+# %% ../nbs/12_stages.ipynb
+def weights_built_at(folder, key: str) -> float | None:
+    """When `folder`'s weights of training stage `key` were built (its `stage.json`'s modification time); None when
+    it names another stage or none."""
+    return Path(folder, "stage.json").stat().st_mtime if _stage_key(folder) == key else None
 
 # %% ../nbs/12_stages.ipynb
 def _read_log(p: Path, warn: bool = True) -> dict | None:
@@ -341,9 +353,10 @@ def _answered_after(cache, adapter) -> float | None:
     if adapter is None or not cache.settings.reanswers(Path(str(adapter)).name): return None
     cache.materialize(adapter)
     want = str(cache.ident(adapter)).removeprefix("stage:")
-    if _stage_key(adapter) != want:
+    built = weights_built_at(adapter, want)
+    if built is None:
         raise RuntimeError(f"--reanswer {Path(str(adapter)).name}: {adapter} does not hold the weights of stage {want}")
-    return Path(str(adapter), "stage.json").stat().st_mtime
+    return built
 
 
 # %% ../nbs/12_stages.ipynb
@@ -579,12 +592,10 @@ def _answerer(e: dict) -> str:
 # %% ../nbs/12_stages.ipynb
 def _built_at(root: Path, e: dict) -> float:
     """When the trained-stage weights that would answer cached record `e` (of stages folder `root`) were built here:
-    the latest modification time of their folders' `stage.json` (written once the weights are whole; weights are
-    never committed, so a clone has none); -inf when no trained stage answers it, or when a folder it needs is not
-    here or holds another stage's weights."""
-    staged = [(w, k) for w, k in _answered_by(root, e) if k is not None]
-    if any(_stage_key(w) != k for w, k in staged): return float("-inf")
-    return max((Path(w, "stage.json").stat().st_mtime for w, _ in staged), default=float("-inf"))
+    the latest `weights_built_at` of their folders (weights are never committed, so a clone has none); -inf when no
+    trained stage answers it, or when a folder it needs is not here or holds another stage's weights."""
+    built = [weights_built_at(w, k) for w, k in _answered_by(root, e) if k is not None]
+    return float("-inf") if None in built else max(built, default=float("-inf"))
 
 # %% ../nbs/12_stages.ipynb
 def _recompute(made: dict, root: Path, e: dict) -> str | None:
@@ -628,10 +639,10 @@ def verify(work_dirs, n: int = 8, seed: int | None = None, log=print, before_wei
             res["mismatches"].append({"key": e["key"], "folder": str(root / "requests"), "model": _answerer(e),
                                       "cached": e["text"][:80], "now": got[:80]})
             log(f"verify: mismatch: key {e['key']} ({root / 'requests'}): cached {e['text'][:60]!r}, now {got[:60]!r}")
+    by_model = defaultdict(Counter)
     for tallies in per_root.values():
-        for m, t in tallies.items():
-            a = res["by_model"].setdefault(m, {"checked": 0, "matched": 0}); a["checked"] += t["checked"]
-            a["matched"] += t["matched"]
+        for m, t in tallies.items(): by_model[m].update(t)
+    res["by_model"] = {m: dict(t) for m, t in by_model.items()}
     pooled = "made before their weights at hand were built" if before_weights else "in all"
     each = "; ".join(f"{m} {t['matched']}/{t['checked']}" for m, t in sorted(res["by_model"].items()))
     log(f"verify: {res['matched']} of {res['checked']} recomputed answers match the cache "
