@@ -243,7 +243,9 @@ def _other_device(prior: dict | None) -> str | None:
 # %% ../nbs/12_stages.ipynb
 def _build_training(cache, out: Path, key: str, log_p: Path, model: str, examples, cfg, adapter, span_labels) -> None:
     """Make sure `out` holds the weights of training stage `key` for `cache` (a `StageCache`): kept ones, a sibling
-    experiment's copy, or a training run now (resumed from its checkpoint), whose log is written or compared."""
+    experiment's copy, or a training run now (resumed from its checkpoint), whose log is written or compared. A stage
+    whose log names a device this machine lacks is built here only when `--reanswer` names it (every answer of it then
+    comes from these weights, and their log replaces the held one)."""
     # the folder's key, the log and the weights themselves (a clone has the first two, never the weights)
     if holds_stage(out, key) and _read_log(log_p, warn=False) is not None \
             and not cache.settings.fresh: return
@@ -252,11 +254,13 @@ def _build_training(cache, out: Path, key: str, log_p: Path, model: str, example
         copy_weights(src[1], out); atomic_write_text(out / "stage.json", json.dumps({"key": key}) + "\n")
         return
     prior = None if cache.settings.fresh else _read_log(log_p, warn=False)
-    if (dev := _other_device(prior)) is not None:            # its answers came from weights this machine cannot make
+    dev = _other_device(prior)                            # its answers came from weights this machine cannot make
+    if dev is not None and not cache.settings.reanswers(out.name):
         raise RuntimeError(
             f"{log_p}: training stage {key} trained on {dev} and its weights are not here; trained on this machine "
             "they would be another draw of its seed, whose answers would not pool with the cached ones. Rebuild it on "
-            "such a GPU (benchmarks/train_elsewhere.py capture --rebuild, train, adopt --rebuild), or --fresh.")
+            f"such a GPU (benchmarks/train_elsewhere.py capture --rebuild, train, adopt --rebuild), or build it here "
+            f"and ask every cached answer of it again (--reanswer {out.name}), or --fresh.")
     from toolpaper.train import finetune
     for dep in (model, adapter): cache.materialize(dep)
     # a run of this key cut off earlier resumes from its last checkpoint (kept every CHECKPOINT_MINUTES)
@@ -270,9 +274,15 @@ def _build_training(cache, out: Path, key: str, log_p: Path, model: str, example
     info["config"] = {**info.get("config", {}), "output_dir": os.path.relpath(out, log_p.parent)}
     atomic_write_text(out / "stage.json", json.dumps({"key": key}) + "\n")
     # weights rebuilt for a stage whose log exists (a clone's, a borrowed one): that log, the record of the
-    # training behind the cached answers, stays; the new run is compared with it
-    if prior is not None: cache.rebuilt[(f"train {out.name}", key)] = loss_agreement(prior, info)
-    else: atomic_write_text(log_p, json.dumps(info, indent=1, sort_keys=True, default=str) + "\n")
+    # training behind the cached answers, stays; the new run is compared with it. In place of another device's
+    # weights (--reanswer), the new log is that record: it replaces the held one and names what it replaced
+    how = None if prior is None else loss_agreement(prior, info)
+    if how is not None: cache.rebuilt[(f"train {out.name}", key)] = how if dev is None \
+        else f"here in place of {dev}'s weights, whose log this one replaces (--reanswer); {how}"
+    if prior is None or dev is not None:
+        if dev is not None: info["replaces"] = {k: prior.get(k) for k in ("device", "device_type", "commit",
+                                                                          "train_seconds")}
+        atomic_write_text(log_p, json.dumps(info, indent=1, sort_keys=True, default=str) + "\n")
 
 # %% ../nbs/12_stages.ipynb
 def _make_stage_client(cache, model: str, adapter, name: str, batch_size: int, grammar):
