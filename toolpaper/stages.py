@@ -345,7 +345,9 @@ def _train_stage(cache, model: str, examples, cfg, adapter=None, span_labels=Non
                               span_labels)
     cache.folders[str(out)] = (key, build)
     reused = not cache.settings.fresh and _read_log(log_p) is not None
-    if not reused or cache.settings.wants_weights(out.name): cache.materialize(out)
+    # --reanswer builds missing weights now, so that a rebuild that replaces the log is the one this row reads
+    if not reused or cache.settings.wants_weights(out.name) or cache.settings.reanswers(out.name):
+        cache.materialize(out)
     info = _read_log(log_p, warn=False)
     if info is None: raise RuntimeError(f"{log_p}: the training stage finished without writing its log")
     bf16 = train_bf16() if cfg.bf16 is None else cfg.bf16
