@@ -12,7 +12,7 @@ from fastcore.basics import patch
 from pathlib import Path
 from typing import Any, Sequence, Union
 from .engine import cut_at_stop
-from .io import append_jsonl, jsonl_records, active_clock
+from .io import append_jsonl, jsonl_records, latest_records, active_clock
 from .engine import Request, context_length, make_engine
 from .grammar import schema_text
 from .models import load_model
@@ -602,9 +602,9 @@ class RecordReplay(Client):
         if self.path.exists() and not (fresh and mode == "record"):
             # a torn last line, a line that is not an object, or a record without a string key and text is
             # skipped with a warning naming file:line: its request counts as not cached
-            for _, e in jsonl_records(self.path, _record_problem):
-                if answered_after is None or float(e.get("created") or 0) >= int(answered_after):
-                    self.entries[e["key"]] = e
+            late = None if answered_after is None else \
+                (lambda e: float(e.get("created") or 0) >= int(answered_after))
+            self.entries = latest_records(self.path, _record_problem, late)
         elif not self.path.exists() and mode == "replay": raise FileNotFoundError(f"{self.path}: no such record file")
         self.ended: dict[str, list[dict]] = {}        # greedy answers that ended before their limit, by request stem
         for e in self.entries.values(): self._note_ended(e)

@@ -12,7 +12,8 @@ from typing import Any, Callable
 # %% auto 0
 __all__ = ['REPAIRS_ENV', 'DataError', 'DataMissingError', 'cache_root', 'sha256', 'atomic_write_bytes', 'atomic_write_text',
            'read_text', 'nonfinite_at', 'read_jsonl', 'read_json', 'read_json_list', 'fingerprint', 'CacheRepair',
-           'note_repair', 'repair_jsonl_tail', 'append_jsonl', 'jsonl_records', 'ActiveClock', 'active_clock']
+           'note_repair', 'repair_jsonl_tail', 'append_jsonl', 'jsonl_records', 'latest_records', 'ActiveClock',
+           'active_clock']
 
 # %% ../nbs/00_io.ipynb
 class DataError(ValueError):
@@ -244,6 +245,17 @@ def jsonl_records(path: str | os.PathLike, check: Callable[[dict], str | None] |
             why = "not a JSON object" if not isinstance(rec, dict) else (check(rec) if check else None)
         if why: warn(f"{p}:{n}: skipped: {why}"); continue
         out.append((n, rec))
+    return out
+
+# %% ../nbs/00_io.ipynb
+def latest_records(path: str | os.PathLike, check: Callable[[dict], str | None] | None = None,
+                   keep: Callable[[dict], bool] | None = None,
+                   warn: Callable[[str], None] | None = None) -> dict[str, dict]:
+    """Each key's last good record (by `jsonl_records`, with `check`, which must reject a record without a string
+    `key`) of an append-only file, in the order keys first appear; records `keep` rejects do not count."""
+    out: dict[str, dict] = {}
+    for _, e in jsonl_records(path, check, warn):
+        if keep is None or keep(e): out[e["key"]] = e
     return out
 
 # %% ../nbs/00_io.ipynb

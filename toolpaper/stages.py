@@ -10,7 +10,7 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Callable
-from .io import append_jsonl, atomic_write_text, fingerprint, jsonl_records, note_repair
+from .io import append_jsonl, atomic_write_text, fingerprint, jsonl_records, latest_records, note_repair
 from .client import LazyClient, LocalClient, OpenAIClient, Params, RecordReplay, _record_problem
 from .engine import LEAN_REVISION
 from .grammar import DEFAULT_GRAMMAR
@@ -278,7 +278,7 @@ def _build_training(cache, out: Path, key: str, log_p: Path, model: str, example
     # weights (--reanswer), the new log is that record: it replaces the held one and names what it replaced
     how = None if prior is None else loss_agreement(prior, info)
     if how is not None: cache.rebuilt[(f"train {out.name}", key)] = how if dev is None \
-        else f"here in place of {dev}'s weights, whose log this one replaces (--reanswer); {how}"
+        else f"here in place of {dev.split(',')[0]}'s weights, whose log this one replaces (--reanswer); {how}"
     if prior is None or dev is not None:
         if dev is not None: info["replaces"] = {k: prior.get(k) for k in ("device", "device_type", "commit",
                                                                           "train_seconds")}
@@ -577,8 +577,8 @@ def _cached_requests(work_dirs) -> list[tuple[Path, dict]]:
     for w in work_dirs:
         root = Path(w) / "stages"
         for f in sorted((root / "requests").glob("*.jsonl")):
-            last = {e["key"]: e for _, e in jsonl_records(f, _verifiable)}
-            out += [(root, e) for e in last.values() if e["source"]["backend"].startswith("local:")]
+            out += [(root, e) for e in latest_records(f, _verifiable).values()
+                    if e["source"]["backend"].startswith("local:")]
     return out
 
 # %% ../nbs/12_stages.ipynb
