@@ -231,13 +231,13 @@ def train_key(model: str | None, adapter: str | None, examples, cfg, span_labels
 def _other_device(prior: dict | None) -> str | None:
     """The device a training stage's log names when this machine cannot rebuild the stage as it trained: the log's
     `device_type` (torch's, written by `finetune`) is a GPU's that this machine lacks (a lent one,
-    `benchmarks/train_elsewhere.py`); None otherwise (trained on a CPU, no log, or such a GPU here). Its `device` note
-    names it when there is one."""
+    `benchmarks/train_elsewhere.py`); None otherwise (trained on a CPU, no log, or such a GPU here). Named by its
+    `device` note's first part (the device's name; precision and versions follow a comma) when there is one."""
     kind = str((prior or {}).get("device_type") or "cpu")
     if kind == "cpu": return None
     import torch
     if kind == "cuda" and torch.cuda.is_available(): return None
-    return str(prior.get("device") or kind)
+    return str(prior.get("device") or kind).split(",")[0]
 
 
 # %% ../nbs/12_stages.ipynb
@@ -278,7 +278,7 @@ def _build_training(cache, out: Path, key: str, log_p: Path, model: str, example
     # weights (--reanswer), the new log is that record: it replaces the held one and names what it replaced
     how = None if prior is None else loss_agreement(prior, info)
     if how is not None: cache.rebuilt[(f"train {out.name}", key)] = how if dev is None \
-        else f"here in place of {dev.split(',')[0]}'s weights, whose log this one replaces (--reanswer); {how}"
+        else f"here in place of {dev}'s weights, whose log this one replaces (--reanswer); {how}"
     if prior is None or dev is not None:
         if dev is not None: info["replaces"] = {k: prior.get(k) for k in ("device", "device_type", "commit",
                                                                           "train_seconds")}
