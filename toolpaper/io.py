@@ -252,9 +252,10 @@ def latest_records(path: str | os.PathLike, check: Callable[[dict], str | None] 
                    keep: Callable[[dict], bool] | None = None,
                    warn: Callable[[str], None] | None = None) -> dict[str, dict]:
     """Each key's last good record (by `jsonl_records`, with `check`, which must reject a record without a string
-    `key`) of an append-only file, in the order keys first appear; records `keep` rejects do not count."""
+    `key`) of an append-only file, in the order keys first appear; records `keep` rejects do not count; a skipped
+    line's warning points at the caller."""
     out: dict[str, dict] = {}
-    for _, e in jsonl_records(path, check, warn):
+    for _, e in jsonl_records(path, check, warn or (lambda m: note_repair(m, stacklevel=5))):
         if keep is None or keep(e): out[e["key"]] = e
     return out
 
