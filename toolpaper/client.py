@@ -585,7 +585,8 @@ class RecordReplay(Client):
     files of the same client (the same model, adapter and backend: their keys mean what this file's keys mean), only
     read; a request this file lacks is answered from the first peer holding it, and that record is written here with
     `borrowed_from` naming the peer. `answered_after` (epoch seconds): only answers created then or later count as
-    cached (older ones, e.g. of weights since rebuilt, are asked again; the new ones, appended, win when read)."""
+    cached (older ones, e.g. of weights since rebuilt, are asked again; the new ones, appended, win when read), at
+    `created`'s resolution, whole seconds: an answer of that very second counts."""
     def __init__(self, inner: Client | None, path, mode: str = "record", model: str | None = None,
                  fresh: bool = False, extra: dict | None = None, grammar: str | None = None, peers=(),
                  answered_after: float | None = None):
