@@ -225,12 +225,12 @@ def append_jsonl(path: str | os.PathLike, records: list) -> None:
 
 # %% ../nbs/00_io.ipynb
 def jsonl_records(path: str | os.PathLike, check: Callable[[dict], str | None] | None = None,
-                  warn: Callable[[str], None] | None = None) -> list[tuple[int, dict]]:
+                  warn: Callable[[str], None] | None = None, depth: int = 1) -> list[tuple[int, dict]]:
     """(line, record) of every good line of a file the project appends to: a torn last line is left out, and a line
     that is not a JSON object (or that `check` rejects by returning a reason) is skipped with a warning naming
-    `file:line`; an absent file has none."""
+    `file:line` (at the line `depth` calls above this one: 1, its caller); an absent file has none."""
     p = Path(path)
-    warn = warn or (lambda m: note_repair(m, stacklevel=4))
+    warn = warn or (lambda m: note_repair(m, stacklevel=3 + depth))
     if not p.exists(): return []
     raw = p.read_bytes()
     lines = raw.split(b"\n")
@@ -255,7 +255,7 @@ def latest_records(path: str | os.PathLike, check: Callable[[dict], str | None] 
     `key`) of an append-only file, in the order keys first appear; records `keep` rejects do not count; a skipped
     line's warning points at the caller."""
     out: dict[str, dict] = {}
-    for _, e in jsonl_records(path, check, warn or (lambda m: note_repair(m, stacklevel=5))):
+    for _, e in jsonl_records(path, check, warn, depth=2):
         if keep is None or keep(e): out[e["key"]] = e
     return out
 
