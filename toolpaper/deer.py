@@ -171,16 +171,17 @@ DEER_PROFILES: dict[str, dict] = {
         train=dict(max_steps=2, batch_size=2),
         train_seeds=2,
     ),
-    # the claims' sizes: each strategy adapter (and the retention control) on 600 samples, 200 valid items, all 743
-    # released test items (Figure 5 on the whole test set), 40 per baseline set, 200 retention queries asked (97
-    # held-out NoSearch queries exist), the 4-shot baseline only (the claims compare against it); the pool (about 9
-    # in 10 target tokens of a search chain, never generated at evaluation: round two is given the gold pool) is
-    # left out of the loss, so the 135M model's updates go to the decisions and the call
+    # the claims' sizes: each strategy adapter (and the retention control) on 600 samples, every valid item (the 97
+    # held-out NoSearch queries and all released valid NoCall / Call samples), all 743 released test items (Figure 5 on
+    # the whole test set), 40 per baseline set, 200 retention queries asked, the 4-shot baseline only (the claims
+    # compare against it); the pool (about 9 in 10 target tokens of a search chain, never generated at evaluation:
+    # round two is given the gold pool) is left out of the loss, so the 135M model's updates go to the decisions and
+    # the call
     "cpu": dict(
         score_pool=False,
         train_n=600,
         ratios=((2, 1, 2),),
-        valid_n=200,
+        valid_n=None,
         test_n=None,
         baseline_n=40,
         retention_n=200,
