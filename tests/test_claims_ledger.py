@@ -33,7 +33,10 @@ def test_retrieval_rows_count_the_authors_all_gold_top_k():
 
 
 def test_n_is_what_the_metric_counts():
-    assert str(row("decision-aware fine-tuning beats few-shot prompting on Decision-Call")["n"]) == "164"
+    # all of DEER's valid set (97 held-out NoSearch + 872 released NoCall / Call): P_DS counts every sample, P_DC only
+    # the NoCall / Call ones
+    assert str(row("decision-aware fine-tuning beats few-shot prompting on Decision-Search")["n"]) == "969"
+    assert str(row("decision-aware fine-tuning beats few-shot prompting on Decision-Call")["n"]) == "872"
     r = row("alpha-UMi (GLPFT) beats Single-LLM on Act EM")
     assert str(r["n"]) == "152" and r["units"] == "dialogues (60)"
     sc = load_scored(REPORTS / "alpha_umi" / "work")
