@@ -110,8 +110,11 @@ class GenSettings:
 
 # %% ../nbs/12_stages.ipynb
 def weights_bytes(folder) -> int:
-    "Bytes of the model weights in a folder (safetensors / bin files)."
-    files = [f for f in Path(folder).rglob("*") if f.is_file() and f.suffix in (".safetensors", ".bin")]
+    """Bytes of the model weights in a folder (safetensors / bin files); the trainer's `training_args.bin` and the
+    training checkpoints (`checkpoint-N/`, a run cut off midway) are not the stage's weights."""
+    root = Path(folder)
+    files = [f for f in root.rglob("*") if f.is_file() and f.suffix in (".safetensors", ".bin")
+             and f.name != "training_args.bin" and not f.relative_to(root).parts[0].startswith("checkpoint-")]
     return sum(f.stat().st_size for f in files)
 
 # %% ../nbs/12_stages.ipynb
