@@ -485,7 +485,8 @@ def _reproduce_args(sub) -> None:
                    help="with --base-url: seconds one request may take before it fails (raise it for a slow server "
                    "and long prompts)")
     r.add_argument("--weights", default="", metavar="NAMES",
-                   help="rebuild the weights of these training stages (folder names, comma-separated, or 'all') even "
+                   help="rebuild the weights of these training stages (folder names, comma-separated, or 'all'; "
+                   "'n80/backbone' names one scaling point's folder of a name several share) even "
                    "when every answer is cached: a clone has the logs, not the weights (the logs stay; the summary "
                    "compares the new losses with them)")
     r.add_argument("--reanswer", default="", metavar="FOLDERS",
@@ -506,7 +507,7 @@ def _reproduce_args(sub) -> None:
                    "weights, e.g. in a clone, against the answers of the weights they replace)")
     r.add_argument("--verify-model", default=None, metavar="NAME",
                    help="with --verify: draw only the answers of this adapter (its folder's name, e.g. DEER's "
-                   "'adapter_random') or base model (its name)")
+                   "'adapter_random', or the end of its path, e.g. alpha-UMi's 'n80/single') or base model (its name)")
     r.add_argument("--record", action="store_true",
                    help="with --verify: append the check (seed, tallies by model, mismatched keys, commit) to each "
                    "checked experiment's work/stages/verified.jsonl, the record that pooled answers rest on")

@@ -47,6 +47,13 @@ def _folder_names(listed: str) -> set[str]:
     return {w.strip() for w in listed.split(",") if w.strip()}
 
 # %% ../nbs/12_stages.ipynb
+def _named(names: set[str], folder) -> bool:
+    """Whether training folder `folder` (its path) is one `names` lists: by its name, or by the end of its path where
+    a name holds a slash (`n80/backbone`: alpha-UMi's main-size backbone, not every scaling point's)."""
+    parts = Path(str(folder)).parts
+    return any(parts[-len(p):] == p for p in (Path(n).parts for n in names) if p)
+
+# %% ../nbs/12_stages.ipynb
 _ENV = {"base_url": "TOOLPAPER_BASE_URL", "api": "TOOLPAPER_API", "engine": "TOOLPAPER_ENGINE",
         "precision": "TOOLPAPER_PRECISION", "fresh": "TOOLPAPER_FRESH", "grammar": "TOOLPAPER_GRAMMAR",
         "weights": "TOOLPAPER_WEIGHTS", "timeout": "TOOLPAPER_TIMEOUT", "reanswer": "TOOLPAPER_REANSWER"}
@@ -74,17 +81,18 @@ class GenSettings:
                    weights=e.get(_ENV["weights"]) or "", timeout=float(e.get(_ENV["timeout"]) or 60.0),
                    reanswer=e.get(_ENV["reanswer"]) or "")
 
-    def wants_weights(self, folder: str) -> bool:
-        """Whether the weights of training stage `folder` (its folder's name) are to be rebuilt even when every answer
-        that needs them is cached (`toolpaper reproduce --weights`: a clone holds the logs, never the weights)."""
+    def wants_weights(self, folder) -> bool:
+        """Whether the weights of training stage `folder` (its folder, matched as `_named` does) are to be rebuilt
+        even when every answer that needs them is cached (`toolpaper reproduce --weights`: a clone holds the logs,
+        never the weights)."""
         names = _folder_names(self.weights)
-        return "all" in names or folder in names
+        return "all" in names or _named(names, folder)
 
-    def reanswers(self, folder: str) -> bool:
-        """Whether adapter `folder`'s cached answers made before its weights at hand were built are asked again of
-        them (`toolpaper reproduce --reanswer`: weights rebuilt on another machine kind that do not recompute every
-        cached answer, so that the experiment's rows rest on one set of weights)."""
-        return folder in _folder_names(self.reanswer)
+    def reanswers(self, folder) -> bool:
+        """Whether adapter `folder`'s (matched as `_named` does) cached answers made before its weights at hand were
+        built are asked again of them (`toolpaper reproduce --reanswer`: weights rebuilt on another machine kind that
+        do not recompute every cached answer, so that the experiment's rows rest on one set of weights)."""
+        return _named(_folder_names(self.reanswer), folder)
 
     def environ(self) -> dict[str, str]:
         """These settings as environment variables (what `from_env` reads back). 'auto' precision sets nothing, so the
@@ -258,7 +266,7 @@ def _build_training(cache, out: Path, key: str, log_p: Path, model: str, example
         return
     prior = None if cache.settings.fresh else _read_log(log_p, warn=False)
     dev = _other_device(prior)                            # its answers came from weights this machine cannot make
-    if dev is not None and not cache.settings.reanswers(out.name):
+    if dev is not None and not cache.settings.reanswers(out):
         raise RuntimeError(
             f"{log_p}: training stage {key} trained on {dev} and its weights are not here; trained on this machine "
             "they would be another draw of its seed, whose answers would not pool with the cached ones. Rebuild it on "
@@ -349,7 +357,7 @@ def _train_stage(cache, model: str, examples, cfg, adapter=None, span_labels=Non
     cache.folders[str(out)] = (key, build)
     reused = not cache.settings.fresh and _read_log(log_p) is not None
     # --reanswer builds missing weights now, so that a rebuild that replaces the log is the one this row reads
-    if not reused or cache.settings.wants_weights(out.name) or cache.settings.reanswers(out.name):
+    if not reused or cache.settings.wants_weights(out) or cache.settings.reanswers(out):
         cache.materialize(out)
     info = _read_log(log_p, warn=False)
     if info is None: raise RuntimeError(f"{log_p}: the training stage finished without writing its log")
@@ -365,7 +373,7 @@ def _answered_after(cache, adapter) -> float | None:
     """With `--reanswer` naming adapter folder `adapter` (`GenSettings.reanswers`): when its weights at hand were
     built (built now when missing; their `stage.json`'s modification time), so that its answers made before then are
     asked again of them; None otherwise."""
-    if adapter is None or not cache.settings.reanswers(Path(str(adapter)).name): return None
+    if adapter is None or not cache.settings.reanswers(adapter): return None
     cache.materialize(adapter)
     want = str(cache.ident(adapter)).removeprefix("stage:")
     built = weights_built_at(adapter, want)
@@ -635,9 +643,10 @@ def verify(work_dirs, n: int = 8, seed: int | None = None, log=print, before_wei
     the log line) with the models and adapters at hand: {'seed', 'drawn', 'checked', 'matched', 'not_at_hand',
     'by_model', 'mismatches'}; each mismatch is logged with its full key and file. `before_weights`: draw only answers
     of a trained stage made before its weights at hand were built (`_built_at`: rebuilt weights against the answers of
-    the weights they replace); `model`: only the answers of that model or adapter (`_answerer`: e.g. a DEER adapter's
-    folder name); `record`: append the check to each work folder's `stages/verified.jsonl` (`_record_verified`)."""
-    pool = [(r, e) for r, e in _cached_requests(work_dirs) if model is None or _answerer(e) == model]
+    the weights they replace); `model`: only the answers of that model or adapter (`_answerer`, matched as `_named`
+    does: a DEER adapter's folder name, or `n80/single` for one of alpha-UMi's same-named folders); `record`: append
+    the check to each work folder's `stages/verified.jsonl` (`_record_verified`)."""
+    pool = [(r, e) for r, e in _cached_requests(work_dirs) if model is None or _named({model}, _answerer(e))]
     if before_weights: pool = [(r, e) for r, e in pool if float(e.get("created") or "inf") < _built_at(r, e)]
     seed = random.SystemRandom().randrange(2 ** 31) if seed is None else seed
     picked = random.Random(seed).sample(pool, min(n, len(pool)))
