@@ -602,7 +602,7 @@ def main():
             "at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_start": load0,
             "load_end": [round(x, 2) for x in os.getloadavg()], "note": a.note, "floors": fl}
         print(f"[{k}: {time.perf_counter() - t0:.0f} s]", flush=True)
-    if a.keep:
+    if a.keep and Path(a.keep).exists():             # a --keep file not written yet: this run starts it
         old = json.loads(Path(a.keep).read_text())
         # the page's head keeps the kept run's limits; this run's are with its workloads
         res["floors"] = old.get("floors", res.get("floors"))

@@ -194,7 +194,7 @@ def defined_n(suite: str, items: list[dict], metric: str, mode: str = "compat") 
 # %% ../nbs/91_claims.ipynb
 def units(items: list[dict]) -> str:
     "What the bootstrap resamples in `items`: 'items', or 'dialogues (k)' for alpha-UMi steps."
-    if items and "dialogue" in items[0]: return f"dialogues ({len({it['dialogue'] for it in items})})"
+    if items and "dialogue" in items[0]: return f"dialogues ({unit_count(items)})"
     return "items"
 
 # %% ../nbs/91_claims.ipynb
