@@ -5,7 +5,7 @@
 # %% ../nbs/90_report.ipynb 3
 from __future__ import annotations
 from fastcore.basics import patch
-import contextlib, datetime as _dt, importlib.metadata, json, os, platform, re, subprocess, tempfile, time, uuid
+import contextlib, datetime as _dt, importlib.metadata, json, os, platform, re, shutil, subprocess, tempfile, time, uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -16,8 +16,9 @@ if TYPE_CHECKING: import pandas as pd     # pandas and the metrics load on first
 # %% auto 0
 __all__ = ['EXPERIMENTS', 'VERSIONED', 'check_profile', 'profile_data_root', 'stage_lines', 'check_lines', 'Report', 'Experiment',
            'repo_root', 'notebook_parameters', 'default_out', 'parse_params', 'code_state', 'package_versions',
-           'describe_failure', 'repo_relative', 'prune_stale', 'ExperimentBusy', 'experiment_lock', 'say_repairs',
-           'backend_change', 'reproduce', 'verify_reports', 'write_index']
+           'describe_failure', 'repo_relative', 'prune_stale', 'page_files', 'snapshot_page', 'restore_page',
+           'ExperimentBusy', 'experiment_lock', 'say_repairs', 'backend_change', 'reproduce', 'verify_reports',
+           'write_index']
 
 # %% ../nbs/90_report.ipynb
 def check_profile(profile: str) -> str:
@@ -399,6 +400,53 @@ def prune_stale(exp_out: Path, run_id: str, started: float, prune_cache: bool = 
     return rel(gone), rel(other)
 
 # %% ../nbs/90_report.ipynb
+def page_files(exp_out: Path) -> list[Path]:
+    """An experiment folder's page: its top-level files that are not hidden (the README, tables, figures, per-item
+    files and the executed notebook); a failed run's notebook and `work/` are not part of it."""
+    return sorted(f for f in exp_out.iterdir() if f.is_file() and not f.name.startswith(".")
+                  and not f.name.endswith(".failed.ipynb"))
+
+# %% ../nbs/90_report.ipynb
+def snapshot_page(exp_out: Path) -> Path:
+    """Copy an experiment folder's `page_files` into a new hidden folder inside it (removing the copies a killed run
+    left); that folder."""
+    for old in exp_out.glob(".page-before-*"): shutil.rmtree(old, ignore_errors=True)   # left by a killed run
+    snap = Path(tempfile.mkdtemp(prefix=".page-before-", dir=exp_out))
+    for f in page_files(exp_out): shutil.copy2(f, snap / f.name)
+    return snap
+
+# %% ../nbs/90_report.ipynb
+def restore_page(exp_out: Path, snap: Path) -> list[str]:
+    """Put an experiment folder's page back as `snapshot_page` copied it into `snap`: the copies move back, page files
+    added since are removed, and `snap` goes; the names that had changed."""
+    kept = {f.name for f in snap.iterdir()}
+    changed = [f.name for f in page_files(exp_out) if f.name not in kept]
+    for f in changed: (exp_out / f).unlink()
+    for name in sorted(kept):
+        now = exp_out / name
+        if not now.exists() or now.read_bytes() != (snap / name).read_bytes(): changed.append(name)
+        os.replace(snap / name, now)
+    shutil.rmtree(snap, ignore_errors=True)
+    return sorted(changed)
+
+# %% ../nbs/90_report.ipynb
+def _settle_page(exp_out: Path, name: str, tmp_nb: Path, snap: Path, status: str, error: str | None):
+    """After a notebook ran: a good run's executed notebook becomes the page's; after a failed or stopped run the page
+    goes back to `snap` and its notebook is kept as `<name>.failed.ipynb`; (status, error)."""
+    failed_nb = exp_out / f"{name}.failed.ipynb"
+    if status == "ok":
+        error = _keep_notebook(tmp_nb, exp_out / f"{name}.ipynb")
+        if not error:
+            shutil.rmtree(snap, ignore_errors=True); failed_nb.unlink(missing_ok=True)
+            return status, None
+        status = "failed"
+    restore_page(exp_out, snap)
+    failed_nb.unlink(missing_ok=True)
+    bad = _keep_notebook(tmp_nb, failed_nb)
+    left = "the page was left as it was" + (f" (the executed notebook: {failed_nb.name})" if failed_nb.exists() else "")
+    return ("failed" if status == "ok" else status), "; ".join(x for x in (error, bad, left) if x)
+
+# %% ../nbs/90_report.ipynb
 class ExperimentBusy(RuntimeError):
     "Another `reproduce` is running this experiment into the same folder."
 
@@ -455,16 +503,17 @@ def _run_experiment(name: str, profile: str, params: dict | None, out: Path, roo
     state = code_state(root, out)                  # the code this experiment runs (a long run may span commits)
     started, t0 = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), time.perf_counter()
     epoch, run_id = time.time(), os.environ.get("TOOLPAPER_RUN_ID", "")
-    tmp_nb = exp_out / f".{name}.tmp.ipynb"
+    tmp_nb, snap = exp_out / f".{name}.tmp.ipynb", snapshot_page(exp_out)
     status, error = "ok", None
     try:
         pm.execute_notebook(str(nb_path), str(tmp_nb), parameters=prm, kernel_name="python3",
                             progress_bar=progress, cwd=str(root / "nbs" / "experiments"), report_mode=False)
     except Exception as e:
         status, error = "failed", describe_failure(e, exp.notebook, tmp_nb)
+    except BaseException:                                        # stopped (Ctrl-C): the page goes back too
+        status = "stopped"; raise
     finally:
-        bad = _keep_notebook(tmp_nb, exp_out / f"{name}.ipynb")
-        if bad: status, error = "failed", "; ".join(x for x in (error, bad) if x)
+        status, error = _settle_page(exp_out, name, tmp_nb, snap, status, error)
         holder = next((d for d in [out.resolve(), *out.resolve().parents] if (d / "settings.ini").exists()), None)
         _relativize_page(exp_out, [str(root.resolve()), str(holder) if holder else None])
     pruned, other = prune_stale(exp_out, run_id, epoch, prune_cache) if status == "ok" and run_id else ([], [])
