@@ -96,9 +96,10 @@ def split_profile(profile: str) -> tuple[str, str | None]:
 
 # %% ../nbs/00_config.ipynb
 SIZE_FIELDS = frozenset({
-    "model", "gen_model", "train_n", "test_n", "valid_n", "baseline_n", "retention_n", "ood_n", "realtime_n",
-    "scaling", "train_seeds", "shot_trials", "min_nested", "deer_tools", "n_fields", "subfields_per_field",
-    "tools_per_subfield", "n_single", "n_multi", "max_tool_rounds", "max_steps", "batch_size", "grad_accum", "epochs",
+    "model", "gen_model", "train_n", "test_n", "valid_n", "baseline_n", "retention_n", "ood_n", "ood_others_n",
+    "realtime_n", "scaling", "train_seeds", "shot_trials", "min_nested", "deer_tools", "n_fields",
+    "subfields_per_field", "tools_per_subfield", "n_single", "n_multi", "max_tool_rounds", "max_steps", "batch_size",
+    "grad_accum", "epochs",
     "epochs1", "epochs_planner", "epochs_caller", "epochs_summarizer",
 })
 

@@ -34,8 +34,9 @@ from .trajectories import (TrajConfig, build_corpus, corpus_table, released_role
 # %% auto 0
 __all__ = ['UMI_PROFILES', 'UMI_COLS', 'UMI_NAMES', 'PAPER_UMI', 'PAPER_UMI_OOD', 'GROUPS', 'PAPER_UMI_T2', 'UMI_HEADLINE',
            'UMI_SUITE', 'UmiExpConfig', 'umi_group', 'UmiRun', 'umi_prompt_tokens', 'umi_fitting', 'run_umi_experiment',
-           'umi_table1', 'umi_scaling', 'umi_table2', 'umi_table2_paper', 'umi_table1_ood', 'umi_cost_table',
-           'plot_umi_scaling', 'plot_umi_span_losses', 'UmiOptions', 'UmiPredictor', 'umi_unit_ids', 'umi_quotes']
+           'umi_table1', 'umi_scaling', 'umi_table2', 'umi_table2_paper', 'umi_table1_ood', 'umi_ood_note',
+           'umi_cost_table', 'plot_umi_scaling', 'plot_umi_span_losses', 'UmiOptions', 'UmiPredictor', 'umi_unit_ids',
+           'umi_quotes']
 
 # %% ../nbs/19_umi.ipynb
 def _cpu_glpft() -> GLPFTConfig:
@@ -116,6 +117,9 @@ class UmiExpConfig(Profiled):
     # the main-size methods scored on them (None: every one); the ledger's out-of-domain rows compare GLPFT with
     # Single-LLM, so all 400 dialogues can be spent on those two alone
     ood_methods: tuple | None = None
+    # with `ood_methods`: how many of the dialogues the other main-size methods are scored on (0: none; the same
+    # seeded draw an `ood_n` of that size makes, so their answers from such a run are reused)
+    ood_others_n: int | None = 0
     # held-out dialogues the real-time pass rate runs on, the first of the test set (None: all of them)
     realtime_n: int | None = None
     # also score the base model, not fine-tuned, with the Single-LLM prompt (`base`): the floor every fine-tuned method
@@ -416,7 +420,9 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
     if ood and cfg.ood_n != 0:           # drawn among the dialogues the model can read (the engine refuses the rest)
         ood, why = umi_fitting(ood, cfg.model, sum(cfg.max_new_tokens))
         if why: notes.append(why)
-    ood = seeded_subset(list(ood), cfg.ood_n, cfg.seed) if ood and cfg.ood_n != 0 else []
+    fit = list(ood) if ood and cfg.ood_n != 0 else []
+    ood, ood_others = [seeded_subset(fit, k, cfg.seed) if fit and k != 0 else [] for k in
+                       (cfg.ood_n, cfg.ood_others_n if cfg.ood_methods else 0)]
     # the main size first: the comparisons most claims rest on are on file before the scaling runs
     for n in [main_n] + [s for s in corpus["sizes"] if s != main_n]:
         methods, stage2, note = _umi_methods(n, corpus, cfg)
@@ -441,7 +447,8 @@ def run_umi_experiment(tools: Sequence[Tool], train_instances: Sequence[Instance
                 rt_test = test[: cfg.realtime_n] if cfg.realtime_n is not None else test
                 grp_rows, rt = _umi_realtime(ag, m, rt_test, tools, cfg, inst_by_id, row)
                 groups += grp_rows
-                if ood and m in (cfg.ood_methods or methods): ood_rows += _umi_ood_rows(ag, m, ood, cfg, stage_cache)
+                m_ood = ood if m in (cfg.ood_methods or methods) else ood_others
+                if m_ood: ood_rows += _umi_ood_rows(ag, m, m_ood, cfg, stage_cache)
                 cost.append(_umi_cost_row(m, trained[m], rt))
             for c in cache.values(): c.clear_cache()        # each method's prompts are its own: free the prefix caches
         for c in cache.values(): release(c)          # the next size trains other models
@@ -524,6 +531,21 @@ def umi_table1_ood(run: UmiRun) -> pd.DataFrame:
     return pd.concat([ours, quoted], ignore_index=True).rename(
         columns={"plan_acc": "Plan ACC", "act_em": "Act EM", "hallu": "Hallu", "arg_f1": "Arg F1", "rouge_l": "R-L"}
     )
+
+# %% ../nbs/19_umi.ipynb
+def umi_ood_note(run: UmiRun, cfg: UmiExpConfig, released: int) -> str:
+    """The page's sentence on the out-of-domain dialogues: how many of the `released` ones the methods were scored on
+    (`cfg.ood_methods` and the others apart when they differ), and whether that is every one the model can read."""
+    if not len(run.ood): return "Out-of-domain: not scored. "
+    picked = run.ood.method.isin(cfg.ood_methods) if cfg.ood_methods else run.ood.method.notna()
+    main, rest = run.ood[picked].iloc[0], run.ood[~picked]
+    every = cfg.ood_n is None or cfg.ood_n >= released
+    s = (f"Out-of-domain: {main.dialogues} of the {released} released ToolBench dialogues ({main.steps} steps; "
+         + ("every one the model can read" if every else "a seeded draw among those the model can read") + ")")
+    if cfg.ood_methods: s += " for " + " and ".join(UMI_NAMES[m] for m in cfg.ood_methods)
+    if len(rest): s += (f", the other methods on {rest.dialogues.iloc[0]} of them ({rest.steps.iloc[0]} steps; the "
+                        "draw that size of `ood_n` makes)")
+    return s + ", prompted in toolpaper's layout like the held-out set. "
 
 # %% ../nbs/19_umi.ipynb
 def umi_cost_table(run: UmiRun) -> pd.DataFrame:
